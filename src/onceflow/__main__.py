@@ -1,0 +1,5 @@
+import sys
+
+from onceflow.cli.main import main
+
+sys.exit(main())

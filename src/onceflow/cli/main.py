@@ -1,0 +1,48 @@
+"""The `onceflow` command: one sub-command per module in this package.
+
+Each sub-command module exposes `add_parser(subparsers)`, which registers its parser and sets
+`func` (taking the parsed arguments, returning an exit code) as the parser's default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name of the module in onceflow.cli that provides each sub-command, in the order help lists them
+SUBCOMMAND_MODULES = ("broker_cmd", "topics_cmd", "demo_cmd")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="onceflow",
+        description="Exactly-once streaming: a Kafka-compatible broker, client and Spark connectors.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"onceflow.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"onceflow.cli.{name}":
+                raise
+            continue
+        module.add_parser(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
