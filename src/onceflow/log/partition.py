@@ -1,0 +1,588 @@
+"""One partition's log: segments in `<data dir>/<topic>-<partition>`, appends, reads, retention.
+
+`PartitionLog` is driven from the broker's event loop. `append` assigns offsets by patching each
+batch's base offset (outside the CRC) in one copy of the record set, writes the whole set with
+one `pwrite` or nothing, indexes it per batch and returns without fsync. `flush` (called from the
+group-commit worker thread, see `log.durability`) fsyncs what was written and moves the flushed
+offset; with `flush.on.ack` (the default) the high watermark is the flushed offset, so consumers
+never see a record that a crash could take back. Reads return whole batches via `pread`.
+
+Slots for later issues: producer state (`prepare`/`update` around `append` via its `validate`
+hook, snapshots in `<offset>.snapshot`), an aborted-transaction index per segment
+(`<offset>.txnindex`, deleted with its segment) and the last stable offset
+(`last_stable_offset`, today equal to the high watermark; `read` takes it as `upper_bound`).
+
+The log start offset moves with retention and `delete_records`; a start offset inside a segment
+(DeleteRecords) is kept in the partition directory's `log-start-offset` file (Kafka keeps one
+`log-start-offset-checkpoint` per data directory).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from onceflow.log.config import LogConfig
+from onceflow.log.fsutil import fsync_dir, read_int_file, write_file_atomically
+from onceflow.log.recovery import RecoverySummary, recover_segment
+from onceflow.log.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SEGMENT_SUFFIXES,
+    TIME_INDEX_SUFFIX,
+    BatchInfo,
+    LogSegment,
+    parse_segment_stem,
+    segment_file_stem,
+)
+from onceflow.log.timestamps import find_offset_by_timestamp
+from onceflow.protocol.errors import ErrorCode
+from onceflow.records.batch import (
+    BatchHeader,
+    TimestampType,
+    iter_batches,
+    patch_base_offset,
+    patch_max_timestamp,
+    patch_partition_leader_epoch,
+)
+from onceflow.records.errors import CorruptRecordError
+
+logger = logging.getLogger("onceflow.log")
+
+LOG_START_OFFSET_FILE = "log-start-offset"
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    """Kafka's partition directory name: `<topic>-<partition>`."""
+    return f"{topic}-{partition}"
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """Outcome of `PartitionLog.append` (Kafka's `LogAppendInfo`, the fields produce needs)."""
+
+    error: ErrorCode
+    base_offset: int = -1
+    last_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    max_timestamp: int = -1
+    # offset after the appended records: what `GroupCommitter.flushed` waits for
+    next_offset: int = -1
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    """Outcome of `PartitionLog.read`."""
+
+    error: ErrorCode
+    records: bytes | memoryview
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+
+
+@dataclass(frozen=True)
+class TimestampAndOffset:
+    """Answer of `offset_for_timestamp` (ListOffsets): the record's timestamp and offset."""
+
+    timestamp: int
+    offset: int
+
+
+class PartitionLog:
+    """The log of one partition. Everything but `flush` runs on one thread (the event loop)."""
+
+    def __init__(
+        self,
+        dir_path: str,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        clean_shutdown: bool = False,
+        leader_epoch: int = 0,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.leader_epoch = leader_epoch
+        self.name = partition_dir_name(topic, partition)
+        self.dir_path = os.path.join(dir_path, self.name)
+        self._lock = threading.Lock()  # guards the flush snapshot against append/roll
+        self._flush_lock = threading.Lock()  # held while fsyncing; closing a segment takes it
+        self._segments: list[LogSegment] = []
+        self._base_offsets: list[int] = []
+        self._unflushed: list[LogSegment] = []  # rolled segments not yet fsynced
+        self._dir_dirty = False
+        self.failed: OSError | None = None
+        self.last_flush_ms = int(time.time() * 1000)
+        created = not os.path.isdir(self.dir_path)
+        os.makedirs(self.dir_path, exist_ok=True)
+        if created:
+            fsync_dir(os.path.dirname(self.dir_path))
+        self._load(recovery_point, clean_shutdown)
+        self._log_end_offset = self._segments[-1].next_offset
+        stored_start = read_int_file(os.path.join(self.dir_path, LOG_START_OFFSET_FILE))
+        self._log_start_offset = max(self._segments[0].base_offset, stored_start or 0)
+        self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
+        self._flushed_offset = self._log_end_offset
+
+    # -- offsets -------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        """First offset a consumer may fetch."""
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """Offset the next appended record gets."""
+        return self._log_end_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        """Every offset below this is fsynced (Kafka's recovery point)."""
+        return self._flushed_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """Offsets below this are visible: the flushed offset, or the end with flush.on.ack off."""
+        if self.config.flush_on_ack:
+            return self._flushed_offset
+        return self._log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """read_committed bound; equals the high watermark until transactions land."""
+        return self.high_watermark
+
+    @property
+    def size_bytes(self) -> int:
+        """Total bytes of all `.log` files."""
+        return sum(segment.size for segment in self._segments)
+
+    @property
+    def segments(self) -> Sequence[LogSegment]:
+        """The segments, oldest first (read-only view for tests and tools)."""
+        return tuple(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        """The segment appends go to."""
+        return self._segments[-1]
+
+    def update_config(self, config: LogConfig) -> None:
+        """Apply changed topic configs (index sizes apply to segments created from now on)."""
+        self.config = config
+        for segment in self._segments:
+            segment.config = config
+
+    # -- append --------------------------------------------------------------------------------
+
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        validate: Callable[[list[BatchHeader]], ErrorCode | None] | None = None,
+        now_ms: int | None = None,
+    ) -> AppendResult:
+        """Assign offsets to an already validated record set and write all of it or nothing.
+
+        `validate`, if given, sees the parsed headers before anything is written; a non-None,
+        non-NONE code is returned unchanged and nothing is appended (producer-state checks slot
+        in here). Returns KAFKA_STORAGE_ERROR when the write fails (the log goes offline),
+        RECORD_LIST_TOO_LARGE when the set exceeds `segment.bytes`, MESSAGE_TOO_LARGE or
+        CORRUPT_MESSAGE when framing is off (the broker normally rejected those already).
+        """
+        if self.failed is not None:
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR)
+        buf = bytearray(records)
+        try:
+            batches = list(iter_batches(buf, self.config.max_message_bytes))
+        except CorruptRecordError as exc:
+            return AppendResult(exc.error_code)
+        if not batches:
+            return AppendResult(ErrorCode.NONE, log_start_offset=self._log_start_offset)
+        if len(buf) > self.config.segment_bytes:
+            return AppendResult(ErrorCode.RECORD_LIST_TOO_LARGE)
+        if validate is not None:
+            error = validate([header for header, _ in batches])
+            if error is not None and error != ErrorCode.NONE:
+                return AppendResult(error)
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        log_append = self.config.log_append_time
+        epoch = self.leader_epoch
+        base_offset = offset = self._log_end_offset
+        infos: list[BatchInfo] = []
+        max_timestamp = -1
+        for header, view in batches:
+            patch_base_offset(view, offset)
+            patch_partition_leader_epoch(view, epoch)
+            timestamp = header.max_timestamp
+            if log_append:
+                patch_max_timestamp(view, now, TimestampType.LOG_APPEND_TIME)
+                timestamp = now
+            if timestamp > max_timestamp:
+                max_timestamp = timestamp
+            last = offset + header.last_offset_delta
+            infos.append(BatchInfo(last, timestamp, header.total_size))
+            offset = last + 1
+        segment = self._segments[-1]
+        try:
+            if segment.should_roll(len(buf), offset - 1, max_timestamp, now):
+                segment = self._roll(now)
+            segment.append(buf, infos)
+        except OSError as exc:
+            self._go_offline(exc, "append")
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR)
+        with self._lock:
+            self._log_end_offset = offset
+        return AppendResult(
+            ErrorCode.NONE,
+            base_offset=base_offset,
+            last_offset=offset - 1,
+            log_append_time=now if log_append else -1,
+            log_start_offset=self._log_start_offset,
+            max_timestamp=max_timestamp,
+            next_offset=offset,
+        )
+
+    def _roll(self, now_ms: int) -> LogSegment:
+        """Start a new active segment at the log end offset; the old one waits for its fsync."""
+        old = self._segments[-1]
+        old.seal_time_index()
+        new = LogSegment(self.dir_path, self._log_end_offset, self.config, create=True)
+        new.created_ms = now_ms
+        with self._lock:
+            self._unflushed.append(old)
+            self._segments.append(new)
+            self._base_offsets.append(new.base_offset)
+            self._dir_dirty = True
+        logger.debug("rolled %s: new segment at offset %d", self.name, new.base_offset)
+        return new
+
+    def _go_offline(self, exc: OSError, action: str) -> None:
+        self.failed = exc
+        logger.error("log %s is offline after a failed %s: %s", self.name, action, exc)
+
+    # -- flush (group-commit worker thread) ----------------------------------------------------
+
+    def flush(self) -> int:
+        """fsync everything appended so far; returns the offset now covered. Thread-safe.
+
+        Rolled segments get their `.log` and indexes fsynced, the active one its `.log`
+        (fdatasync); the directory is fsynced when segments were created. Raises OSError (and
+        takes the log offline) when an fsync fails.
+        """
+        with self._flush_lock:
+            with self._lock:
+                target = self._log_end_offset
+                rolled, self._unflushed = self._unflushed, []
+                active = self._segments[-1]
+                dir_dirty, self._dir_dirty = self._dir_dirty, False
+            if self.failed is not None:
+                raise self.failed
+            try:
+                for segment in rolled:
+                    segment.flush(indexes=True)
+                active.flush(indexes=False)
+                if dir_dirty:
+                    fsync_dir(self.dir_path)
+            except OSError as exc:
+                self._go_offline(exc, "fsync")
+                raise
+            if target > self._flushed_offset:
+                self._flushed_offset = target
+            self.last_flush_ms = int(time.time() * 1000)
+            return target
+
+    @property
+    def has_rolled_unflushed(self) -> bool:
+        """True while a rolled segment still waits for its fsync."""
+        return bool(self._unflushed)
+
+    @property
+    def unflushed_messages(self) -> int:
+        """Offsets appended since the last flush (for `flush.messages`)."""
+        return self._log_end_offset - self._flushed_offset
+
+    # -- read ----------------------------------------------------------------------------------
+
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        upper_bound_offset: int | None = None,
+        *,
+        min_one_message: bool = True,
+    ) -> ReadResult:
+        """Whole batches from the one containing `fetch_offset`, at most `max_bytes` unless the
+        first batch alone is bigger (KIP-74, when `min_one_message`), never a batch starting at
+        or after `upper_bound_offset` (default: the high watermark).
+
+        OFFSET_OUT_OF_RANGE when `fetch_offset` is below the log start or above the log end,
+        KAFKA_STORAGE_ERROR when the log is offline.
+        Reads stay within one segment, as Kafka's do; the client fetches again for more.
+        """
+        hw = self.high_watermark
+        upper = hw if upper_bound_offset is None else min(upper_bound_offset, hw)
+        start = self._log_start_offset
+        if fetch_offset < start or fetch_offset > self._log_end_offset:
+            return ReadResult(
+                ErrorCode.OFFSET_OUT_OF_RANGE, b"", hw, self.last_stable_offset, start
+            )
+        if self.failed is not None:
+            return ReadResult(
+                ErrorCode.KAFKA_STORAGE_ERROR, b"", hw, self.last_stable_offset, start
+            )
+        empty = ReadResult(ErrorCode.NONE, b"", hw, self.last_stable_offset, start)
+        if fetch_offset >= upper:
+            return empty
+        index = max(0, bisect_right(self._base_offsets, fetch_offset) - 1)
+        for segment in self._segments[index:]:
+            if segment.base_offset >= upper:
+                break
+            position = segment.translate_offset(fetch_offset)
+            if position is None:
+                continue
+            data = segment.read(position, max_bytes, upper, min_one_message)
+            return ReadResult(ErrorCode.NONE, data, hw, self.last_stable_offset, start)
+        return empty
+
+    def offset_for_timestamp(
+        self, timestamp: int, upper_bound_offset: int | None = None
+    ) -> TimestampAndOffset | None:
+        """ListOffsets: the first record with timestamp >= `timestamp` below the upper bound
+        (default the high watermark); -2 earliest, -1 latest (the upper bound), -3 the record
+        with the largest timestamp (KIP-734). None when there is no such record.
+        """
+        upper = self.high_watermark if upper_bound_offset is None else upper_bound_offset
+        if timestamp == EARLIEST_TIMESTAMP:
+            return TimestampAndOffset(-1, self._log_start_offset)
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(-1, upper)
+        found = find_offset_by_timestamp(self._segments, timestamp, self._log_start_offset, upper)
+        if found is None:
+            return None
+        return TimestampAndOffset(*found)
+
+    # -- retention -----------------------------------------------------------------------------
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Apply `retention.ms`, `retention.bytes` and the log start offset to whole segments.
+
+        Never deletes the active segment nor a segment holding offsets at or above the high
+        watermark; does nothing unless `cleanup.policy` includes `delete`. Returns how many
+        segments were deleted and advances the log start offset past them.
+        """
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        candidates = self._segments[:-1]
+        hw = self.high_watermark
+        eligible = 0
+        for i in range(len(candidates)):
+            if self._segments[i + 1].base_offset > hw:
+                break
+            eligible += 1
+        if not eligible:
+            return 0
+        by_start = 0
+        for i in range(eligible):
+            if self._segments[i + 1].base_offset <= self._log_start_offset:
+                by_start = i + 1
+        by_time = by_size = 0
+        if self.config.delete_enabled:
+            retention_ms = self.config.retention_ms
+            if retention_ms >= 0:
+                for segment in candidates[:eligible]:
+                    largest = segment.max_timestamp
+                    if largest < 0:
+                        largest = segment.last_modified_ms()
+                    if now - largest <= retention_ms:
+                        break
+                    by_time += 1
+            retention_bytes = self.config.retention_bytes
+            if retention_bytes >= 0:
+                excess = self.size_bytes - retention_bytes
+                for segment in candidates[:eligible]:
+                    if excess - segment.size < 0:
+                        break
+                    excess -= segment.size
+                    by_size += 1
+        count = max(by_start, by_time, by_size)
+        if count:
+            reason = (
+                "log start offset"
+                if count == by_start
+                else ("retention.ms" if count == by_time else "retention.bytes")
+            )
+            self._delete_segments(count, reason)
+        return count
+
+    def delete_records(self, offset: int) -> tuple[ErrorCode, int]:
+        """DeleteRecords: move the log start offset to `offset` (-1: the high watermark).
+
+        Returns `(error, low watermark)`; OFFSET_OUT_OF_RANGE above the high watermark.
+        """
+        hw = self.high_watermark
+        if offset == -1:
+            offset = hw
+        if offset < 0 or offset > hw:
+            return ErrorCode.OFFSET_OUT_OF_RANGE, self._log_start_offset
+        if offset > self._log_start_offset:
+            path = os.path.join(self.dir_path, LOG_START_OFFSET_FILE)
+            write_file_atomically(path, f"{offset}\n".encode())
+            self._log_start_offset = offset
+            self.delete_old_segments()
+        return ErrorCode.NONE, self._log_start_offset
+
+    def _delete_segments(self, count: int, reason: str) -> None:
+        with self._flush_lock:
+            doomed = self._segments[:count]
+            with self._lock:
+                del self._segments[:count]
+                del self._base_offsets[:count]
+                self._unflushed = [s for s in self._unflushed if s not in doomed]
+            new_start = self._segments[0].base_offset
+            if new_start > self._log_start_offset:
+                self._log_start_offset = new_start
+            for segment in doomed:
+                segment.delete()
+        logger.info(
+            "deleted %d segment(s) of %s (%s); log start offset now %d",
+            count,
+            self.name,
+            reason,
+            self._log_start_offset,
+        )
+
+    # -- truncation ----------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch at or after the one containing `offset` (recovery, tests).
+
+        The log end offset becomes the base offset of that batch (a batch is never split).
+        """
+        if offset >= self._log_end_offset:
+            return
+        with self._flush_lock:
+            while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+                with self._lock:
+                    doomed = self._segments.pop()
+                    self._base_offsets.pop()
+                doomed.delete()
+            segment = self._segments[-1]
+            position = segment.translate_offset(offset)
+            if position is not None:
+                segment.truncate_to_position(position)
+            segment.flush(indexes=True)
+            with self._lock:
+                self._unflushed = [s for s in self._unflushed if s in self._segments]
+                self._log_end_offset = max(segment.next_offset, segment.base_offset)
+                self._flushed_offset = min(self._flushed_offset, self._log_end_offset)
+                self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
+        logger.info("truncated %s to offset %d", self.name, self._log_end_offset)
+
+    # -- load and close ------------------------------------------------------------------------
+
+    def _load(self, recovery_point: int, clean_shutdown: bool) -> None:
+        """Open every segment, recovering those that may hold unflushed or damaged data."""
+        bases = self._scan_directory()
+        if not bases:
+            segment = LogSegment(self.dir_path, 0, self.config, create=True)
+            self._segments = [segment]
+            self._base_offsets = [0]
+            fsync_dir(self.dir_path)
+            return
+        missing = {}
+        for base in bases:
+            stem = os.path.join(self.dir_path, segment_file_stem(base))
+            absent = [x for x in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) if not os.path.exists(stem + x)]
+            missing[base] = f"{', '.join(absent)} missing" if absent else None
+        segments = [LogSegment(self.dir_path, b, self.config, create=False) for b in bases]
+        summary = RecoverySummary(self.name)
+        next_offset = 0
+        for i, segment in enumerate(segments):
+            is_last = i == len(segments) - 1
+            next_base = None if is_last else segments[i + 1].base_offset
+            problem = missing[segment.base_offset] or self._index_problem(segment, next_base)
+            unflushed = not clean_shutdown and (next_base is None or next_base > recovery_point)
+            if problem is None and not unflushed:
+                segment.load_state()
+                next_offset = segment.next_offset
+                continue
+            outcome = recover_segment(segment, next_offset)
+            summary.add(segment, outcome, problem)
+            next_offset = segment.next_offset
+            if outcome.truncated_bytes and not is_last:
+                later = segments[i + 1 :]
+                for doomed in later:
+                    doomed.delete()
+                del segments[i + 1 :]
+                summary.dropped_segments = len(later)
+                fsync_dir(self.dir_path)
+                break
+        summary.log()
+        self._segments = segments
+        self._base_offsets = [s.base_offset for s in segments]
+
+    def _index_problem(self, segment: LogSegment, next_base: int | None) -> str | None:
+        """Why `segment`'s index files cannot be trusted, or None."""
+        if not segment.offset_index.load():
+            return "offset index size is not a whole number of entries"
+        if not segment.time_index.load():
+            return "time index size is not a whole number of entries"
+        problem = segment.offset_index.sanity_check(segment.size)
+        if problem is None:
+            bound = segment.base_offset + 2**31 if next_base is None else next_base
+            problem = segment.time_index.sanity_check(bound)
+        if problem is None and next_base is not None:
+            if segment.offset_index.last_entry()[0] >= next_base:
+                problem = f"{INDEX_SUFFIX} points past the next segment"
+        return problem
+
+    def _scan_directory(self) -> list[int]:
+        """Base offsets of the segments in the directory; removes leftovers of crashes."""
+        bases: set[int] = set()
+        names = os.listdir(self.dir_path)
+        for name in names:
+            base = parse_segment_stem(name)
+            if base is not None and name.endswith(LOG_SUFFIX):
+                bases.add(base)
+        for name in names:
+            path = os.path.join(self.dir_path, name)
+            base = parse_segment_stem(name)
+            orphan = base is not None and base not in bases and name.endswith(SEGMENT_SUFFIXES)
+            leftover = name.endswith((".deleted", ".tmp", ".cleaned", ".swap"))
+            if orphan or leftover:
+                logger.info("removing leftover file %s", path)
+                os.unlink(path)
+        return sorted(bases)
+
+    def close(self) -> None:
+        """Flush, seal the active segment's time index, fsync the indexes, close every file."""
+        if self.failed is None:
+            try:
+                self.active_segment.seal_time_index()
+                self.flush()
+                self.active_segment.flush(indexes=True)
+            except OSError:
+                pass  # already logged and recorded by flush
+        with self._flush_lock:
+            for segment in self._segments:
+                segment.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({self.name!r}, start={self._log_start_offset}, "
+            f"end={self._log_end_offset}, hw={self.high_watermark})"
+        )

@@ -1,0 +1,188 @@
+"""Segment recovery: validate batches, cut a torn or corrupt tail, rebuild the indexes.
+
+Run by `PartitionLog` on open for every segment that may hold unflushed data (after an
+unclean shutdown: the segments from the recovery point on) and for any segment whose index
+files are missing or fail their sanity check. A scan reads the `.log` in large chunks and
+checks each batch: length bounds, magic 2, CRC32C, offsets increasing (base offset at or after
+the previous batch's next offset and the segment base, last offset delta >= 0, relative offsets
+within int32). The first batch failing a check and everything after it is truncated; the
+indexes are rebuilt from the valid batches with the same rule appends use.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+from onceflow.log.config import MAX_INT32
+from onceflow.log.segment import BatchInfo, LogSegment
+from onceflow.records.batch import (
+    LOG_OVERHEAD,
+    iter_batches,
+    split_complete_batches,
+    verify_crc,
+)
+from onceflow.records.errors import CorruptRecordError
+
+logger = logging.getLogger("onceflow.log")
+
+READ_CHUNK = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class SegmentRecovery:
+    """Outcome of `recover_segment`."""
+
+    valid_bytes: int
+    truncated_bytes: int
+    next_offset: int
+    batches: int
+    # why the tail was cut ("torn batch at end of file", "CRC mismatch", ...); None if not cut
+    reason: str | None
+
+
+def recover_segment(segment: LogSegment, min_offset: int) -> SegmentRecovery:
+    """Validate every batch of `segment`, truncate at the first invalid one, rebuild indexes.
+
+    `min_offset` is the smallest base offset the first batch may have (the previous segment's
+    next offset). The indexes are rebuilt in place and fsynced, the log truncated and fsynced.
+    """
+    fd = segment.fd
+    file_size = os.fstat(fd).st_size
+    expected = max(min_offset, segment.base_offset)
+    position = 0
+    infos: list[BatchInfo] = []
+    reason: str | None = None
+    while position < file_size and reason is None:
+        chunk = os.pread(fd, min(READ_CHUNK, file_size - position), position)
+        batches, reason = _split(chunk)
+        if not batches and reason is None:
+            # one batch larger than the chunk, or a torn batch at the end of the file
+            needed = _declared_size(chunk)
+            if needed is None or needed <= len(chunk) or position + needed > file_size:
+                reason = "torn batch at end of file"
+                break
+            batches, reason = _split(os.pread(fd, needed, position))
+            if not batches:
+                reason = reason or "torn batch at end of file"
+                break
+        for header, view in batches:
+            problem = _check_batch(header, view, expected, segment.base_offset)
+            if problem is not None:
+                reason = problem
+                break
+            infos.append(BatchInfo(header.last_offset, header.max_timestamp, header.total_size))
+            position += header.total_size
+            expected = header.last_offset + 1
+    truncated = file_size - position
+    _rebuild(segment, position, infos)
+    return SegmentRecovery(
+        valid_bytes=position,
+        truncated_bytes=truncated,
+        next_offset=segment.next_offset,
+        batches=len(infos),
+        reason=(reason or "torn batch at end of file") if truncated else None,
+    )
+
+
+def _split(chunk: bytes) -> tuple[list, str | None]:
+    """The whole batches at the start of `chunk`, and the framing error after them if any."""
+    try:
+        batches, _ = split_complete_batches(chunk)
+        return batches, None
+    except CorruptRecordError as exc:
+        batches = []
+        try:
+            for item in iter_batches(chunk):
+                batches.append(item)
+        except CorruptRecordError:
+            pass
+        return batches, f"invalid batch: {exc}"
+
+
+def _declared_size(chunk: bytes) -> int | None:
+    """Total size the batch at the start of `chunk` declares, None if it cannot say."""
+    if len(chunk) < LOG_OVERHEAD:
+        return None
+    length = int.from_bytes(chunk[8:12], "big", signed=True)
+    if length <= 0:
+        return None
+    return length + LOG_OVERHEAD
+
+
+def _check_batch(header, view, expected: int, segment_base: int) -> str | None:
+    """Why the batch is invalid for this position of the log, or None."""
+    if header.last_offset_delta < 0:
+        return f"negative last offset delta at offset {header.base_offset}"
+    if header.base_offset < expected:
+        return (
+            f"non-monotonic offset {header.base_offset} after {expected - 1}"
+            if expected > segment_base
+            else f"offset {header.base_offset} below segment base {segment_base}"
+        )
+    if header.last_offset - segment_base > MAX_INT32:
+        return f"offset {header.last_offset} too far from segment base {segment_base}"
+    if not verify_crc(view, header):
+        return "CRC mismatch"
+    return None
+
+
+def _rebuild(segment: LogSegment, valid_bytes: int, infos: list[BatchInfo]) -> None:
+    """Truncate the log to `valid_bytes` and rewrite both indexes from `infos`."""
+    if valid_bytes < os.fstat(segment.fd).st_size:
+        os.ftruncate(segment.fd, valid_bytes)
+    segment.size = valid_bytes
+    segment.offset_index.reset()
+    segment.time_index.reset()
+    segment.bytes_since_last_index_entry = 0
+    segment.max_timestamp = -1
+    segment.offset_of_max_timestamp = segment.base_offset
+    segment.next_offset = segment.base_offset
+    segment.rolling_based_timestamp = None
+    if infos:
+        segment._index_batches(0, infos)
+    segment.flush(indexes=True)
+
+
+class RecoverySummary:
+    """Collects what recovery did to one log's segments and reports it in one log line."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.checked: list[int] = []
+        self.rebuilt: list[tuple[int, str]] = []
+        self.truncation: tuple[int, SegmentRecovery] | None = None
+        self.dropped_segments = 0
+
+    def add(self, segment: LogSegment, outcome: SegmentRecovery, index_problem: str | None) -> None:
+        """Record the outcome for `segment` (`index_problem`: why its index was distrusted)."""
+        self.checked.append(segment.base_offset)
+        if index_problem is not None:
+            self.rebuilt.append((segment.base_offset, index_problem))
+        if outcome.truncated_bytes:
+            self.truncation = (segment.base_offset, outcome)
+
+    def log(self) -> None:
+        """Write the line (nothing when no segment needed recovery)."""
+        if not self.checked:
+            return
+        parts = []
+        if self.truncation is not None:
+            base, outcome = self.truncation
+            parts.append(
+                f"truncated {outcome.truncated_bytes} bytes of corrupt tail at offset "
+                f"{outcome.next_offset} ({outcome.reason}) in segment {base}"
+            )
+        if self.dropped_segments:
+            parts.append(f"deleted {self.dropped_segments} later segment(s)")
+        if self.rebuilt:
+            rebuilt = ", ".join(f"{base} ({why})" for base, why in self.rebuilt)
+            parts.append(f"rebuilt indexes of segment(s) {rebuilt}")
+        damaged = bool(parts)
+        parts.append(
+            f"checked {len(self.checked)} segment(s) from offset {self.checked[0]}"
+            + ("" if damaged else ", no damage")
+        )
+        level = logging.WARNING if damaged else logging.INFO
+        logger.log(level, "recovered %s: %s", self.name, "; ".join(parts))
