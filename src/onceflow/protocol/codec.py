@@ -1,0 +1,645 @@
+"""Kafka's primitive wire types: a `Reader`, a `Writer` and the fast helpers generated code uses.
+
+`Reader` and the generated `Message.decode` raise `DecodeError` on truncated input, bad
+lengths, non-nullable nulls or invalid UTF-8. The module-level `read_*` helpers are their fast
+path: on truncation they may raise `IndexError`/`struct.error`, which those callers convert, so
+call them directly only under the same conversion. Decoded `records` values are
+`memoryview` slices of the input (zero-copy); decoded `bytes` values are copies, so keeping one
+does not pin a whole request frame.
+
+The module-level `read_*` helpers take `(buf, pos)` and return `(value, new_pos)`; `buf` must be a
+`memoryview` (or `bytes`). The `encode_*` helpers return `bytes` including length prefixes.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Mapping
+
+__all__ = [
+    "DecodeError",
+    "UnsupportedVersionError",
+    "Reader",
+    "Writer",
+    "ZERO_UUID",
+]
+
+
+class DecodeError(ValueError):
+    """Input bytes are not a valid encoding (truncated, bad length, bad UTF-8, ...)."""
+
+
+class UnsupportedVersionError(ValueError):
+    """A message cannot be encoded at the requested version."""
+
+
+ZERO_UUID = uuid.UUID(int=0)
+
+_I8 = struct.Struct(">b")
+_I16 = struct.Struct(">h")
+_U16 = struct.Struct(">H")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_I64 = struct.Struct(">q")
+_F64 = struct.Struct(">d")
+_BOOL = struct.Struct(">?")
+
+_unpack_i16 = _I16.unpack_from
+_unpack_i32 = _I32.unpack_from
+pack_i8 = _I8.pack
+pack_i16 = _I16.pack
+pack_i32 = _I32.pack
+
+_UVARINT_SMALL = tuple(bytes((n,)) for n in range(128))
+
+_NULL_I16 = b"\xff\xff"
+_NULL_I32 = b"\xff\xff\xff\xff"
+_NULL_UVARINT = b"\x00"
+
+
+# ---------------------------------------------------------------------------------------------
+# varints
+
+
+def read_uvarint(buf, pos: int) -> tuple[int, int]:
+    """Read an unsigned varint (at most 5 bytes, as Kafka's `readUnsignedVarint`)."""
+    b = buf[pos]
+    if b < 0x80:
+        return b, pos + 1
+    value = b & 0x7F
+    shift = 7
+    pos += 1
+    while True:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise DecodeError("unsigned varint is longer than 5 bytes")
+
+
+def _read_uvarlong(buf, pos: int) -> tuple[int, int]:
+    value = 0
+    shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+        if shift > 63:
+            raise DecodeError("varlong is longer than 10 bytes")
+
+
+def read_varint(buf, pos: int) -> tuple[int, int]:
+    """Read a zig-zag encoded signed 32-bit varint."""
+    raw, pos = read_uvarint(buf, pos)
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def read_varlong(buf, pos: int) -> tuple[int, int]:
+    """Read a zig-zag encoded signed 64-bit varlong."""
+    raw, pos = _read_uvarlong(buf, pos)
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def encode_uvarint(value: int) -> bytes:
+    """Encode a non-negative int as an unsigned varint."""
+    if value < 128:
+        if value < 0:
+            raise ValueError(f"unsigned varint cannot be negative: {value}")
+        return _UVARINT_SMALL[value]
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def encode_varint(value: int) -> bytes:
+    """Encode a signed 32-bit int as a zig-zag varint."""
+    if not -(2**31) <= value < 2**31:
+        raise ValueError(f"varint out of range: {value}")
+    return encode_uvarint((value << 1) ^ (value >> 31))
+
+
+def encode_varlong(value: int) -> bytes:
+    """Encode a signed 64-bit int as a zig-zag varlong."""
+    if not -(2**63) <= value < 2**63:
+        raise ValueError(f"varlong out of range: {value}")
+    return encode_uvarint((value << 1) ^ (value >> 63))
+
+
+# ---------------------------------------------------------------------------------------------
+# lengths
+
+
+def _checked_end(buf, pos: int, n: int) -> int:
+    end = pos + n
+    if end > len(buf):
+        raise DecodeError(f"need {n} bytes at offset {pos}, only {len(buf) - pos} left")
+    return end
+
+
+def read_array_length(buf, pos: int) -> tuple[int, int]:
+    """Read an int32 array length; -1 (null) is returned as -1. Checks it fits the input."""
+    (n,) = _unpack_i32(buf, pos)
+    pos += 4
+    if n > len(buf) - pos:
+        raise DecodeError(f"array of {n} elements cannot fit in {len(buf) - pos} bytes")
+    if n < -1:
+        raise DecodeError(f"negative array length {n}")
+    return n, pos
+
+
+def read_compact_array_length(buf, pos: int) -> tuple[int, int]:
+    """Read a compact (uvarint N+1) array length; null is returned as -1."""
+    n, pos = read_uvarint(buf, pos)
+    n -= 1
+    if n > len(buf) - pos:
+        raise DecodeError(f"array of {n} elements cannot fit in {len(buf) - pos} bytes")
+    return n, pos
+
+
+def non_null_array(n: int, field: str) -> None:
+    """Raise `DecodeError` if a non-nullable array was serialized as null."""
+    if n < 0:
+        raise DecodeError(f"non-nullable field {field} was serialized as null")
+
+
+# ---------------------------------------------------------------------------------------------
+# strings
+
+
+def read_string(buf, pos: int) -> tuple[str, int]:
+    """int16-length UTF-8 string, not nullable."""
+    (n,) = _unpack_i16(buf, pos)
+    pos += 2
+    if n < 0:
+        raise DecodeError("non-nullable string was serialized as null")
+    end = _checked_end(buf, pos, n)
+    return str(buf[pos:end], "utf-8"), end
+
+
+def read_nullable_string(buf, pos: int) -> tuple[str | None, int]:
+    """int16-length UTF-8 string; -1 is None."""
+    (n,) = _unpack_i16(buf, pos)
+    pos += 2
+    if n < 0:
+        if n == -1:
+            return None, pos
+        raise DecodeError(f"negative string length {n}")
+    end = _checked_end(buf, pos, n)
+    return str(buf[pos:end], "utf-8"), end
+
+
+def read_compact_string(buf, pos: int) -> tuple[str, int]:
+    """uvarint (N+1)-length UTF-8 string, not nullable."""
+    n, pos = read_uvarint(buf, pos)
+    if n == 0:
+        raise DecodeError("non-nullable string was serialized as null")
+    end = _checked_end(buf, pos, n - 1)
+    return str(buf[pos:end], "utf-8"), end
+
+
+def read_compact_nullable_string(buf, pos: int) -> tuple[str | None, int]:
+    """uvarint (N+1)-length UTF-8 string; 0 is None."""
+    n, pos = read_uvarint(buf, pos)
+    if n == 0:
+        return None, pos
+    end = _checked_end(buf, pos, n - 1)
+    return str(buf[pos:end], "utf-8"), end
+
+
+def encode_string(value: str) -> bytes:
+    """int16-length string."""
+    data = value.encode()
+    return _I16.pack(len(data)) + data
+
+
+def encode_nullable_string(value: str | None) -> bytes:
+    """int16-length string, None as -1."""
+    if value is None:
+        return _NULL_I16
+    data = value.encode()
+    return _I16.pack(len(data)) + data
+
+
+def encode_compact_string(value: str) -> bytes:
+    """uvarint (N+1)-length string."""
+    data = value.encode()
+    return encode_uvarint(len(data) + 1) + data
+
+
+def encode_compact_nullable_string(value: str | None) -> bytes:
+    """uvarint (N+1)-length string, None as 0."""
+    if value is None:
+        return _NULL_UVARINT
+    data = value.encode()
+    return encode_uvarint(len(data) + 1) + data
+
+
+# ---------------------------------------------------------------------------------------------
+# bytes and records
+
+
+def read_bytes(buf, pos: int) -> tuple[bytes, int]:
+    """int32-length bytes (a copy), not nullable."""
+    (n,) = _unpack_i32(buf, pos)
+    pos += 4
+    if n < 0:
+        raise DecodeError("non-nullable bytes were serialized as null")
+    end = _checked_end(buf, pos, n)
+    return bytes(buf[pos:end]), end
+
+
+def read_nullable_bytes(buf, pos: int) -> tuple[bytes | None, int]:
+    """int32-length bytes (a copy); -1 is None."""
+    (n,) = _unpack_i32(buf, pos)
+    pos += 4
+    if n < 0:
+        if n == -1:
+            return None, pos
+        raise DecodeError(f"negative bytes length {n}")
+    end = _checked_end(buf, pos, n)
+    return bytes(buf[pos:end]), end
+
+
+def read_compact_bytes(buf, pos: int) -> tuple[bytes, int]:
+    """uvarint (N+1)-length bytes (a copy), not nullable."""
+    n, pos = read_uvarint(buf, pos)
+    if n == 0:
+        raise DecodeError("non-nullable bytes were serialized as null")
+    end = _checked_end(buf, pos, n - 1)
+    return bytes(buf[pos:end]), end
+
+
+def read_compact_nullable_bytes(buf, pos: int) -> tuple[bytes | None, int]:
+    """uvarint (N+1)-length bytes (a copy); 0 is None."""
+    n, pos = read_uvarint(buf, pos)
+    if n == 0:
+        return None, pos
+    end = _checked_end(buf, pos, n - 1)
+    return bytes(buf[pos:end]), end
+
+
+def read_records(buf, pos: int) -> tuple[memoryview | None, int]:
+    """int32-length record set as a zero-copy memoryview slice; -1 is None."""
+    (n,) = _unpack_i32(buf, pos)
+    pos += 4
+    if n < 0:
+        if n == -1:
+            return None, pos
+        raise DecodeError(f"negative records length {n}")
+    end = _checked_end(buf, pos, n)
+    return memoryview(buf)[pos:end], end
+
+
+def read_compact_records(buf, pos: int) -> tuple[memoryview | None, int]:
+    """uvarint (N+1)-length record set as a zero-copy memoryview slice; 0 is None."""
+    n, pos = read_uvarint(buf, pos)
+    if n == 0:
+        return None, pos
+    end = _checked_end(buf, pos, n - 1)
+    return memoryview(buf)[pos:end], end
+
+
+def encode_bytes(value) -> bytes:
+    """int32-length bytes."""
+    return _I32.pack(len(value)) + value
+
+
+def encode_nullable_bytes(value) -> bytes:
+    """int32-length bytes, None as -1."""
+    if value is None:
+        return _NULL_I32
+    return _I32.pack(len(value)) + value
+
+
+def encode_compact_bytes(value) -> bytes:
+    """uvarint (N+1)-length bytes."""
+    return encode_uvarint(len(value) + 1) + value
+
+
+def encode_compact_nullable_bytes(value) -> bytes:
+    """uvarint (N+1)-length bytes, None as 0."""
+    if value is None:
+        return _NULL_UVARINT
+    return encode_uvarint(len(value) + 1) + value
+
+
+def write_records(value, out: list) -> None:
+    """Append an int32-length record set to `out` without copying it; None as -1."""
+    if value is None:
+        out.append(_NULL_I32)
+    else:
+        out.append(_I32.pack(_nbytes(value)))
+        out.append(value)
+
+
+def write_compact_records(value, out: list) -> None:
+    """Append a compact record set to `out` without copying it; None as 0."""
+    if value is None:
+        out.append(_NULL_UVARINT)
+    else:
+        out.append(encode_uvarint(_nbytes(value) + 1))
+        out.append(value)
+
+
+def _nbytes(value) -> int:
+    return value.nbytes if type(value) is memoryview else len(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# uuid
+
+
+def read_uuid(buf, pos: int) -> tuple[uuid.UUID, int]:
+    """16-byte UUID."""
+    end = _checked_end(buf, pos, 16)
+    return uuid.UUID(bytes=bytes(buf[pos:end])), end
+
+
+def encode_uuid(value: uuid.UUID) -> bytes:
+    """16-byte UUID."""
+    return value.bytes
+
+
+# ---------------------------------------------------------------------------------------------
+# arrays of primitives
+
+_FIXED_FORMATS = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I"}
+_FIXED_FORMATS.update({"int64": "q", "float64": "d", "bool": "?"})
+
+
+def read_fixed_items(buf, pos: int, n: int, code: str, size: int) -> tuple[list, int]:
+    """Read `n` fixed-size items with struct format character `code`."""
+    end = _checked_end(buf, pos, n * size)
+    return list(struct.unpack_from(f">{n}{code}", buf, pos)), end
+
+
+def encode_fixed_items(values, code: str) -> bytes:
+    """Pack fixed-size items with struct format character `code` (no length prefix)."""
+    return struct.pack(f">{len(values)}{code}", *values)
+
+
+def skip_tagged_fields(buf, pos: int) -> int:
+    """Skip a whole tagged-field section; returns the position after it."""
+    count, pos = read_uvarint(buf, pos)
+    for _ in range(count):
+        _tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        pos = _checked_end(buf, pos, size)
+    return pos
+
+
+def tagged_field_end(buf, pos: int, size: int) -> int:
+    """End position of a tagged field of `size` bytes at `pos`, checked against the input."""
+    return _checked_end(buf, pos, size)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reader / Writer: convenient cursor objects for hand-written codecs (headers, tests)
+
+
+class Reader:
+    """A cursor over `bytes`/`memoryview` reading Kafka primitives; raises `DecodeError`."""
+
+    __slots__ = ("buf", "pos")
+
+    def __init__(self, buf, pos: int = 0) -> None:
+        self.buf = buf if type(buf) is memoryview else memoryview(buf)
+        self.pos = pos
+
+    @property
+    def remaining(self) -> int:
+        """Bytes left after the cursor."""
+        return len(self.buf) - self.pos
+
+    def _fixed(self, st: struct.Struct):
+        end = self.pos + st.size
+        if end > len(self.buf):
+            raise DecodeError(f"need {st.size} bytes at offset {self.pos}, only {self.remaining}")
+        (value,) = st.unpack_from(self.buf, self.pos)
+        self.pos = end
+        return value
+
+    def _call(self, fn):
+        try:
+            value, self.pos = fn(self.buf, self.pos)
+        except (IndexError, struct.error, ValueError) as exc:
+            if isinstance(exc, DecodeError):
+                raise
+            raise DecodeError(f"{fn.__name__} at offset {self.pos}: {exc}") from exc
+        return value
+
+    def int8(self) -> int:
+        return self._fixed(_I8)
+
+    def int16(self) -> int:
+        return self._fixed(_I16)
+
+    def uint16(self) -> int:
+        return self._fixed(_U16)
+
+    def int32(self) -> int:
+        return self._fixed(_I32)
+
+    def uint32(self) -> int:
+        return self._fixed(_U32)
+
+    def int64(self) -> int:
+        return self._fixed(_I64)
+
+    def float64(self) -> float:
+        return self._fixed(_F64)
+
+    def boolean(self) -> bool:
+        return self._fixed(_BOOL)
+
+    def uvarint(self) -> int:
+        return self._call(read_uvarint)
+
+    def varint(self) -> int:
+        return self._call(read_varint)
+
+    def varlong(self) -> int:
+        return self._call(read_varlong)
+
+    def uuid(self) -> uuid.UUID:
+        return self._call(read_uuid)
+
+    def string(self) -> str:
+        return self._call(read_string)
+
+    def nullable_string(self) -> str | None:
+        return self._call(read_nullable_string)
+
+    def compact_string(self) -> str:
+        return self._call(read_compact_string)
+
+    def compact_nullable_string(self) -> str | None:
+        return self._call(read_compact_nullable_string)
+
+    def bytes(self) -> bytes:
+        return self._call(read_bytes)
+
+    def nullable_bytes(self) -> bytes | None:
+        return self._call(read_nullable_bytes)
+
+    def compact_bytes(self) -> bytes:
+        return self._call(read_compact_bytes)
+
+    def compact_nullable_bytes(self) -> bytes | None:
+        return self._call(read_compact_nullable_bytes)
+
+    def records(self) -> memoryview | None:
+        return self._call(read_records)
+
+    def compact_records(self) -> memoryview | None:
+        return self._call(read_compact_records)
+
+    def array_length(self) -> int:
+        """int32 array length; -1 means null."""
+        return self._call(read_array_length)
+
+    def compact_array_length(self) -> int:
+        """Compact array length; -1 means null."""
+        return self._call(read_compact_array_length)
+
+    def raw(self, n: int) -> memoryview:
+        """The next `n` bytes, zero-copy."""
+        if n < 0:
+            raise DecodeError(f"negative length {n}")
+        end = _checked_end(self.buf, self.pos, n)
+        view = self.buf[self.pos : end]
+        self.pos = end
+        return view
+
+    def tagged_fields(self) -> dict[int, memoryview]:
+        """Read a tagged-field section into `{tag: raw value bytes}`."""
+        fields: dict[int, memoryview] = {}
+        for _ in range(self.uvarint()):
+            tag = self.uvarint()
+            fields[tag] = self.raw(self.uvarint())
+        return fields
+
+
+class Writer:
+    """Appends Kafka primitives to a `bytearray`; `getvalue()` returns `bytes`."""
+
+    __slots__ = ("buf",)
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+
+    def getvalue(self) -> bytes:
+        return bytes(self.buf)
+
+    def int8(self, value: int) -> Writer:
+        self.buf += _I8.pack(value)
+        return self
+
+    def int16(self, value: int) -> Writer:
+        self.buf += _I16.pack(value)
+        return self
+
+    def uint16(self, value: int) -> Writer:
+        self.buf += _U16.pack(value)
+        return self
+
+    def int32(self, value: int) -> Writer:
+        self.buf += _I32.pack(value)
+        return self
+
+    def uint32(self, value: int) -> Writer:
+        self.buf += _U32.pack(value)
+        return self
+
+    def int64(self, value: int) -> Writer:
+        self.buf += _I64.pack(value)
+        return self
+
+    def float64(self, value: float) -> Writer:
+        self.buf += _F64.pack(value)
+        return self
+
+    def boolean(self, value: bool) -> Writer:
+        self.buf += _BOOL.pack(value)
+        return self
+
+    def uvarint(self, value: int) -> Writer:
+        self.buf += encode_uvarint(value)
+        return self
+
+    def varint(self, value: int) -> Writer:
+        self.buf += encode_varint(value)
+        return self
+
+    def varlong(self, value: int) -> Writer:
+        self.buf += encode_varlong(value)
+        return self
+
+    def uuid(self, value: uuid.UUID) -> Writer:
+        self.buf += value.bytes
+        return self
+
+    def string(self, value: str) -> Writer:
+        self.buf += encode_string(value)
+        return self
+
+    def nullable_string(self, value: str | None) -> Writer:
+        self.buf += encode_nullable_string(value)
+        return self
+
+    def compact_string(self, value: str) -> Writer:
+        self.buf += encode_compact_string(value)
+        return self
+
+    def compact_nullable_string(self, value: str | None) -> Writer:
+        self.buf += encode_compact_nullable_string(value)
+        return self
+
+    def bytes(self, value) -> Writer:
+        self.buf += encode_bytes(value)
+        return self
+
+    def nullable_bytes(self, value) -> Writer:
+        self.buf += encode_nullable_bytes(value)
+        return self
+
+    def compact_bytes(self, value) -> Writer:
+        self.buf += encode_compact_bytes(value)
+        return self
+
+    def compact_nullable_bytes(self, value) -> Writer:
+        self.buf += encode_compact_nullable_bytes(value)
+        return self
+
+    def array_length(self, n: int | None) -> Writer:
+        """int32 array length; None means null."""
+        self.buf += _NULL_I32 if n is None else _I32.pack(n)
+        return self
+
+    def compact_array_length(self, n: int | None) -> Writer:
+        """Compact array length; None means null."""
+        self.buf += _NULL_UVARINT if n is None else encode_uvarint(n + 1)
+        return self
+
+    def raw(self, data) -> Writer:
+        self.buf += data
+        return self
+
+    def tagged_fields(self, fields: Mapping[int, bytes] | None = None) -> Writer:
+        """Write a tagged-field section from `{tag: raw value bytes}`, in tag order."""
+        fields = fields or {}
+        self.uvarint(len(fields))
+        for tag in sorted(fields):
+            data = fields[tag]
+            self.uvarint(tag).uvarint(len(data)).raw(data)
+        return self
