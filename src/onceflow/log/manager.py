@@ -16,6 +16,8 @@ Layout of a data directory (several may be given; the registry lives in the firs
   lines): the flushed offset of each log, written by `checkpoint_recovery_points` (the broker
   calls it every `log.flush.offset.checkpoint.interval.ms`) and on close. After an unclean
   shutdown only segments from a log's recovery point on are validated.
+- `<topic>-<partition>/<offset>.snapshot` - producer state, written by each log on roll and on
+  `close` (clean shutdown), see `log.producer_snapshot`.
 - `.clean_shutdown` - written by `close` after every log is flushed and closed, removed on
   start; when present, no segment is re-validated (indexes are still sanity-checked).
 
@@ -143,6 +145,16 @@ class LogManager:
         """`log.flush.offset.checkpoint.interval.ms` (Kafka's default 60000)."""
         return int(str(self.broker_props.get("log.flush.offset.checkpoint.interval.ms", 60_000)))
 
+    @property
+    def producer_id_expiration_ms(self) -> int:
+        """`producer.id.expiration.ms` (Kafka's default 86400000)."""
+        return int(str(self.broker_props.get("producer.id.expiration.ms", 86_400_000)))
+
+    @property
+    def producer_id_expiration_check_interval_ms(self) -> int:
+        """`producer.id.expiration.check.interval.ms` (Kafka's default 600000)."""
+        return int(str(self.broker_props.get("producer.id.expiration.check.interval.ms", 600_000)))
+
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         """The log of a partition, None if the topic or partition does not exist."""
         return self._logs.get((topic, partition))
@@ -226,6 +238,7 @@ class LogManager:
                     config,
                     recovery_point=recovery_points[log_dir].get(key, 0),
                     clean_shutdown=clean[log_dir],
+                    producer_id_expiration_ms=self.producer_id_expiration_ms,
                 )
                 if _read_partition_metadata(log_dir, info.name, partition) is None:
                     _write_partition_metadata(log_dir, info.name, partition, info.topic_id)
@@ -378,7 +391,13 @@ class LogManager:
         path = os.path.join(log_dir, partition_dir_name(info.name, partition))
         if os.path.isdir(path):  # a stale directory from an earlier topic of this name
             self._remove_partition_dir(log_dir, info.name, partition, "stale, replaced")
-        log = PartitionLog(log_dir, info.name, partition, config)
+        log = PartitionLog(
+            log_dir,
+            info.name,
+            partition,
+            config,
+            producer_id_expiration_ms=self.producer_id_expiration_ms,
+        )
         _write_partition_metadata(log_dir, info.name, partition, info.topic_id)
         self._logs[key] = log
         self._log_dir_of[key] = log_dir
@@ -427,6 +446,11 @@ class LogManager:
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Apply retention to every log; returns the number of segments deleted."""
         return sum(log.delete_old_segments(now_ms) for log in self.all_logs())
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """Expire idle producer ids on every log (the broker calls this every
+        `producer.id.expiration.check.interval.ms`); returns how many were removed."""
+        return sum(log.remove_expired_producers(now_ms) for log in self.all_logs())
 
     def checkpoint_recovery_points(self) -> None:
         """Write each data directory's `recovery-point-offset-checkpoint` (flushed offsets)."""

@@ -7,10 +7,16 @@ group-commit worker thread, see `log.durability`) fsyncs what was written and mo
 offset; with `flush.on.ack` (the default) the high watermark is the flushed offset, so consumers
 never see a record that a crash could take back. Reads return whole batches via `pread`.
 
-Slots for later issues: producer state (`prepare`/`update` around `append` via its `validate`
-hook, snapshots in `<offset>.snapshot`), an aborted-transaction index per segment
-(`<offset>.txnindex`, deleted with its segment) and the last stable offset
-(`last_stable_offset`, today equal to the high watermark; `read` takes it as `upper_bound`).
+Producer state (`log.producer_state`): `append` checks every batch carrying a producer id
+against a staged copy of its producer's entry before anything is written (sequence window,
+epochs, transactions), answers a retried batch still in the 5-batch window with its original
+offsets (`AppendResult.duplicate`) without writing, and commits the staged entries only after
+the write. Batches without a producer id skip all of it. A COMMIT/ABORT marker (origin
+COORDINATOR) completes its producer's transaction; an aborted one is recorded in the marker
+segment's `.txnindex` (`log.txn_index`). `last_stable_offset` is the first offset of the oldest
+open transaction, capped by the high watermark. Producer-state snapshots
+(`<offset>.snapshot`, `log.producer_snapshot`) are taken on roll and on close; on open the
+state is rebuilt from the newest usable one plus the log (`log.producer_replay`).
 
 The log start offset moves with retention and `delete_records`; a start offset inside a segment
 (DeleteRecords) is kept in the partition directory's `log-start-offset` file (Kafka keeps one
@@ -29,11 +35,22 @@ from dataclasses import dataclass
 
 from onceflow.log.config import LogConfig
 from onceflow.log.fsutil import fsync_dir, read_int_file, write_file_atomically
+from onceflow.log.producer_append import complete_producer_appends, stage_producer_batch
+from onceflow.log.producer_replay import load_producer_state, take_snapshot
+from onceflow.log.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    AppendOrigin,
+    DuplicateBatch,
+    ProducerAppendInfo,
+    ProducerInfo,
+    ProducerStateManager,
+)
 from onceflow.log.recovery import RecoverySummary, recover_segment
 from onceflow.log.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     SEGMENT_SUFFIXES,
+    SNAPSHOT_SUFFIX,
     TIME_INDEX_SUFFIX,
     BatchInfo,
     LogSegment,
@@ -43,6 +60,7 @@ from onceflow.log.segment import (
 from onceflow.log.timestamps import find_offset_by_timestamp
 from onceflow.protocol.errors import ErrorCode
 from onceflow.records.batch import (
+    NO_PRODUCER_ID,
     BatchHeader,
     TimestampType,
     iter_batches,
@@ -77,6 +95,11 @@ class AppendResult:
     max_timestamp: int = -1
     # offset after the appended records: what `GroupCommitter.flushed` waits for
     next_offset: int = -1
+    # a client retry of a batch already in the log: the offsets are the original batch's and
+    # nothing was written (the caller still waits for `next_offset` to be durable)
+    duplicate: bool = False
+    # why the append was rejected, for the produce response's error_message
+    error_message: str | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +134,7 @@ class PartitionLog:
         recovery_point: int = 0,
         clean_shutdown: bool = False,
         leader_epoch: int = 0,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -126,6 +150,8 @@ class PartitionLog:
         self._dir_dirty = False
         self.failed: OSError | None = None
         self.last_flush_ms = int(time.time() * 1000)
+        self.producer_state = ProducerStateManager(producer_id_expiration_ms)
+        self._replay_bound: int | None = None  # first segment whose .txnindex needs a replay
         created = not os.path.isdir(self.dir_path)
         os.makedirs(self.dir_path, exist_ok=True)
         if created:
@@ -136,6 +162,7 @@ class PartitionLog:
         self._log_start_offset = max(self._segments[0].base_offset, stored_start or 0)
         self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
         self._flushed_offset = self._log_end_offset
+        self._load_producer_state()
 
     # -- offsets -------------------------------------------------------------------------------
 
@@ -163,8 +190,45 @@ class PartitionLog:
 
     @property
     def last_stable_offset(self) -> int:
-        """read_committed bound; equals the high watermark until transactions land."""
-        return self.high_watermark
+        """read_committed bound: the first offset of the oldest open transaction (at least the
+        log start offset, as Kafka clamps it), capped by the high watermark."""
+        hw = self.high_watermark
+        first_unstable = self.producer_state.first_unstable_offset
+        if first_unstable is None:
+            return hw
+        return min(hw, max(first_unstable, self._log_start_offset))
+
+    @property
+    def live_producer_count(self) -> int:
+        """Number of producer ids with state on this partition (a metric)."""
+        return len(self.producer_state)
+
+    def active_producers(self) -> list[ProducerInfo]:
+        """Every live producer's id, epoch, last sequence, last timestamp, coordinator epoch and
+        open transaction's first offset (-1 if none), for DescribeProducers."""
+        return self.producer_state.active_producers()
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """Drop producers idle for `producer.id.expiration.ms` (none with an open transaction);
+        the broker calls it every `producer.id.expiration.check.interval.ms`."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        return self.producer_state.remove_expired(now)
+
+    def collect_aborted_transactions(
+        self, fetch_offset: int, upper_bound_offset: int
+    ) -> list[tuple[int, int]]:
+        """`(producer_id, first_offset)` of every aborted transaction overlapping
+        `[fetch_offset, upper_bound_offset)`, for read_committed fetches (Kafka's
+        `collectAbortedTransactions`: the segment of `fetch_offset` and later ones, until an
+        entry's last stable offset reaches the bound)."""
+        index = max(0, bisect_right(self._base_offsets, fetch_offset) - 1)
+        aborted: list[tuple[int, int]] = []
+        for segment in self._segments[index:]:
+            found, complete = segment.txn_index.collect(fetch_offset, upper_bound_offset)
+            aborted.extend((entry.producer_id, entry.first_offset) for entry in found)
+            if complete:
+                break
+        return aborted
 
     @property
     def size_bytes(self) -> int:
@@ -195,12 +259,19 @@ class PartitionLog:
         *,
         validate: Callable[[list[BatchHeader]], ErrorCode | None] | None = None,
         now_ms: int | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendResult:
         """Assign offsets to an already validated record set and write all of it or nothing.
 
         `validate`, if given, sees the parsed headers before anything is written; a non-None,
-        non-NONE code is returned unchanged and nothing is appended (producer-state checks slot
-        in here). Returns KAFKA_STORAGE_ERROR when the write fails (the log goes offline),
+        non-NONE code is returned unchanged and nothing is appended. Then every batch with a
+        producer id is checked against the producer state (`origin` CLIENT for Produce,
+        COORDINATOR for transaction markers): OUT_OF_ORDER_SEQUENCE_NUMBER,
+        INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, TRANSACTION_COORDINATOR_FENCED,
+        INVALID_RECORD (a control batch that is not a marker) leave the log untouched; a client
+        retry of a batch in the window returns NONE with `duplicate=True` and the original
+        offsets (the whole record set is then skipped, as Kafka does). Returns
+        KAFKA_STORAGE_ERROR when the write fails (the log goes offline),
         RECORD_LIST_TOO_LARGE when the set exceeds `segment.bytes`, MESSAGE_TOO_LARGE or
         CORRUPT_MESSAGE when framing is off (the broker normally rejected those already).
         """
@@ -224,6 +295,7 @@ class PartitionLog:
         epoch = self.leader_epoch
         base_offset = offset = self._log_end_offset
         infos: list[BatchInfo] = []
+        producers: dict[int, ProducerAppendInfo] = {}
         max_timestamp = -1
         for header, view in batches:
             patch_base_offset(view, offset)
@@ -235,6 +307,14 @@ class PartitionLog:
             if timestamp > max_timestamp:
                 max_timestamp = timestamp
             last = offset + header.last_offset_delta
+            if header.producer_id != NO_PRODUCER_ID:
+                outcome = stage_producer_batch(
+                    self.producer_state, producers, header, view, offset, last, timestamp, origin
+                )
+                if outcome is not None:
+                    if isinstance(outcome, DuplicateBatch):
+                        return self._duplicate_result(outcome)
+                    return AppendResult(outcome[0], error_message=outcome[1])
             infos.append(BatchInfo(last, timestamp, header.total_size))
             offset = last + 1
         segment = self._segments[-1]
@@ -247,6 +327,13 @@ class PartitionLog:
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR)
         with self._lock:
             self._log_end_offset = offset
+        if producers:
+            try:
+                complete_producer_appends(self.producer_state, segment, producers)
+            except OSError as exc:
+                self._go_offline(exc, "transaction index append")
+                return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR)
+        self.producer_state.map_end_offset = offset
         return AppendResult(
             ErrorCode.NONE,
             base_offset=base_offset,
@@ -257,10 +344,32 @@ class PartitionLog:
             next_offset=offset,
         )
 
+    def _duplicate_result(self, duplicate: DuplicateBatch) -> AppendResult:
+        """The answer to a retried batch: its original offsets, nothing written.
+
+        Kafka reports the original batch's timestamp as log_append_time even on CreateTime
+        topics; we report it only on LogAppendTime topics (-1 otherwise, as for a first write).
+        """
+        return AppendResult(
+            ErrorCode.NONE,
+            base_offset=duplicate.first_offset,
+            last_offset=duplicate.last_offset,
+            log_append_time=duplicate.timestamp if self.config.log_append_time else -1,
+            log_start_offset=self._log_start_offset,
+            max_timestamp=duplicate.timestamp,
+            next_offset=duplicate.last_offset + 1,
+            duplicate=True,
+        )
+
     def _roll(self, now_ms: int) -> LogSegment:
-        """Start a new active segment at the log end offset; the old one waits for its fsync."""
+        """Start a new active segment at the log end offset; the old one waits for its fsync.
+
+        The producer state as of the new base offset is snapshotted first (Kafka does this on
+        roll too), so a restart replays at most the active segment.
+        """
         old = self._segments[-1]
         old.seal_time_index()
+        take_snapshot(self.producer_state, self.dir_path, self._log_end_offset, self.name)
         new = LogSegment(self.dir_path, self._log_end_offset, self.config, create=True)
         new.created_ms = now_ms
         with self._lock:
@@ -490,9 +599,23 @@ class PartitionLog:
                 self._log_end_offset = max(segment.next_offset, segment.base_offset)
                 self._flushed_offset = min(self._flushed_offset, self._log_end_offset)
                 self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
+        self._load_producer_state()
         logger.info("truncated %s to offset %d", self.name, self._log_end_offset)
 
     # -- load and close ------------------------------------------------------------------------
+
+    def _load_producer_state(self) -> None:
+        """Rebuild producer state and the untrusted `.txnindex` files (`log.producer_replay`)."""
+        load_producer_state(
+            self.producer_state,
+            self.dir_path,
+            self._segments,
+            self._log_end_offset,
+            self._replay_bound,
+            int(time.time() * 1000),
+            self.name,
+        )
+        self._replay_bound = None
 
     def _load(self, recovery_point: int, clean_shutdown: bool) -> None:
         """Open every segment, recovering those that may hold unflushed or damaged data."""
@@ -510,6 +633,7 @@ class PartitionLog:
             missing[base] = f"{', '.join(absent)} missing" if absent else None
         segments = [LogSegment(self.dir_path, b, self.config, create=False) for b in bases]
         summary = RecoverySummary(self.name)
+        recovered: set[int] = set()
         next_offset = 0
         for i, segment in enumerate(segments):
             is_last = i == len(segments) - 1
@@ -521,6 +645,8 @@ class PartitionLog:
                 next_offset = segment.next_offset
                 continue
             outcome = recover_segment(segment, next_offset)
+            recovered.add(segment.base_offset)
+            self._distrust_txn_index(segment)
             summary.add(segment, outcome, problem)
             next_offset = segment.next_offset
             if outcome.truncated_bytes and not is_last:
@@ -534,6 +660,24 @@ class PartitionLog:
         summary.log()
         self._segments = segments
         self._base_offsets = [s.base_offset for s in segments]
+        for segment in segments:
+            if segment.base_offset in recovered:
+                continue  # its .txnindex was emptied; the producer-state replay refills it
+            problem = segment.txn_index.load()
+            if problem is not None:
+                logger.warning(
+                    "cut the .txnindex of segment %d of %s (%s); rebuilding it from the log",
+                    segment.base_offset,
+                    self.name,
+                    problem,
+                )
+                self._distrust_txn_index(segment)
+
+    def _distrust_txn_index(self, segment: LogSegment) -> None:
+        """Make the producer-state replay start at or before `segment` (its .txnindex is
+        rebuilt from the log)."""
+        if self._replay_bound is None or segment.base_offset < self._replay_bound:
+            self._replay_bound = segment.base_offset
 
     def _index_problem(self, segment: LogSegment, next_base: int | None) -> str | None:
         """Why `segment`'s index files cannot be trusted, or None."""
@@ -561,7 +705,12 @@ class PartitionLog:
         for name in names:
             path = os.path.join(self.dir_path, name)
             base = parse_segment_stem(name)
-            orphan = base is not None and base not in bases and name.endswith(SEGMENT_SUFFIXES)
+            orphan = (
+                base is not None
+                and base not in bases
+                and name.endswith(SEGMENT_SUFFIXES)
+                and not name.endswith(SNAPSHOT_SUFFIX)  # a shutdown snapshot at the log end
+            )
             leftover = name.endswith((".deleted", ".tmp", ".cleaned", ".swap"))
             if orphan or leftover:
                 logger.info("removing leftover file %s", path)
@@ -569,7 +718,8 @@ class PartitionLog:
         return sorted(bases)
 
     def close(self) -> None:
-        """Flush, seal the active segment's time index, fsync the indexes, close every file."""
+        """Flush, seal the active segment's time index, fsync the indexes, snapshot the
+        producer state at the log end, close every file."""
         if self.failed is None:
             try:
                 self.active_segment.seal_time_index()
@@ -577,6 +727,8 @@ class PartitionLog:
                 self.active_segment.flush(indexes=True)
             except OSError:
                 pass  # already logged and recorded by flush
+        if self.failed is None:
+            take_snapshot(self.producer_state, self.dir_path, self._log_end_offset, self.name)
         with self._flush_lock:
             for segment in self._segments:
                 segment.close()

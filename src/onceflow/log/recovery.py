@@ -6,7 +6,9 @@ files are missing or fail their sanity check. A scan reads the `.log` in large c
 checks each batch: length bounds, magic 2, CRC32C, offsets increasing (base offset at or after
 the previous batch's next offset and the segment base, last offset delta >= 0, relative offsets
 within int32). The first batch failing a check and everything after it is truncated; the
-indexes are rebuilt from the valid batches with the same rule appends use.
+indexes are rebuilt from the valid batches with the same rule appends use. The segment's
+aborted-transaction index is emptied here and refilled by the producer-state replay that follows
+(`log.producer_replay`), which always covers every recovered segment.
 """
 
 from __future__ import annotations
@@ -135,6 +137,7 @@ def _rebuild(segment: LogSegment, valid_bytes: int, infos: list[BatchInfo]) -> N
     segment.size = valid_bytes
     segment.offset_index.reset()
     segment.time_index.reset()
+    segment.txn_index.reset()  # refilled by the producer-state replay (log.producer_replay)
     segment.bytes_since_last_index_entry = 0
     segment.max_timestamp = -1
     segment.offset_of_max_timestamp = segment.base_offset

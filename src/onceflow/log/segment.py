@@ -4,8 +4,9 @@ The `.log` file holds v2 record batches verbatim, back to back. Appends are one 
 whole record set (no fsync here: durability is `log.durability`'s job); reads are `pread`s of
 contiguous byte ranges. Only batch headers are ever parsed (`records.batch.parse_header`).
 
-Files of later features share the base-offset stem and are deleted with the segment:
-`.txnindex` (aborted transactions) and `.snapshot` (producer state).
+Files sharing the base-offset stem are deleted with the segment: `.txnindex` (aborted
+transactions, `log.txn_index`, owned by the segment) and `.snapshot` (producer state taken when
+the segment was rolled in, `log.producer_snapshot`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 
 from onceflow.log.config import MAX_INT32, LogConfig
 from onceflow.log.index import OffsetIndex, TimeIndex
+from onceflow.log.txn_index import TransactionIndex
 from onceflow.records.batch import HEADER_SIZE, BatchHeader, parse_header
 
 LOG_SUFFIX = ".log"
@@ -73,9 +75,11 @@ class LogSegment:
         self.time_index = TimeIndex(
             stem + TIME_INDEX_SUFFIX, base_offset, config.segment_index_bytes
         )
+        self.txn_index = TransactionIndex(stem + TXN_INDEX_SUFFIX)
         if create:
             self.offset_index.reset()
             self.time_index.reset()
+            self.txn_index.reset()
         # the offset after the last batch; set by the partition log on load or recovery
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -113,6 +117,7 @@ class LogSegment:
         if indexes:
             self.offset_index.flush()
             self.time_index.flush()
+            self.txn_index.flush()
 
     def close(self) -> None:
         """Close every file (idempotent)."""
@@ -121,6 +126,7 @@ class LogSegment:
             self._fd = -1
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
 
     def delete(self) -> None:
         """Close and unlink the files, the `.log` first (an orphan index is cleaned up on load)."""
@@ -312,6 +318,7 @@ class LogSegment:
         for _, header in self.iter_headers(self.offset_index.last_entry()[1]):
             next_offset = header.base_offset + header.last_offset_delta + 1
         self.time_index.truncate_to_offset(next_offset)
+        self.txn_index.truncate_to(next_offset)
         self.load_state(full_scan=True)
 
     def __repr__(self) -> str:
