@@ -1,0 +1,191 @@
+"""`onceflow topics create|list|describe|delete`: topic administration from the shell.
+
+Modelled on Kafka's `kafka-topics.sh`: `--bootstrap-server`, `--topic`, `--partitions`,
+`--replication-factor`, `--config k=v` (repeatable). A failure prints one line naming the topic
+and Kafka's error code to stderr and exits 1; bad usage exits 2 (argparse).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from onceflow.client.admin import AdminClient, NewTopic, OffsetSpec, TopicPartition
+from onceflow.client.connection import (
+    BrokerResponseError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+)
+from onceflow.protocol.errors import ErrorCode
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register the `topics` sub-command and its actions."""
+    parser = subparsers.add_parser(
+        "topics",
+        help="create, list, describe and delete topics",
+        description="Create, list, describe and delete topics on a running broker.",
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    def common(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--bootstrap-server",
+            default=DEFAULT_BOOTSTRAP,
+            metavar="HOST:PORT[,...]",
+            help=f"broker(s) to connect to (default {DEFAULT_BOOTSTRAP})",
+        )
+        sub.add_argument(
+            "--request-timeout-ms", type=int, default=30_000, help="request.timeout.ms"
+        )
+
+    create = actions.add_parser("create", help="create a topic")
+    common(create)
+    create.add_argument("--topic", required=True)
+    create.add_argument("--partitions", type=int, default=-1, help="default: broker's")
+    create.add_argument("--replication-factor", type=int, default=-1, help="default: broker's")
+    create.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="topic config override (repeatable), e.g. --config retention.ms=60000",
+    )
+    create.add_argument("--if-not-exists", action="store_true", help="succeed if it exists")
+    create.set_defaults(func=run_create)
+
+    listing = actions.add_parser("list", help="list topic names")
+    common(listing)
+    listing.add_argument("--include-internal", action="store_true")
+    listing.set_defaults(func=run_list)
+
+    describe = actions.add_parser("describe", help="show partitions, leaders and offsets")
+    common(describe)
+    describe.add_argument("--topic", action="append", help="topic (repeatable; default: all)")
+    describe.set_defaults(func=run_describe)
+
+    delete = actions.add_parser("delete", help="delete a topic")
+    common(delete)
+    delete.add_argument("--topic", required=True, action="append", help="topic (repeatable)")
+    delete.add_argument("--if-exists", action="store_true", help="succeed if it does not exist")
+    delete.set_defaults(func=run_delete)
+
+
+def _fail(message: str) -> int:
+    print(f"onceflow topics: {message}", file=sys.stderr)
+    return 1
+
+
+def _admin(args: argparse.Namespace) -> AdminClient:
+    return AdminClient(
+        {
+            "bootstrap.servers": args.bootstrap_server,
+            "request.timeout.ms": args.request_timeout_ms,
+            "client.id": "onceflow-topics",
+        }
+    )
+
+
+def _guarded(action):
+    """Run an action, turning connection and protocol failures into one line and exit 1."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            with _admin(args) as admin:
+                return action(admin, args)
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            return _fail(f"cannot reach {args.bootstrap_server}: {exc}")
+        except (KafkaError, BrokerResponseError) as exc:
+            return _fail(str(exc))
+        except ValueError as exc:
+            return _fail(str(exc))
+
+    run.__doc__ = action.__doc__
+    return run
+
+
+def _parse_configs(pairs: list[str]) -> dict[str, str]:
+    configs = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"bad --config {pair!r}: expected KEY=VALUE")
+        configs[key.strip()] = value.strip()
+    return configs
+
+
+def _create(admin: AdminClient, args: argparse.Namespace) -> int:
+    """`topics create`."""
+    topic = NewTopic(
+        args.topic, args.partitions, args.replication_factor, _parse_configs(args.config)
+    )
+    result = admin.create_topics([topic])[args.topic]
+    if result.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and args.if_not_exists:
+        return 0
+    if not result.ok:
+        detail = f" ({result.error_message})" if result.error_message else ""
+        return _fail(f"cannot create topic {args.topic!r}: {result.error_code.name}{detail}")
+    print(f'Created topic "{args.topic}".')
+    return 0
+
+
+def _list(admin: AdminClient, args: argparse.Namespace) -> int:
+    """`topics list`."""
+    for name in admin.list_topics(include_internal=args.include_internal):
+        print(name)
+    return 0
+
+
+def _describe(admin: AdminClient, args: argparse.Namespace) -> int:
+    """`topics describe`: one line per topic, then one per partition with its offsets."""
+    descriptions = admin.describe_topics(args.topic)
+    failed = [d for d in descriptions.values() if d.error_code != ErrorCode.NONE]
+    if failed:
+        return _fail("; ".join(f"topic {d.name!r}: {d.error_code.name}" for d in failed))
+    specs_latest = {
+        TopicPartition(d.name, p.partition): OffsetSpec.latest()
+        for d in descriptions.values()
+        for p in d.partitions
+    }
+    latest = admin.list_offsets(specs_latest)
+    earliest = admin.list_offsets(dict.fromkeys(specs_latest, OffsetSpec.earliest()))
+    for name in sorted(descriptions):
+        d = descriptions[name]
+        print(
+            f"Topic: {name}\tPartitionCount: {len(d.partitions)}\tReplicationFactor: "
+            f"{len(d.partitions[0].replicas) if d.partitions else 0}"
+        )
+        for p in d.partitions:
+            tp = TopicPartition(name, p.partition)
+            print(
+                f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {p.leader}\t"
+                f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}\t"
+                f"LogStartOffset: {earliest[tp].offset}\tLogEndOffset: {latest[tp].offset}"
+            )
+    return 0
+
+
+def _delete(admin: AdminClient, args: argparse.Namespace) -> int:
+    """`topics delete`."""
+    results = admin.delete_topics(args.topic)
+    status = 0
+    for name in args.topic:
+        result = results.get(name)
+        if result is None:
+            status = _fail(f"no result for topic {name!r} in the DeleteTopics response")
+        elif result.ok:
+            print(f'Deleted topic "{name}".')
+        elif result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and args.if_exists:
+            continue
+        else:
+            status = _fail(f"cannot delete topic {name!r}: {result.error_code.name}")
+    return status
+
+
+run_create = _guarded(_create)
+run_list = _guarded(_list)
+run_describe = _guarded(_describe)
+run_delete = _guarded(_delete)

@@ -1,0 +1,340 @@
+"""`AdminClient`: topic administration and offset lookups over the blocking connection.
+
+Configuration uses Kafka's property names: `bootstrap.servers` (required), `client.id`,
+`request.timeout.ms`. Per Kafka's AdminClient, each call returns one result per topic or
+partition; following this project's rule, a result carries its Kafka `ErrorCode` as a value
+(`TopicResult.error_code`), and only I/O failures raise (`KafkaConnectionError`,
+`KafkaTimeoutError`). `result.raise_for_error()` turns a result into the typed exception.
+
+Requests go to the bootstrap broker (on a single node it is also the controller), except
+ListOffsets, which goes to each partition's leader as named by Metadata.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from onceflow.client.connection import BrokerConnection, connect_bootstrap, raise_for_error
+from onceflow.protocol.api_keys import ApiKey
+from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.messages import REQUESTS
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+
+
+@dataclass(frozen=True)
+class TopicPartition:
+    """A topic and a partition index."""
+
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    """A topic to create: Kafka's `NewTopic` (replication factor -1 means the broker default)."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    config: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TopicResult:
+    """The outcome for one topic: an error code (NONE on success) and the broker's message."""
+
+    name: str
+    error_code: ErrorCode
+    error_message: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_code == ErrorCode.NONE
+
+    def raise_for_error(self) -> None:
+        """Raise the typed `KafkaError` unless the call succeeded."""
+        raise_for_error(self.error_code, self.error_message or self.name)
+
+
+@dataclass(frozen=True)
+class PartitionDescription:
+    """One partition as Metadata describes it."""
+
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    error_code: ErrorCode = ErrorCode.NONE
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    """A topic as Metadata describes it (`error_code` is set for an unknown topic)."""
+
+    name: str
+    error_code: ErrorCode
+    is_internal: bool = False
+    partitions: tuple[PartitionDescription, ...] = ()
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """Which offset ListOffsets should find: earliest, latest, or the first at a timestamp."""
+
+    timestamp: int
+
+    @classmethod
+    def earliest(cls) -> OffsetSpec:
+        return cls(EARLIEST_TIMESTAMP)
+
+    @classmethod
+    def latest(cls) -> OffsetSpec:
+        return cls(LATEST_TIMESTAMP)
+
+    @classmethod
+    def for_timestamp(cls, timestamp_ms: int) -> OffsetSpec:
+        if timestamp_ms < 0:
+            raise ValueError("a timestamp must be >= 0")
+        return cls(timestamp_ms)
+
+
+@dataclass(frozen=True)
+class ListOffsetsResult:
+    """ListOffsets for one partition: offset -1 when no record is at or after the timestamp."""
+
+    error_code: ErrorCode
+    offset: int = -1
+    timestamp: int = -1
+
+
+@dataclass(frozen=True)
+class BrokerNode:
+    """A broker from Metadata."""
+
+    node_id: int
+    host: str
+    port: int
+
+
+class AdminClient:
+    """Kafka's AdminClient surface for topics and offsets, over one blocking connection."""
+
+    def __init__(self, config: Mapping[str, Any]):
+        if "bootstrap.servers" not in config:
+            raise ValueError("bootstrap.servers is required")
+        self.config = dict(config)
+        self.bootstrap_servers = str(config["bootstrap.servers"])
+        self.client_id = str(config.get("client.id", "onceflow-admin"))
+        self.request_timeout_ms = int(config.get("request.timeout.ms", 30_000))
+        self._conn: BrokerConnection | None = None
+        self._leader_conns: dict[int, BrokerConnection] = {}
+
+    # ------------------------------------------------------------------ connections
+
+    def _connection(self) -> BrokerConnection:
+        if self._conn is None or not self._conn.connected:
+            self._conn = connect_bootstrap(
+                self.bootstrap_servers,
+                client_id=self.client_id,
+                request_timeout_ms=self.request_timeout_ms,
+            )
+        return self._conn
+
+    def _node_connection(self, node: BrokerNode) -> BrokerConnection:
+        bootstrap = self._connection()
+        if (node.host, node.port) == (bootstrap.host, bootstrap.port):
+            return bootstrap
+        conn = self._leader_conns.get(node.node_id)
+        if conn is None or not conn.connected:
+            conn = BrokerConnection(
+                node.host,
+                node.port,
+                client_id=self.client_id,
+                request_timeout_ms=self.request_timeout_ms,
+            ).connect()
+            self._leader_conns[node.node_id] = conn
+        return conn
+
+    def close(self) -> None:
+        """Close every connection."""
+        for conn in [self._conn, *self._leader_conns.values()]:
+            if conn is not None:
+                conn.close()
+        self._conn = None
+        self._leader_conns.clear()
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ topics
+
+    def create_topics(
+        self, new_topics: Iterable[NewTopic], validate_only: bool = False
+    ) -> dict[str, TopicResult]:
+        """CreateTopics; one result per topic."""
+        cls = REQUESTS[ApiKey.CREATE_TOPICS]
+        topics = [
+            cls.CreatableTopic(
+                name=t.name,
+                num_partitions=t.num_partitions,
+                replication_factor=t.replication_factor,
+                assignments=[],
+                configs=[
+                    cls.CreatableTopic.CreatableTopicConfig(name=k, value=str(v))
+                    for k, v in t.config.items()
+                ],
+            )
+            for t in new_topics
+        ]
+        request = cls(
+            topics=topics, timeout_ms=self.request_timeout_ms, validate_only=validate_only
+        )
+        response = self._connection().send(request)
+        return {
+            r.name: TopicResult(r.name, _code(r.error_code), r.error_message)
+            for r in response.topics
+        }
+
+    def delete_topics(self, names: Iterable[str]) -> dict[str, TopicResult]:
+        """DeleteTopics; one result per topic."""
+        names = list(names)
+        conn = self._connection()
+        cls = REQUESTS[ApiKey.DELETE_TOPICS]
+        version = conn.api_version(ApiKey.DELETE_TOPICS)
+        if version >= 6:
+            request = cls(
+                topics=[cls.DeleteTopicState(name=n) for n in names],
+                timeout_ms=self.request_timeout_ms,
+            )
+        else:
+            request = cls(topic_names=names, timeout_ms=self.request_timeout_ms)
+        response = conn.send(request, version)
+        return {
+            r.name: TopicResult(r.name, _code(r.error_code), getattr(r, "error_message", None))
+            for r in response.responses
+        }
+
+    def create_partitions(self, new_counts: Mapping[str, int]) -> dict[str, TopicResult]:
+        """CreatePartitions: raise each topic's partition count to the given total."""
+        cls = REQUESTS[ApiKey.CREATE_PARTITIONS]
+        request = cls(
+            topics=[
+                cls.CreatePartitionsTopic(name=name, count=count, assignments=None)
+                for name, count in new_counts.items()
+            ],
+            timeout_ms=self.request_timeout_ms,
+            validate_only=False,
+        )
+        response = self._connection().send(request)
+        return {
+            r.name: TopicResult(r.name, _code(r.error_code), r.error_message)
+            for r in response.results
+        }
+
+    def _metadata(self, topics: list[str] | None) -> tuple[list[BrokerNode], list[Any]]:
+        cls = REQUESTS[ApiKey.METADATA]
+        wanted = None if topics is None else [cls.MetadataRequestTopic(name=t) for t in topics]
+        request = cls(topics=wanted, allow_auto_topic_creation=False)
+        response = self._connection().send(request)
+        brokers = [BrokerNode(b.node_id, b.host, b.port) for b in response.brokers]
+        return brokers, list(response.topics)
+
+    def list_topics(self, include_internal: bool = False) -> list[str]:
+        """Names of every topic, sorted (internal topics only when asked)."""
+        _brokers, topics = self._metadata(None)
+        return sorted(t.name for t in topics if include_internal or not t.is_internal)
+
+    def describe_topics(self, names: Iterable[str] | None = None) -> dict[str, TopicDescription]:
+        """Metadata for the named topics (every topic when `names` is None)."""
+        _brokers, topics = self._metadata(None if names is None else list(names))
+        return {t.name: _describe(t) for t in topics}
+
+    def describe_cluster(self) -> list[BrokerNode]:
+        """The brokers Metadata names."""
+        brokers, _topics = self._metadata([])
+        return brokers
+
+    # ------------------------------------------------------------------ offsets
+
+    def list_offsets(
+        self, specs: Mapping[TopicPartition, OffsetSpec], isolation_level: int = 0
+    ) -> dict[TopicPartition, ListOffsetsResult]:
+        """ListOffsets for each partition, sent to its leader. isolation_level 0 is
+        read_uncommitted (latest = high watermark), 1 read_committed (latest = LSO)."""
+        brokers, topics = self._metadata(sorted({tp.topic for tp in specs}))
+        nodes = {b.node_id: b for b in brokers}
+        leaders: dict[TopicPartition, int] = {}
+        results: dict[TopicPartition, ListOffsetsResult] = {}
+        known = {t.name: t for t in topics}
+        for tp in specs:
+            topic = known.get(tp.topic)
+            if topic is None or topic.error_code != ErrorCode.NONE:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if topic is None else topic.error_code
+                results[tp] = ListOffsetsResult(_code(code))
+                continue
+            part = next((p for p in topic.partitions if p.partition_index == tp.partition), None)
+            if part is None or part.leader_id not in nodes:
+                results[tp] = ListOffsetsResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            leaders[tp] = part.leader_id
+        for leader in sorted(set(leaders.values())):
+            batch = {tp: specs[tp] for tp, node in leaders.items() if node == leader}
+            conn = self._node_connection(nodes[leader])
+            results.update(self._list_offsets_on(conn, batch, isolation_level))
+        return results
+
+    def _list_offsets_on(
+        self,
+        conn: BrokerConnection,
+        specs: Mapping[TopicPartition, OffsetSpec],
+        isolation_level: int,
+    ) -> dict[TopicPartition, ListOffsetsResult]:
+        cls = REQUESTS[ApiKey.LIST_OFFSETS]
+        by_topic: dict[str, list[Any]] = {}
+        for tp, spec in specs.items():
+            by_topic.setdefault(tp.topic, []).append(
+                cls.ListOffsetsTopic.ListOffsetsPartition(
+                    partition_index=tp.partition, timestamp=spec.timestamp
+                )
+            )
+        request = cls(
+            replica_id=-1,
+            isolation_level=isolation_level,
+            topics=[cls.ListOffsetsTopic(name=n, partitions=ps) for n, ps in by_topic.items()],
+        )
+        response = conn.send(request)
+        out = {}
+        for topic in response.topics:
+            for p in topic.partitions:
+                out[TopicPartition(topic.name, p.partition_index)] = ListOffsetsResult(
+                    _code(p.error_code), p.offset, p.timestamp
+                )
+        return out
+
+
+def _code(value: int) -> ErrorCode:
+    try:
+        return ErrorCode(value)
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def _describe(topic: Any) -> TopicDescription:
+    partitions = tuple(
+        PartitionDescription(
+            partition=p.partition_index,
+            leader=p.leader_id,
+            replicas=tuple(p.replica_nodes),
+            isr=tuple(p.isr_nodes),
+            error_code=_code(p.error_code),
+        )
+        for p in sorted(topic.partitions, key=lambda p: p.partition_index)
+    )
+    return TopicDescription(topic.name, _code(topic.error_code), topic.is_internal, partitions)

@@ -1,0 +1,108 @@
+"""`onceflow topics create|list|describe|delete` against a live broker.
+
+Most cases call the CLI's `main()` in-process (fast, output captured); one runs the installed
+`python -m onceflow` to check real exit codes and stderr.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from onceflow.cli.main import main
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_create_list_describe_delete(broker, capsys):
+    b = ("--bootstrap-server", broker.bootstrap)
+    code, out, err = _run(
+        capsys,
+        "topics",
+        "create",
+        *b,
+        "--topic",
+        "orders",
+        "--partitions",
+        "3",
+        "--config",
+        "retention.ms=60000",
+    )
+    assert (code, out, err) == (0, 'Created topic "orders".\n', "")
+
+    code, out, _ = _run(capsys, "topics", "list", *b)
+    assert code == 0 and "orders" in out.splitlines()
+
+    code, out, _ = _run(capsys, "topics", "describe", *b, "--topic", "orders")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("Topic: orders\tPartitionCount: 3\tReplicationFactor: 1")
+    assert [line.split("\t")[2] for line in lines[1:]] == [
+        "Partition: 0",
+        "Partition: 1",
+        "Partition: 2",
+    ]
+    assert all("LogStartOffset: 0\tLogEndOffset: 0" in line for line in lines[1:])
+
+    code, out, err = _run(capsys, "topics", "delete", *b, "--topic", "orders")
+    assert (code, out, err) == (0, 'Deleted topic "orders".\n', "")
+    code, out, _ = _run(capsys, "topics", "list", *b)
+    assert "orders" not in out.splitlines()
+
+
+def test_errors_print_one_line_and_exit_non_zero(broker, capsys):
+    b = ("--bootstrap-server", broker.bootstrap)
+    assert _run(capsys, "topics", "create", *b, "--topic", "dup", "--partitions", "1")[0] == 0
+
+    code, out, err = _run(capsys, "topics", "create", *b, "--topic", "dup")
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and "TOPIC_ALREADY_EXISTS" in err and "'dup'" in err
+    assert _run(capsys, "topics", "create", *b, "--topic", "dup", "--if-not-exists")[0] == 0
+
+    code, _, err = _run(capsys, "topics", "create", *b, "--topic", "zero", "--partitions", "0")
+    assert code == 1 and "INVALID_PARTITIONS" in err and err.count("\n") == 1
+
+    code, _, err = _run(capsys, "topics", "create", *b, "--topic", "x", "--config", "nonsense")
+    assert code == 1 and "bad --config 'nonsense'" in err
+
+    code, _, err = _run(capsys, "topics", "delete", *b, "--topic", "missing")
+    assert code == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in err and err.count("\n") == 1
+    assert _run(capsys, "topics", "delete", *b, "--topic", "missing", "--if-exists")[0] == 0
+
+    code, _, err = _run(capsys, "topics", "describe", *b, "--topic", "missing")
+    assert code == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in err and err.count("\n") == 1
+
+
+def test_unreachable_broker_is_one_line_and_exit_1(capsys):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens here once the socket is closed
+    code, out, err = _run(capsys, "topics", "list", "--bootstrap-server", f"127.0.0.1:{port}")
+    assert code == 1 and out == ""
+    assert err.startswith(f"onceflow topics: cannot reach 127.0.0.1:{port}")
+    assert err.count("\n") == 1
+
+
+def test_missing_action_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["topics"])
+    assert exc.value.code == 2
+
+
+def test_real_command_exit_codes(broker):
+    cmd = [sys.executable, "-m", "onceflow", "topics"]
+    b = ["--bootstrap-server", broker.bootstrap]
+    ok = subprocess.run(cmd + ["create", *b, "--topic", "real"], capture_output=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    again = subprocess.run(cmd + ["create", *b, "--topic", "real"], capture_output=True, timeout=60)
+    assert again.returncode == 1
+    lines = again.stderr.decode().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("onceflow topics: cannot create topic 'real': TOPIC_ALREADY_EXISTS")

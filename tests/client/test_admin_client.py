@@ -1,0 +1,93 @@
+"""onceflow's AdminClient against a live broker: topics, partitions and ListOffsets."""
+
+from __future__ import annotations
+
+import pytest
+
+from onceflow.client.admin import AdminClient, NewTopic, OffsetSpec, TopicPartition
+from onceflow.client.connection import KafkaConnectionError, TopicAlreadyExistsError
+from onceflow.protocol.errors import ErrorCode
+
+
+@pytest.fixture
+def admin(broker):
+    with AdminClient({"bootstrap.servers": broker.bootstrap, "client.id": "t"}) as client:
+        yield client
+
+
+def test_create_describe_list_delete(admin):
+    results = admin.create_topics(
+        [NewTopic("a", 3, 1), NewTopic("b", 1, 1, {"retention.ms": "1000"})]
+    )
+    assert {n: r.error_code for n, r in results.items()} == {
+        "a": ErrorCode.NONE,
+        "b": ErrorCode.NONE,
+    }
+    again = admin.create_topics([NewTopic("a", 3, 1)])["a"]
+    assert again.error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+    with pytest.raises(TopicAlreadyExistsError):
+        again.raise_for_error()
+
+    assert {"a", "b"} <= set(admin.list_topics())
+    described = admin.describe_topics(["a", "nope"])
+    assert described["a"].error_code == ErrorCode.NONE
+    assert [p.partition for p in described["a"].partitions] == [0, 1, 2]
+    node = admin.describe_cluster()[0].node_id
+    assert all(p.leader == node and p.replicas == (node,) for p in described["a"].partitions)
+    assert described["nope"].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    deleted = admin.delete_topics(["b", "nope"])
+    assert deleted["b"].ok
+    assert deleted["nope"].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert "b" not in admin.list_topics()
+
+
+def test_create_topic_validate_only_creates_nothing(admin):
+    assert admin.create_topics([NewTopic("dry", 2, 1)], validate_only=True)["dry"].ok
+    assert "dry" not in admin.list_topics()
+
+
+def test_create_partitions_only_grows(admin):
+    admin.create_topics([NewTopic("grow", 2, 1)])
+    assert admin.create_partitions({"grow": 5})["grow"].ok
+    assert len(admin.describe_topics(["grow"])["grow"].partitions) == 5
+    shrink = admin.create_partitions({"grow": 3})["grow"]
+    assert shrink.error_code == ErrorCode.INVALID_PARTITIONS
+    missing = admin.create_partitions({"nope": 3})["nope"]
+    assert missing.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_list_offsets_earliest_latest_and_by_timestamp(admin, broker):
+    from confluent_kafka import Producer
+
+    admin.create_topics([NewTopic("ts", 2, 1)])
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+    for i, ts in enumerate([1000, 2000, 3000]):
+        producer.produce("ts", b"v%d" % i, partition=0, timestamp=ts)
+    assert producer.flush(30) == 0
+
+    p0, p1 = TopicPartition("ts", 0), TopicPartition("ts", 1)
+    earliest = admin.list_offsets({p0: OffsetSpec.earliest(), p1: OffsetSpec.earliest()})
+    latest = admin.list_offsets({p0: OffsetSpec.latest(), p1: OffsetSpec.latest()})
+    assert (earliest[p0].offset, latest[p0].offset) == (0, 3)
+    assert (earliest[p1].offset, latest[p1].offset) == (0, 0)
+
+    at = admin.list_offsets({p0: OffsetSpec.for_timestamp(1500)})[p0]
+    assert (at.error_code, at.offset, at.timestamp) == (ErrorCode.NONE, 1, 2000)
+    exact = admin.list_offsets({p0: OffsetSpec.for_timestamp(1000)})[p0]
+    assert (exact.offset, exact.timestamp) == (0, 1000)
+    after = admin.list_offsets({p0: OffsetSpec.for_timestamp(9999)})[p0]
+    assert (after.error_code, after.offset) == (ErrorCode.NONE, -1)
+
+    unknown = admin.list_offsets({TopicPartition("nope", 0): OffsetSpec.latest()})
+    assert unknown[TopicPartition("nope", 0)].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    bad_partition = admin.list_offsets({TopicPartition("ts", 7): OffsetSpec.latest()})
+    assert bad_partition[TopicPartition("ts", 7)].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_config_needs_bootstrap_and_reports_unreachable_brokers():
+    with pytest.raises(ValueError, match="bootstrap.servers"):
+        AdminClient({})
+    admin = AdminClient({"bootstrap.servers": "127.0.0.1:1", "request.timeout.ms": 2000})
+    with pytest.raises(KafkaConnectionError, match="127.0.0.1:1"):
+        admin.list_topics()
