@@ -1,0 +1,365 @@
+"""Broker configuration: Kafka's dotted names, read from a properties file and `--set` overrides.
+
+`BrokerConfig.load(path, overrides)` merges, in order, the defaults below, a Java-properties
+file and `key=value` overrides, converts each value to its type and checks its range. A bad
+value raises `ConfigError` with a message naming the key; an unknown key is kept (as text) and
+reported once through `unknown_keys`, as Kafka logs unknown configs and carries on.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+__all__ = [
+    "BROKER_CONFIGS",
+    "BrokerConfig",
+    "ConfigDef",
+    "ConfigError",
+    "Listener",
+    "parse_listener",
+    "parse_properties",
+]
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message names the key."""
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    """One broker config: its Kafka name, type (int, bool, str, list), default and lower bound."""
+
+    name: str
+    type: str
+    default: Any
+    minimum: int | None = None
+    doc: str = ""
+
+
+def _defs(*defs: ConfigDef) -> Mapping[str, ConfigDef]:
+    return {d.name: d for d in defs}
+
+
+_HOUR_MS = 3_600_000
+
+# Kafka's names and defaults. None means "not set" (a derived key or the next fallback decides).
+BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = _defs(
+    ConfigDef("node.id", "int", 1, 0, "this broker's id, also the controller id"),
+    ConfigDef("broker.id", "int", None, 0, "older name of node.id"),
+    ConfigDef("listeners", "str", "PLAINTEXT://127.0.0.1:9092", None, "address to bind"),
+    ConfigDef("advertised.listeners", "str", None, None, "address given to clients"),
+    ConfigDef("log.dirs", "str", None, None, "the data directory (one)"),
+    ConfigDef("log.dir", "str", "/tmp/onceflow-logs", None, "used when log.dirs is not set"),
+    ConfigDef("num.partitions", "int", 1, 1, "partitions of an auto-created topic"),
+    ConfigDef("default.replication.factor", "int", 1, 1, "must be 1 on a single node"),
+    ConfigDef("auto.create.topics.enable", "bool", True),
+    ConfigDef("message.max.bytes", "int", 1048588, 0, "largest record batch"),
+    ConfigDef("socket.request.max.bytes", "int", 104857600, 1, "largest request frame"),
+    ConfigDef("log.segment.bytes", "int", 1073741824, 14, "segment size before a roll"),
+    ConfigDef("log.roll.ms", "long", None, 1),
+    ConfigDef("log.roll.hours", "int", 168, 1),
+    ConfigDef("log.retention.ms", "long", None, -1),
+    ConfigDef("log.retention.minutes", "int", None, -1),
+    ConfigDef("log.retention.hours", "int", 168, -1),
+    ConfigDef("log.retention.bytes", "long", -1, -1),
+    ConfigDef("log.retention.check.interval.ms", "long", 300000, 1),
+    ConfigDef("log.index.interval.bytes", "int", 4096, 0),
+    ConfigDef("log.flush.interval.messages", "long", 9223372036854775807, 1),
+    ConfigDef("log.flush.interval.ms", "long", None, 0),
+    ConfigDef("log.message.timestamp.type", "str", "CreateTime"),
+    ConfigDef("min.insync.replicas", "int", 1, 1),
+    ConfigDef("group.initial.rebalance.delay.ms", "int", 3000, 0),
+    ConfigDef("offsets.topic.num.partitions", "int", 50, 1),
+    ConfigDef("offsets.topic.replication.factor", "int", 1, 1),
+    ConfigDef("transaction.state.log.num.partitions", "int", 50, 1),
+    ConfigDef("transaction.state.log.replication.factor", "int", 1, 1),
+    ConfigDef("transaction.max.timeout.ms", "int", 900000, 1),
+    ConfigDef("delete.topic.enable", "bool", True),
+    ConfigDef("fetch.max.bytes", "int", 57671680, 0, "cap on a fetch response"),
+    ConfigDef("log.index.size.max.bytes", "int", 10485760, 4),
+    ConfigDef("log.cleanup.policy", "str", "delete"),
+    ConfigDef("log.flush.on.ack", "bool", True, None, "onceflow: acks=1/all wait for fsync"),
+)
+
+_TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+
+
+@dataclass(frozen=True)
+class Listener:
+    """A host and port; `str()` is `host:port` (IPv6 hosts in brackets)."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def parse_listener(text: str, key: str = "listeners") -> Listener:
+    """Parse `HOST:PORT` or `PLAINTEXT://HOST:PORT` (the first of a comma-separated list)."""
+    first = text.split(",")[0].strip()
+    if "://" in first:
+        scheme, _, first = first.partition("://")
+        if scheme.upper() not in ("PLAINTEXT", ""):
+            raise ConfigError(f"{key}: only PLAINTEXT listeners are supported, got {text!r}")
+    host, sep, port_text = first.rpartition(":")
+    if not sep:
+        raise ConfigError(f"{key}: expected HOST:PORT, got {text!r}")
+    host = host.strip("[]") or "0.0.0.0"
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ConfigError(f"{key}: bad port in {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"{key}: port out of range in {text!r}")
+    return Listener(host, port)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java-properties text: `#`/`!` comments, `=`, `:` or blank separators, `\\` escapes
+    and line continuations."""
+    result: dict[str, str] = {}
+    logical: list[str] = []
+    for raw in text.splitlines():
+        line = raw.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        if _ends_with_continuation(line):
+            logical.append(line[:-1])
+            continue
+        logical.append(line)
+        key, value = _split_property("".join(logical))
+        logical.clear()
+        result[key] = value
+    if logical:
+        key, value = _split_property("".join(logical))
+        result[key] = value
+    return result
+
+
+def _ends_with_continuation(line: str) -> bool:
+    backslashes = len(line) - len(line.rstrip("\\"))
+    return backslashes % 2 == 1
+
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _split_property(line: str) -> tuple[str, str]:
+    key_chars: list[str] = []
+    i = 0
+    while i < len(line):
+        c = line[i]
+        if c == "\\" and i + 1 < len(line):
+            key_chars.append(_ESCAPES.get(line[i + 1], line[i + 1]))
+            i += 2
+            continue
+        if c in "=: \t\f":
+            break
+        key_chars.append(c)
+        i += 1
+    rest = line[i:].lstrip(" \t\f")
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(" \t\f")
+    return "".join(key_chars), _unescape(rest)
+
+
+def _unescape(text: str) -> str:
+    if "\\" not in text:
+        return text
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt == "u" and i + 6 <= len(text):
+                out.append(chr(int(text[i + 2 : i + 6], 16)))
+                i += 6
+                continue
+            out.append(_ESCAPES.get(nxt, nxt))
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _convert(definition: ConfigDef, raw: str) -> Any:
+    name = definition.name
+    text = raw.strip()
+    if definition.type in ("int", "long"):
+        try:
+            value = int(text)
+        except ValueError:
+            raise ConfigError(f"{name}: expected an integer, got {raw!r}") from None
+        limit = 2**31 - 1 if definition.type == "int" else 2**63 - 1
+        if not -limit - 1 <= value <= limit:
+            raise ConfigError(f"{name}: {value} does not fit a {definition.type}")
+        if definition.minimum is not None and value < definition.minimum:
+            raise ConfigError(f"{name}: must be at least {definition.minimum}, got {value}")
+        return value
+    if definition.type == "bool":
+        lowered = text.lower()
+        if lowered not in ("true", "false"):
+            raise ConfigError(f"{name}: expected true or false, got {raw!r}")
+        return lowered == "true"
+    return text
+
+
+class BrokerConfig:
+    """The broker's effective configuration, with typed accessors for what the broker uses."""
+
+    def __init__(self, values: Mapping[str, str] | None = None) -> None:
+        """Build from raw string values (later keys win); raises `ConfigError` on a bad value."""
+        self._values: dict[str, Any] = {n: d.default for n, d in BROKER_CONFIGS.items()}
+        self._explicit: set[str] = set()
+        self.unknown_keys: list[str] = []
+        for key, raw in (values or {}).items():
+            self._set(key, raw)
+        self._check()
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        overrides: Iterable[str] = (),
+        extra: Mapping[str, str] | None = None,
+    ) -> BrokerConfig:
+        """Merge a properties file, then `extra` (e.g. CLI flags), then `key=value` overrides."""
+        raw: dict[str, str] = {}
+        if path is not None:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    raw.update(parse_properties(f.read()))
+            except OSError as exc:
+                raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+        raw.update(extra or {})
+        for item in overrides:
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise ConfigError(f"--set expects key=value, got {item!r}")
+            raw[key.strip()] = value
+        return cls(raw)
+
+    def _set(self, key: str, raw: str) -> None:
+        definition = BROKER_CONFIGS.get(key)
+        if definition is None:
+            if key not in self.unknown_keys:
+                self.unknown_keys.append(key)
+            self._values[key] = raw
+            return
+        self._values[key] = _convert(definition, raw)
+        self._explicit.add(key)
+
+    def _check(self) -> None:
+        if self._values["log.message.timestamp.type"] not in _TIMESTAMP_TYPES:
+            raise ConfigError(
+                "log.message.timestamp.type: expected CreateTime or LogAppendTime, "
+                f"got {self._values['log.message.timestamp.type']!r}"
+            )
+        parse_listener(self._values["listeners"], "listeners")
+        if self._values["advertised.listeners"]:
+            parse_listener(self._values["advertised.listeners"], "advertised.listeners")
+        if self._values["default.replication.factor"] != 1:
+            raise ConfigError("default.replication.factor: a single node supports only 1")
+
+    def get(self, key: str) -> Any:
+        """The effective value of `key` (typed for known keys, text for unknown ones)."""
+        return self._values[key]
+
+    def is_explicit(self, key: str) -> bool:
+        """True when `key` was set by the file or an override rather than defaulted."""
+        return key in self._explicit
+
+    def items(self) -> list[tuple[str, Any]]:
+        """Every known key and its effective value, sorted by name (for DescribeConfigs)."""
+        return sorted((k, self._values[k]) for k in BROKER_CONFIGS)
+
+    # Typed accessors for the values the broker reads often.
+
+    @property
+    def node_id(self) -> int:
+        broker_id = self._values["broker.id"]
+        if broker_id is not None and not self.is_explicit("node.id"):
+            return int(broker_id)
+        return int(self._values["node.id"])
+
+    @property
+    def listener(self) -> Listener:
+        return parse_listener(self._values["listeners"], "listeners")
+
+    @property
+    def advertised_listener(self) -> Listener | None:
+        text = self._values["advertised.listeners"]
+        return parse_listener(text, "advertised.listeners") if text else None
+
+    @property
+    def data_dir(self) -> str:
+        dirs = self._values["log.dirs"] or self._values["log.dir"]
+        return dirs.split(",")[0].strip()
+
+    @property
+    def num_partitions(self) -> int:
+        return int(self._values["num.partitions"])
+
+    @property
+    def auto_create_topics(self) -> bool:
+        return bool(self._values["auto.create.topics.enable"])
+
+    @property
+    def message_max_bytes(self) -> int:
+        return int(self._values["message.max.bytes"])
+
+    @property
+    def socket_request_max_bytes(self) -> int:
+        return int(self._values["socket.request.max.bytes"])
+
+    @property
+    def segment_bytes(self) -> int:
+        return int(self._values["log.segment.bytes"])
+
+    @property
+    def roll_ms(self) -> int:
+        if self._values["log.roll.ms"] is not None:
+            return int(self._values["log.roll.ms"])
+        return int(self._values["log.roll.hours"]) * _HOUR_MS
+
+    @property
+    def retention_ms(self) -> int:
+        """log.retention.ms, else .minutes, else .hours; -1 means unlimited."""
+        if self._values["log.retention.ms"] is not None:
+            return int(self._values["log.retention.ms"])
+        if self._values["log.retention.minutes"] is not None:
+            minutes = int(self._values["log.retention.minutes"])
+            return -1 if minutes < 0 else minutes * 60_000
+        hours = int(self._values["log.retention.hours"])
+        return -1 if hours < 0 else hours * _HOUR_MS
+
+    @property
+    def retention_bytes(self) -> int:
+        return int(self._values["log.retention.bytes"])
+
+    @property
+    def retention_check_interval_ms(self) -> int:
+        return int(self._values["log.retention.check.interval.ms"])
+
+    @property
+    def flush_on_ack(self) -> bool:
+        return bool(self._values["log.flush.on.ack"])
+
+    def log_properties(self) -> dict[str, Any]:
+        """The broker-level `log.*` values that are set, for `LogConfig.from_properties`."""
+        return {k: v for k, v in self.items() if v is not None}
+
+
+def describe_value(value: Any) -> str | None:
+    """A config value as Kafka's DescribeConfigs shows it (booleans lower-case, None as null)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

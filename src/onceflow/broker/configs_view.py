@@ -1,0 +1,131 @@
+"""Config descriptions for DescribeConfigs and CreateTopics: values, sources, synonyms, types.
+
+Topic configs are the log package's topic-level keys (`log.config`); a topic's value comes from
+its override (source TOPIC_CONFIG), else the broker key it maps to when that was set
+(STATIC_BROKER_CONFIG), else the default (DEFAULT_CONFIG). Broker configs are `BROKER_CONFIGS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+from onceflow.broker.config import BROKER_CONFIGS, BrokerConfig, describe_value
+from onceflow.log.config import BROKER_TO_TOPIC_REVERSE
+
+
+class ConfigSource(IntEnum):
+    """Kafka's `DescribeConfigsResponse.ConfigSource`."""
+
+    UNKNOWN = 0
+    TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+class ConfigType(IntEnum):
+    """Kafka's `DescribeConfigsResponse.ConfigType` (v3+)."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+
+
+_TOPIC_TYPES = {
+    "segment.bytes": ConfigType.INT,
+    "segment.ms": ConfigType.LONG,
+    "segment.index.bytes": ConfigType.INT,
+    "index.interval.bytes": ConfigType.INT,
+    "retention.ms": ConfigType.LONG,
+    "retention.bytes": ConfigType.LONG,
+    "message.timestamp.type": ConfigType.STRING,
+    "max.message.bytes": ConfigType.INT,
+    "cleanup.policy": ConfigType.LIST,
+    "flush.messages": ConfigType.LONG,
+    "flush.ms": ConfigType.LONG,
+    "flush.on.ack": ConfigType.BOOLEAN,
+}
+# topic key -> broker keys that set it, most specific first (Kafka's synonym order)
+_BROKER_SYNONYMS = {
+    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "segment.ms": ("log.roll.ms", "log.roll.hours"),
+}
+_BROKER_TYPES = {
+    "int": ConfigType.INT,
+    "long": ConfigType.LONG,
+    "bool": ConfigType.BOOLEAN,
+    "str": ConfigType.STRING,
+}
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    """One described config with its synonyms (most specific first)."""
+
+    name: str
+    value: str | None
+    source: ConfigSource
+    type: ConfigType
+    synonyms: tuple[tuple[str, str | None, ConfigSource], ...]
+    documentation: str | None = None
+    read_only: bool = False
+
+
+def topic_config_entries(config: BrokerConfig, log_config, overrides: dict[str, str]):
+    """Every topic-level config of a topic with its effective value and source."""
+    entries = []
+    for name, value in sorted(log_config.to_topic_properties().items()):
+        synonyms: list[tuple[str, str | None, ConfigSource]] = []
+        if name in overrides:
+            synonyms.append((name, overrides[name], ConfigSource.TOPIC_CONFIG))
+        broker_keys = _BROKER_SYNONYMS.get(name) or (BROKER_TO_TOPIC_REVERSE.get(name),)
+        known = [k for k in broker_keys if k in BROKER_CONFIGS]
+        for broker_key in known:
+            if config.is_explicit(broker_key):
+                value_text = describe_value(config.get(broker_key))
+                synonyms.append((broker_key, value_text, ConfigSource.STATIC_BROKER_CONFIG))
+        for broker_key in known:
+            default = describe_value(BROKER_CONFIGS[broker_key].default)
+            if default is not None:
+                synonyms.append((broker_key, default, ConfigSource.DEFAULT_CONFIG))
+                break
+        source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
+        entries.append(
+            ConfigEntry(
+                name, value, source, _TOPIC_TYPES.get(name, ConfigType.STRING), tuple(synonyms)
+            )
+        )
+    return entries
+
+
+def broker_config_entries(config: BrokerConfig):
+    """Every known broker config with its effective value and source (static or default)."""
+    entries = []
+    for name, value in config.items():
+        definition = BROKER_CONFIGS[name]
+        text = describe_value(value)
+        source = (
+            ConfigSource.STATIC_BROKER_CONFIG
+            if config.is_explicit(name)
+            else ConfigSource.DEFAULT_CONFIG
+        )
+        synonyms = ((name, text, source),)
+        entries.append(
+            ConfigEntry(
+                name,
+                text,
+                source,
+                _BROKER_TYPES.get(definition.type, ConfigType.STRING),
+                synonyms,
+                documentation=definition.doc or None,
+                read_only=True,
+            )
+        )
+    return entries

@@ -1,0 +1,111 @@
+"""The APIs this broker serves: api key -> handler, message classes and supported versions.
+
+`SUPPORTED` is the single list of advertised versions; ApiVersions answers from it and the
+connection refuses anything outside it. A version is listed only when its handler implements
+it and a test covers it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from onceflow.broker.handlers.api_versions import handle_api_versions
+from onceflow.broker.handlers.create_partitions import handle_create_partitions
+from onceflow.broker.handlers.create_topics import handle_create_topics
+from onceflow.broker.handlers.delete_topics import handle_delete_topics
+from onceflow.broker.handlers.describe_cluster import handle_describe_cluster
+from onceflow.broker.handlers.describe_configs import handle_describe_configs
+from onceflow.broker.handlers.fetch import handle_fetch
+from onceflow.broker.handlers.list_offsets import handle_list_offsets
+from onceflow.broker.handlers.metadata import handle_metadata
+from onceflow.broker.handlers.produce import handle_produce
+from onceflow.protocol import messages
+from onceflow.protocol.api_keys import ApiKey
+from onceflow.protocol.errors import ErrorCode
+
+Handler = Callable[[Any, Any, Any], Awaitable[Any]]
+
+API_VERSIONS_KEY: Final = int(ApiKey.API_VERSIONS)
+
+# api key -> (min version, max version, handler)
+SUPPORTED: Final[dict[ApiKey, tuple[int, int, Handler]]] = {
+    ApiKey.PRODUCE: (3, 12, handle_produce),
+    ApiKey.FETCH: (4, 16, handle_fetch),
+    ApiKey.LIST_OFFSETS: (1, 7, handle_list_offsets),
+    ApiKey.METADATA: (0, 13, handle_metadata),
+    ApiKey.API_VERSIONS: (0, 4, handle_api_versions),
+    ApiKey.CREATE_TOPICS: (2, 7, handle_create_topics),
+    ApiKey.DELETE_TOPICS: (1, 6, handle_delete_topics),
+    ApiKey.DESCRIBE_CONFIGS: (1, 4, handle_describe_configs),
+    ApiKey.CREATE_PARTITIONS: (0, 3, handle_create_partitions),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1, handle_describe_cluster),
+}
+
+
+@dataclass(frozen=True)
+class Api:
+    """One served API: its handler, message classes and version range."""
+
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    handler: Handler
+    request_cls: Any
+    response_cls: Any
+
+    def flexible(self, version: int) -> bool:
+        """True when `version` uses flexible encoding (response header v1)."""
+        first = self.request_cls.FLEXIBLE_MIN
+        return first is not None and version >= first
+
+
+def _build_table() -> dict[int, Api]:
+    table = {}
+    for key, (low, high, handler) in SUPPORTED.items():
+        request_cls = messages.REQUESTS[key]
+        response_cls = messages.RESPONSES[key]
+        spec_low, spec_high = request_cls.VALID_VERSIONS
+        if low < spec_low or high > spec_high:
+            raise RuntimeError(f"{key.name} {low}-{high} outside the spec's {spec_low}-{spec_high}")
+        table[int(key)] = Api(int(key), key.name, low, high, handler, request_cls, response_cls)
+    return table
+
+
+APIS: Final[dict[int, Api]] = _build_table()
+
+
+def lookup(api_key: int, version: int) -> Api | None:
+    """The served API for `api_key` when `version` is supported, else None."""
+    api = APIS.get(api_key)
+    if api is None or not api.min_version <= version <= api.max_version:
+        return None
+    return api
+
+
+def api_name(api_key: int) -> str:
+    """Kafka's name of an api key, or `UNKNOWN` for keys we do not know."""
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return "UNKNOWN"
+
+
+def supported_api_keys(response_cls: Any) -> list[Any]:
+    """ApiVersionsResponse.api_keys entries for every served API, in key order."""
+    entry = response_cls.ApiVersion
+    return [
+        entry(api_key=api.key, min_version=api.min_version, max_version=api.max_version)
+        for api in sorted(APIS.values(), key=lambda a: a.key)
+    ]
+
+
+def unsupported_api_versions_response() -> Any:
+    """The v0-format answer to an ApiVersions version we do not know (KIP-511)."""
+    response_cls = messages.RESPONSES[ApiKey.API_VERSIONS]
+    return response_cls(
+        error_code=ErrorCode.UNSUPPORTED_VERSION,
+        api_keys=supported_api_keys(response_cls),
+    )

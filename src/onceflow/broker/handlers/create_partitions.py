@@ -1,0 +1,67 @@
+"""CreatePartitions handler.
+
+API: CreatePartitions (key 37), versions 0-3.
+
+Behaviour: grows a topic to `count` partitions; a count that is not an increase is
+INVALID_PARTITIONS, an unknown topic UNKNOWN_TOPIC_OR_PARTITION. Assignments, when given, must
+name exactly this node for each new partition and have one entry per new partition (else
+INVALID_REPLICA_ASSIGNMENT). A topic listed twice is INVALID_REQUEST. validate_only changes
+nothing.
+
+Versions: v2 flexible; v3 same as v2.
+
+Deviations: growth is synchronous (`timeout_ms` unused).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.messages.create_partitions import CreatePartitionsResponse
+
+_Result = CreatePartitionsResponse.CreatePartitionsTopicResult
+
+
+def _grow(broker, topic, validate_only: bool) -> _Result:
+    info = broker.logs.topic(topic.name)
+    if info is not None and topic.assignments is not None:
+        new = topic.count - info.partitions
+        if len(topic.assignments) != new:
+            return _Result(
+                name=topic.name,
+                error_code=ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                error_message=f"Increasing the number of partitions by {new} but "
+                f"{len(topic.assignments)} assignments provided.",
+            )
+        for assignment in topic.assignments:
+            if assignment.broker_ids != [broker.node_id]:
+                return _Result(
+                    name=topic.name,
+                    error_code=ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    error_message=f"replicas must be [{broker.node_id}] on this single-node broker",
+                )
+    result = broker.logs.create_partitions(topic.name, topic.count, validate_only=validate_only)
+    return _Result(
+        name=topic.name,
+        error_code=result.error,
+        error_message=result.message if result.error != ErrorCode.NONE else None,
+    )
+
+
+async def handle_create_partitions(ctx, header, request) -> CreatePartitionsResponse:
+    """Grow each requested topic."""
+    counts = Counter(topic.name for topic in request.topics)
+    results = []
+    for topic in request.topics:
+        if counts[topic.name] > 1:
+            results.append(
+                _Result(
+                    name=topic.name,
+                    error_code=ErrorCode.INVALID_REQUEST,
+                    error_message="Duplicate topic in request.",
+                )
+            )
+            continue
+        results.append(_grow(ctx.broker, topic, request.validate_only))
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)

@@ -1,0 +1,49 @@
+"""DescribeCluster handler.
+
+API: DescribeCluster (key 60), versions 0-1.
+
+Behaviour: reports this single node as the only broker and the controller, with the persisted
+cluster id. Authorized operations are not computed (no ACLs): INT32_MIN, Kafka's "not
+requested" value, is returned even when requested.
+
+Versions: v1 adds endpoint_type; only brokers (1) are served, asking for controllers (2)
+gets UNSUPPORTED_ENDPOINT_TYPE as in Kafka when the request goes to a broker.
+
+Deviations: no ACL support, so cluster authorized operations are never filled in.
+"""
+
+from __future__ import annotations
+
+from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.messages.describe_cluster import DescribeClusterResponse
+
+_ENDPOINT_BROKERS = 1
+
+
+async def handle_describe_cluster(ctx, header, request) -> DescribeClusterResponse:
+    """Describe the one-node cluster."""
+    broker = ctx.broker
+    if header.request_api_version >= 1 and request.endpoint_type != _ENDPOINT_BROKERS:
+        return DescribeClusterResponse(
+            throttle_time_ms=0,
+            error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+            error_message=f"endpoint type {request.endpoint_type} is not served by a broker",
+            endpoint_type=request.endpoint_type,
+            cluster_id=broker.cluster_id,
+            controller_id=-1,
+            brokers=[],
+        )
+    address = broker.advertised
+    return DescribeClusterResponse(
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        endpoint_type=_ENDPOINT_BROKERS,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        brokers=[
+            DescribeClusterResponse.DescribeClusterBroker(
+                broker_id=broker.node_id, host=address.host, port=address.port, rack=None
+            )
+        ],
+    )

@@ -1,0 +1,87 @@
+"""DescribeConfigs handler.
+
+API: DescribeConfigs (key 32), versions 1-4.
+
+Behaviour: TOPIC resources (type 2) list every topic-level config the log supports with its
+effective value and source (TOPIC_CONFIG for an override, STATIC_BROKER_CONFIG when the broker
+key was set, DEFAULT_CONFIG otherwise); an unknown topic is UNKNOWN_TOPIC_OR_PARTITION. BROKER
+resources (type 4) named after this node id, or "" for the cluster default, list every broker
+config this broker knows (read-only, static or default); another id is INVALID_REQUEST.
+`configuration_keys` filters by name (null: all). Synonyms are listed with include_synonyms,
+most specific first. Other resource types are INVALID_REQUEST.
+
+Versions: v1 config_source and synonyms; v3 config_type and documentation; v4 flexible.
+
+Deviations: only the topic configs the log implements are listed (Kafka lists ~30); nothing
+is sensitive; broker configs cannot be changed at runtime (no dynamic sources).
+"""
+
+from __future__ import annotations
+
+from onceflow.broker.configs_view import broker_config_entries, topic_config_entries
+from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.messages.describe_configs import DescribeConfigsResponse
+
+TOPIC = 2
+BROKER = 4
+
+_Result = DescribeConfigsResponse.DescribeConfigsResult
+_Entry = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
+_Synonym = _Entry.DescribeConfigsSynonym
+
+
+def _result(resource, error: ErrorCode, message: str | None, configs) -> _Result:
+    return _Result(
+        error_code=error,
+        error_message=message,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+        configs=configs,
+    )
+
+
+def _entries(broker, resource):
+    if resource.resource_type == TOPIC:
+        info = broker.logs.topic(resource.resource_name)
+        if info is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "Topic does not exist", []
+        log_config = broker.logs.topic_config(info.name)
+        return ErrorCode.NONE, None, topic_config_entries(broker.config, log_config, info.configs)
+    if resource.resource_type == BROKER:
+        if resource.resource_name not in ("", str(broker.node_id)):
+            message = (
+                f"Unexpected broker id, expected {broker.node_id} or empty string, "
+                f"but received {resource.resource_name}"
+            )
+            return ErrorCode.INVALID_REQUEST, message, []
+        return ErrorCode.NONE, None, broker_config_entries(broker.config)
+    return ErrorCode.INVALID_REQUEST, f"unsupported resource type {resource.resource_type}", []
+
+
+async def handle_describe_configs(ctx, header, request) -> DescribeConfigsResponse:
+    """Describe topic and broker configs."""
+    results = []
+    for resource in request.resources:
+        error, message, entries = _entries(ctx.broker, resource)
+        keys = resource.configuration_keys
+        if keys is not None:
+            wanted = set(keys)
+            entries = [e for e in entries if e.name in wanted]
+        configs = [
+            _Entry(
+                name=e.name,
+                value=e.value,
+                read_only=e.read_only,
+                config_source=e.source,
+                is_default=False,  # v0 only; not served
+                is_sensitive=False,
+                synonyms=[_Synonym(name=n, value=v, source=s) for n, v, s in e.synonyms]
+                if request.include_synonyms
+                else [],
+                config_type=e.type,
+                documentation=e.documentation if request.include_documentation else None,
+            )
+            for e in entries
+        ]
+        results.append(_result(resource, error, message, configs))
+    return DescribeConfigsResponse(throttle_time_ms=0, results=results)

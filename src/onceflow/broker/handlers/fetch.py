@@ -1,0 +1,163 @@
+"""Fetch handler (consumers).
+
+API: Fetch (key 1), versions 4-16.
+
+Behaviour: reads whole batches below the high watermark (read_uncommitted) or the last stable
+offset (read_committed; equal to the high watermark until transactions exist) for each
+partition in request order. Sizes follow Kafka: each partition gets at most
+`partition_max_bytes`, the response at most `max_bytes` (capped by the broker's
+`fetch.max.bytes`), except that the first batch of the first partition with data is returned
+whole even when larger (KIP-74). Long polling: when fewer than `min_bytes` were read and no
+partition errored, the fetch waits up to `max_wait_ms`, woken whenever a requested partition's
+high watermark moves, and reads again. A fetch offset below the log start or above the log
+end is OFFSET_OUT_OF_RANGE; an unknown topic or partition UNKNOWN_TOPIC_OR_PARTITION; an error
+answers at once. preferred_read_replica is -1; aborted_transactions is null for
+read_uncommitted and empty for read_committed.
+
+Fetch sessions (KIP-227, v7+): this broker keeps no session cache, as a broker with
+`max.incremental.fetch.session.cache.slots=0`: a full fetch (epoch 0 or -1) is answered in full
+with session_id 0, so clients keep sending full fetches; an incremental fetch (epoch > 0) gets
+FETCH_SESSION_ID_NOT_FOUND and the client falls back to a full one. forgotten_topics_data is
+therefore ignored.
+
+Versions: v5 log_start_offset; v7 sessions; v9 current_leader_epoch (not checked: one node,
+epoch 0); v11 rack_id/preferred_read_replica; v12 flexible; v13 topics named by topic id
+(an unknown id is UNKNOWN_TOPIC_ID); v15 replica_state replaces replica_id; v16 tagged
+node_endpoints (only sent with NOT_LEADER_OR_FOLLOWER, never here).
+
+Deviations: current_leader_epoch and last_fetched_epoch are not validated (no leader changes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.messages.fetch import FetchResponse
+
+_PartitionData = FetchResponse.FetchableTopicResponse.PartitionData
+_READ_COMMITTED = 1
+_FULL_FETCH_EPOCHS = (0, -1)  # INITIAL_EPOCH, FINAL_EPOCH
+_FIRST_TOPIC_ID_VERSION = 13
+
+
+def _partition_error(index: int, error: ErrorCode) -> _PartitionData:
+    return _PartitionData(
+        partition_index=index,
+        error_code=error,
+        high_watermark=-1,
+        last_stable_offset=-1,
+        log_start_offset=-1,
+        aborted_transactions=None,
+        preferred_read_replica=-1,
+        records=b"",
+    )
+
+
+def _read(broker, request, version: int, read_committed: bool, max_bytes: int):
+    """One pass over every requested partition: (topic responses, bytes read, any error)."""
+    topics = []
+    total = 0
+    errored = False
+    remaining = max_bytes
+    min_one_message = True
+    by_id = version >= _FIRST_TOPIC_ID_VERSION
+    for fetch_topic in request.topics:
+        if by_id:
+            info = broker.topic_by_id(fetch_topic.topic_id)
+            name = info.name if info is not None else None
+            missing = ErrorCode.UNKNOWN_TOPIC_ID
+            entry = FetchResponse.FetchableTopicResponse(topic_id=fetch_topic.topic_id)
+        else:
+            name = fetch_topic.topic
+            missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            entry = FetchResponse.FetchableTopicResponse(topic=name)
+        partitions = []
+        entry.partitions = partitions
+        topics.append(entry)
+        for fetch_partition in fetch_topic.partitions:
+            index = fetch_partition.partition
+            partition_log = broker.get_log(name, index) if name is not None else None
+            if partition_log is None:
+                topic_known = name is not None and broker.logs.topic(name) is not None
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if topic_known else missing
+                partitions.append(_partition_error(index, error))
+                errored = True
+                continue
+            upper = partition_log.last_stable_offset if read_committed else None
+            limit = min(fetch_partition.partition_max_bytes, remaining)
+            result = partition_log.read(
+                fetch_partition.fetch_offset,
+                limit,
+                upper,
+                min_one_message=min_one_message,
+            )
+            if result.error != ErrorCode.NONE:
+                partitions.append(_partition_error(index, ErrorCode(result.error)))
+                errored = True
+                continue
+            size = len(result.records)
+            if size:
+                total += size
+                remaining = max(0, remaining - size)
+                min_one_message = False
+            partitions.append(
+                _PartitionData(
+                    partition_index=index,
+                    error_code=ErrorCode.NONE,
+                    high_watermark=result.high_watermark,
+                    last_stable_offset=result.last_stable_offset,
+                    log_start_offset=result.log_start_offset,
+                    aborted_transactions=[] if read_committed else None,
+                    preferred_read_replica=-1,
+                    records=result.records,
+                )
+            )
+    return topics, total, errored
+
+
+def _watched(broker, request, version: int) -> list[tuple[str, int]]:
+    """The (topic, partition) pairs a long poll waits on."""
+    if version < _FIRST_TOPIC_ID_VERSION:
+        return [(t.topic, p.partition) for t in request.topics for p in t.partitions]
+    watched = []
+    for fetch_topic in request.topics:
+        info = broker.topic_by_id(fetch_topic.topic_id)
+        if info is not None:
+            watched += [(info.name, p.partition) for p in fetch_topic.partitions]
+    return watched
+
+
+async def handle_fetch(ctx, header, request) -> FetchResponse:
+    """Read, and long-poll until min_bytes, an error, or max_wait_ms."""
+    broker = ctx.broker
+    version = header.request_api_version
+    if version >= 7 and request.session_epoch not in _FULL_FETCH_EPOCHS:
+        return FetchResponse(
+            throttle_time_ms=0,
+            error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+            session_id=0,
+            responses=[],
+        )
+    read_committed = request.isolation_level == _READ_COMMITTED
+    max_bytes = min(request.max_bytes, broker.config.get("fetch.max.bytes"))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0, request.max_wait_ms) / 1000
+    watched = _watched(broker, request, version)
+    while True:
+        topics, total, errored = _read(broker, request, version, read_committed, max_bytes)
+        remaining = deadline - loop.time()
+        if total >= request.min_bytes or errored or remaining <= 0 or broker.stopping:
+            break
+        if not watched:
+            break
+        wakeup = broker.notifier.watch(watched)
+        try:
+            await asyncio.wait_for(wakeup, remaining)
+        except TimeoutError:
+            pass
+        finally:
+            broker.notifier.unwatch(watched, wakeup)
+    return FetchResponse(
+        throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=topics
+    )

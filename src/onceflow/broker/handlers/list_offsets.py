@@ -1,0 +1,88 @@
+"""ListOffsets handler.
+
+API: ListOffsets (key 2), versions 1-7.
+
+Behaviour: per partition, the offset for a timestamp: -2 (earliest) is the log start offset,
+-1 (latest) the high watermark (read_uncommitted) or last stable offset (read_committed),
+-3 (max timestamp, v7+, KIP-734) the offset and timestamp of the record with the largest
+timestamp, any other value the first record whose timestamp is at or after it (offset -1 and
+timestamp -1 when there is none). Unknown partitions are UNKNOWN_TOPIC_OR_PARTITION; a
+partition listed twice is INVALID_REQUEST, as in Kafka. leader_epoch is 0 (the only epoch).
+
+Versions: v1 single offset with timestamp; v2 isolation_level and throttle_time_ms; v4
+current_leader_epoch (not checked: one node) and leader_epoch; v6 flexible; v7 max timestamp.
+Timestamps below -3 (earliest-local and tiered lookups of v8+) are not served.
+
+Deviations: none known for the served versions.
+"""
+
+from __future__ import annotations
+
+from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.messages.list_offsets import ListOffsetsResponse
+
+_PartitionResponse = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
+_READ_COMMITTED = 1
+EARLIEST = -2
+LATEST = -1
+MAX_TIMESTAMP = -3
+
+
+def _answer(index: int, error: ErrorCode, timestamp: int = -1, offset: int = -1, epoch: int = -1):
+    return _PartitionResponse(
+        partition_index=index,
+        error_code=error,
+        old_style_offsets=[],
+        timestamp=timestamp,
+        offset=offset,
+        leader_epoch=epoch,
+    )
+
+
+def _list_offset(broker, topic: str, index: int, timestamp: int, read_committed: bool, version):
+    partition_log = broker.get_log(topic, index)
+    if partition_log is None:
+        return _answer(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    epoch = partition_log.leader_epoch if version >= 4 else -1
+    if timestamp == EARLIEST:
+        return _answer(index, ErrorCode.NONE, -1, partition_log.log_start_offset, epoch)
+    upper = partition_log.last_stable_offset if read_committed else partition_log.high_watermark
+    if timestamp == LATEST:
+        return _answer(index, ErrorCode.NONE, -1, upper, epoch)
+    if timestamp < MAX_TIMESTAMP:
+        return _answer(index, ErrorCode.INVALID_REQUEST)
+    found = partition_log.offset_for_timestamp(timestamp, upper)
+    if found is None:
+        return _answer(index, ErrorCode.NONE)
+    return _answer(index, ErrorCode.NONE, found.timestamp, found.offset, epoch)
+
+
+async def handle_list_offsets(ctx, header, request) -> ListOffsetsResponse:
+    """Look up offsets by timestamp for every requested partition."""
+    broker = ctx.broker
+    version = header.request_api_version
+    read_committed = version >= 2 and request.isolation_level == _READ_COMMITTED
+    topics = []
+    seen: set[tuple[str, int]] = set()
+    for topic in request.topics:
+        partitions = []
+        for partition in topic.partitions:
+            key = (topic.name, partition.partition_index)
+            if key in seen:
+                partitions.append(_answer(partition.partition_index, ErrorCode.INVALID_REQUEST))
+                continue
+            seen.add(key)
+            partitions.append(
+                _list_offset(
+                    broker,
+                    topic.name,
+                    partition.partition_index,
+                    partition.timestamp,
+                    read_committed,
+                    version,
+                )
+            )
+        topics.append(
+            ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=partitions)
+        )
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,122 @@
+"""Metadata handler.
+
+API: Metadata (key 3), versions 0-13.
+
+Behaviour: this node is the only broker, the controller, and the leader (epoch 0) of every
+partition, with itself as the only replica and in-sync replica. A null topic list (v1+; an
+empty one in v0) lists every topic. A requested topic that does not exist is created with
+`num.partitions` partitions when `auto.create.topics.enable` is true and the request allows it
+(v4+ `allow_auto_topic_creation`; always allowed before v4), else it is
+UNKNOWN_TOPIC_OR_PARTITION; an illegal name is INVALID_TOPIC_EXCEPTION. From v10 topics carry
+their persistent topic id, and a topic may be asked for by id (UNKNOWN_TOPIC_ID when unknown).
+The cluster id is the one in the data directory's meta.properties.
+
+Versions: v1 controller_id, is_internal, null topics; v2 cluster_id; v4 auto-creation flag;
+v5 offline_replicas; v7 leader_epoch; v8 authorized operations (never computed: INT32_MIN);
+v9 flexible; v10 topic ids; v12 nullable topic names; v13 top-level error_code (always NONE).
+
+Deviations: Kafka answers LEADER_NOT_AVAILABLE for a topic it has just auto-created and the
+client asks again; here creation is synchronous, so the topic comes back ready at once.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from onceflow.log.manager import validate_topic_name
+from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.messages.metadata import MetadataResponse
+
+_ZERO_UUID = uuid.UUID(int=0)
+_AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
+
+
+def _topic_response(broker, info) -> MetadataResponse.MetadataResponseTopic:
+    node = broker.node_id
+    partitions = [
+        MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
+            error_code=ErrorCode.NONE,
+            partition_index=index,
+            leader_id=node,
+            leader_epoch=0,
+            replica_nodes=[node],
+            isr_nodes=[node],
+            offline_replicas=[],
+        )
+        for index in range(info.partitions)
+    ]
+    return MetadataResponse.MetadataResponseTopic(
+        error_code=ErrorCode.NONE,
+        name=info.name,
+        topic_id=info.topic_id,
+        is_internal=info.name.startswith("__"),
+        partitions=partitions,
+        topic_authorized_operations=_AUTHORIZED_OPERATIONS_UNKNOWN,
+    )
+
+
+def _topic_error(
+    name, error: ErrorCode, topic_id=_ZERO_UUID
+) -> MetadataResponse.MetadataResponseTopic:
+    return MetadataResponse.MetadataResponseTopic(
+        error_code=error,
+        name=name,
+        topic_id=topic_id,
+        is_internal=False,
+        partitions=[],
+        topic_authorized_operations=_AUTHORIZED_OPERATIONS_UNKNOWN,
+    )
+
+
+def _lookup(broker, name: str, may_create: bool):
+    logs = broker.logs
+    info = logs.topic(name)
+    if info is not None:
+        return _topic_response(broker, info)
+    if validate_topic_name(name) is not None:
+        return _topic_error(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
+    if not may_create:
+        return _topic_error(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    result = broker.auto_create_topic(name)
+    if result.error != ErrorCode.NONE:
+        return _topic_error(name, ErrorCode(result.error))
+    return _topic_response(broker, logs.topic(name))
+
+
+def _lookup_by_id(broker, topic_id: uuid.UUID):
+    info = broker.topic_by_id(topic_id)
+    if info is not None:
+        return _topic_response(broker, info)
+    return _topic_error(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id)
+
+
+async def handle_metadata(ctx, header, request) -> MetadataResponse:
+    """Describe the broker and the requested (or all) topics, auto-creating when allowed."""
+    broker = ctx.broker
+    version = header.request_api_version
+    requested = request.topics
+    if requested is None or (version == 0 and not requested):
+        topics = [_topic_response(broker, info) for info in broker.logs.topics()]
+    else:
+        allowed = request.allow_auto_topic_creation if version >= 4 else True
+        may_create = allowed and broker.config.auto_create_topics
+        topics = []
+        for topic in requested:
+            if topic.name is None:
+                topics.append(_lookup_by_id(broker, topic.topic_id))
+            else:
+                topics.append(_lookup(broker, topic.name, may_create))
+    address = broker.advertised
+    return MetadataResponse(
+        throttle_time_ms=0,
+        brokers=[
+            MetadataResponse.MetadataResponseBroker(
+                node_id=broker.node_id, host=address.host, port=address.port, rack=None
+            )
+        ],
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=topics,
+        cluster_authorized_operations=_AUTHORIZED_OPERATIONS_UNKNOWN,
+        error_code=ErrorCode.NONE,
+    )

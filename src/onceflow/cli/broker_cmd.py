@@ -1,0 +1,113 @@
+"""`onceflow broker`: run a broker in the foreground until SIGTERM or SIGINT.
+
+When the listener is bound it prints exactly one line to stdout,
+`onceflow broker ready on HOST:PORT` (the bound port, so `--listen 127.0.0.1:0` is usable by
+scripts and tests), and logs everything else to stderr. A bad configuration exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from onceflow.broker.config import BrokerConfig, ConfigError, parse_listener
+
+log = logging.getLogger("onceflow.broker.cli")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register the `broker` sub-command."""
+    parser = subparsers.add_parser(
+        "broker",
+        help="run a single-node Kafka-compatible broker",
+        description="Run a single-node Kafka-compatible broker in the foreground.",
+    )
+    parser.add_argument("--data-dir", help="data directory (Kafka's log.dirs)")
+    parser.add_argument("--listen", metavar="HOST:PORT", help="address to bind; port 0 picks one")
+    parser.add_argument(
+        "--advertised-listener",
+        metavar="HOST:PORT",
+        help="address given to clients in metadata (default: the bound address)",
+    )
+    parser.add_argument("--config", metavar="FILE", help="Java-properties file of broker configs")
+    parser.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        dest="overrides",
+        help="override one config (repeatable), e.g. --set num.partitions=3",
+    )
+    parser.add_argument(
+        "--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")
+    )
+    parser.set_defaults(func=run)
+
+
+def configure_logging(level: str) -> None:
+    """One line per event on stderr, logger names under `onceflow.broker`."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%Y-%m-%dT%H:%M:%S")
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+
+
+def load_config(args: argparse.Namespace) -> BrokerConfig:
+    """The config file, then the dedicated flags, then `--set` overrides."""
+    extra: dict[str, str] = {}
+    if args.data_dir:
+        extra["log.dirs"] = args.data_dir
+    if args.listen:
+        extra["listeners"] = f"PLAINTEXT://{parse_listener(args.listen, '--listen')}"
+    if args.advertised_listener:
+        advertised = parse_listener(args.advertised_listener, "--advertised-listener")
+        extra["advertised.listeners"] = f"PLAINTEXT://{advertised}"
+    return BrokerConfig.load(args.config, args.overrides, extra)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of `onceflow broker`; returns the process exit code."""
+    configure_logging(args.log_level)
+    try:
+        config = load_config(args)
+    except ConfigError as exc:
+        print(f"onceflow broker: {exc}", file=sys.stderr)
+        return 2
+    if not (args.data_dir or config.is_explicit("log.dirs") or config.is_explicit("log.dir")):
+        print("onceflow broker: --data-dir (or log.dirs) is required", file=sys.stderr)
+        return 2
+    for key in config.unknown_keys:
+        log.warning("unknown config %s ignored", key)
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(_serve(config))
+    return uvloop.run(_serve(config))
+
+
+async def _serve(config: BrokerConfig) -> int:
+    from onceflow.broker.server import Broker
+
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    broker = Broker(config)
+    try:
+        await broker.start()
+    except (OSError, ConfigError) as exc:
+        log.error("cannot start: %s", exc)
+        await broker.stop()
+        return 2 if isinstance(exc, ConfigError) else 1
+    print(f"onceflow broker ready on {broker.bound_address}", flush=True)
+    await stopping.wait()
+    log.info("shutting down")
+    await broker.stop()
+    log.info("stopped")
+    return 0

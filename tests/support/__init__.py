@@ -1,0 +1,1 @@
+"""Test helpers shared by every test package: broker processes (`support.broker`)."""
