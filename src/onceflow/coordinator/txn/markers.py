@@ -1,0 +1,129 @@
+"""Transaction markers: COMMIT/ABORT control batches written to every partition of a transaction.
+
+`TxnMarkerChannel` is the coordinator's view (Kafka's `TransactionMarkerChannelManager`): write
+one marker per partition and report each partition's outcome. `InProcessTxnMarkerChannel` writes
+to this broker's logs (`PartitionLog.append(origin=COORDINATOR)`, then waits for the fsync); a
+channel sending WriteTxnMarkers to other brokers could replace it without touching the
+coordinator.
+
+`write_marker` is the log-side entry point, shared with the KIP-664 admin abort of a hanging
+transaction. When a marker lands on a `__consumer_offsets` partition the group coordinator must
+materialise (commit) or drop (abort) that producer's pending transactional offsets: it registers
+a `MarkerListener` with `add_marker_listener`, called once the marker is durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
+
+from onceflow.coordinator.txn.metadata import TopicPartition
+from onceflow.log.manager import LogManager
+from onceflow.log.producer_state import AppendOrigin
+from onceflow.protocol.errors import ErrorCode
+from onceflow.records.control import ControlRecordType, build_control_batch
+
+__all__ = [
+    "CONSUMER_OFFSETS_TOPIC",
+    "InProcessTxnMarkerChannel",
+    "MarkerListener",
+    "TxnMarkerChannel",
+    "write_marker",
+]
+
+logger = logging.getLogger("onceflow.coordinator.txn")
+
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+
+# on_marker(partition, producer_id, commit): the group coordinator's hook, called after a
+# marker for `producer_id` is durable on a `__consumer_offsets` partition
+MarkerListener = Callable[[TopicPartition, int, bool], None]
+
+
+class TxnMarkerChannel(Protocol):
+    """Delivers transaction markers to partition leaders (here: this broker)."""
+
+    async def write_markers(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        partitions: Iterable[TopicPartition],
+    ) -> Mapping[TopicPartition, ErrorCode]:
+        """Write one marker per partition; each partition's outcome (NONE once durable)."""
+        ...
+
+
+async def write_marker(
+    logs: LogManager,
+    tp: TopicPartition,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int,
+    commit: bool,
+    listeners: Iterable[MarkerListener] = (),
+) -> ErrorCode:
+    """Append one COMMIT/ABORT marker to `tp` as the coordinator and wait until it is durable.
+
+    UNKNOWN_TOPIC_OR_PARTITION when the partition is gone; the producer-state checks of the log
+    may answer INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED (nothing written);
+    KAFKA_STORAGE_ERROR when the log is offline. Listeners run for `__consumer_offsets`
+    partitions after the marker is durable."""
+    log = logs.get_log(tp.topic, tp.partition)
+    if log is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    now = time.time_ns() // 1_000_000
+    control = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+    batch = build_control_batch(producer_id, producer_epoch, control, coordinator_epoch, now)
+    result = log.append(batch, now_ms=now, origin=AppendOrigin.COORDINATOR)
+    error = result.error
+    if error == ErrorCode.NONE:
+        error = await logs.committer.flushed(log, result.next_offset)
+    if error != ErrorCode.NONE:
+        return error
+    if tp.topic == CONSUMER_OFFSETS_TOPIC:
+        for listener in listeners:
+            listener(tp, producer_id, commit)
+    return ErrorCode.NONE
+
+
+class InProcessTxnMarkerChannel:
+    """Writes markers straight into this broker's partition logs, all partitions at once."""
+
+    def __init__(self, logs: LogManager) -> None:
+        self.logs = logs
+        self.listeners: list[MarkerListener] = []
+
+    def add_marker_listener(self, listener: MarkerListener) -> None:
+        """Register the group coordinator's `on_marker(partition, producer_id, commit)`."""
+        self.listeners.append(listener)
+
+    async def write_markers(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        partitions: Iterable[TopicPartition],
+    ) -> Mapping[TopicPartition, ErrorCode]:
+        """Write one marker per partition concurrently; each partition's outcome."""
+        ordered = sorted(partitions)
+        outcomes = await asyncio.gather(
+            *(
+                write_marker(
+                    self.logs,
+                    tp,
+                    producer_id,
+                    producer_epoch,
+                    coordinator_epoch,
+                    commit,
+                    self.listeners,
+                )
+                for tp in ordered
+            )
+        )
+        return dict(zip(ordered, outcomes, strict=True))
