@@ -1,0 +1,251 @@
+"""`Consumer`: Kafka's consumer with manual assignment, a synchronous API and an I/O thread.
+
+    with Consumer({"bootstrap.servers": "127.0.0.1:9092", "auto.offset.reset": "earliest"}) as c:
+        c.assign([TopicPartition("events", 0), ("events", 1, 42)])   # (topic, partition[, offset])
+        for record in c.poll(timeout=1.0):                          # a list, maybe empty
+            print(record.offset, record.key, record.value)
+
+`poll(timeout)` returns a list of up to `max.poll.records` `ConsumerRecord`s, like Kafka's Java
+`poll` (flattened) and kafka-python; an empty list means nothing arrived in time. Errors are
+raised from `poll`: `OffsetOutOfRangeError` with auto.offset.reset=none, corrupt data, and
+other non-retriable fetch errors. Positions without an offset start at auto.offset.reset
+(`latest` by default, as in Kafka); offsets -2 and -1 mean beginning and end (confluent-kafka's
+OFFSET_BEGINNING / OFFSET_END). Fetching runs on the I/O thread: while the application
+processes one response, the next fetch is already in flight. Group membership and offset
+commits are not implemented yet (`group.id` is accepted and ignored).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from onceflow.client.completed_fetch import ConsumerRecord
+from onceflow.client.config import consumer_config
+from onceflow.client.errors import IllegalStateError, KafkaTimeoutError, OffsetOutOfRangeError
+from onceflow.client.fetcher import Fetcher
+from onceflow.client.io_thread import IOThread
+from onceflow.client.metadata import Metadata, TopicPartition
+from onceflow.client.network import NetworkClient
+from onceflow.client.subscription import SubscriptionState
+
+__all__ = ["Consumer", "ConsumerRecord", "TopicPartition"]
+
+log = logging.getLogger(__name__)
+_ids = itertools.count(1)
+
+
+def _normalize(item: Any) -> tuple[TopicPartition, int | None]:
+    """TopicPartition / admin TopicPartition / (topic, partition[, offset]) -> (tp, offset)."""
+    if isinstance(item, tuple) and not isinstance(item, TopicPartition):
+        if len(item) == 3:
+            return TopicPartition(str(item[0]), int(item[1])), int(item[2])
+        if len(item) == 2:
+            return TopicPartition(str(item[0]), int(item[1])), None
+        raise ValueError(f"expected (topic, partition[, offset]), got {item!r}")
+    offset = getattr(item, "offset", None)
+    if offset is not None and offset < -2:  # confluent's OFFSET_INVALID (-1001) etc: unset
+        offset = None
+    return TopicPartition(item.topic, int(item.partition)), offset
+
+
+class Consumer:
+    """A Kafka consumer for manually assigned partitions (not thread-safe, as in Kafka)."""
+
+    def __init__(self, config: Mapping[str, Any]):
+        self.config = consumer_config(config)
+        self.client_id = self.config["client.id"] or f"consumer-{next(_ids)}"
+        self.max_poll_records = self.config["max.poll.records"]
+        self.default_api_timeout_s = self.config["default.api.timeout.ms"] / 1000
+        self.metadata = Metadata(
+            self.config["metadata.max.age.ms"], self.config["retry.backoff.ms"]
+        )
+        self.network = NetworkClient(self.config, self.metadata)
+        self.network.client_id = self.client_id
+        self.subscriptions = SubscriptionState(self.config["auto.offset.reset"])
+        self._fetcher = Fetcher(self.config, self.network, self.subscriptions)
+        self._io = IOThread(
+            f"onceflow-consumer-network-thread | {self.client_id}", self._fetcher.run
+        )
+        self._closed = False
+        self._io.start()
+
+    # ------------------------------------------------------------------ assignment
+
+    def assign(self, partitions: Iterable[Any]) -> None:
+        """Replace the assignment. Items: `TopicPartition`, `(topic, partition)` or
+        `(topic, partition, offset)`; a partition already assigned keeps its position."""
+        self._check_open()
+        positions = dict(_normalize(item) for item in partitions)
+        self.subscriptions.assign(positions)
+        if self.metadata.add_topics(tp.topic for tp in positions):
+            self.metadata.request_update()
+        self._io.wakeup()
+
+    def unassign(self) -> None:
+        self.assign([])
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self.subscriptions.assignment)
+
+    def seek(self, partition: Any, offset: int | None = None) -> None:
+        """Set the next offset to read (-2: beginning, -1: end). Accepts a TopicPartition with
+        an offset attribute (confluent-kafka style) when `offset` is None."""
+        self._check_open()
+        tp, tp_offset = _normalize(partition)
+        target = offset if offset is not None else tp_offset
+        if target is None:
+            raise ValueError("seek needs an offset")
+        self.subscriptions.seek(tp, target)
+        self._io.wakeup()
+
+    def seek_to_beginning(self, partitions: Iterable[Any] | None = None) -> None:
+        for tp in self._targets(partitions):
+            self.subscriptions.seek(tp, -2)
+        self._io.wakeup()
+
+    def seek_to_end(self, partitions: Iterable[Any] | None = None) -> None:
+        for tp in self._targets(partitions):
+            self.subscriptions.seek(tp, -1)
+        self._io.wakeup()
+
+    def _targets(self, partitions: Iterable[Any] | None) -> list[TopicPartition]:
+        self._check_open()
+        if partitions is None:
+            return list(self.subscriptions.assignment)
+        return [_normalize(p)[0] for p in partitions]
+
+    def pause(self, partitions: Iterable[Any]) -> None:
+        with self.subscriptions.lock:
+            for tp in self._targets(partitions):
+                self.subscriptions.state(tp).paused = True
+
+    def resume(self, partitions: Iterable[Any]) -> None:
+        with self.subscriptions.lock:
+            for tp in self._targets(partitions):
+                self.subscriptions.state(tp).paused = False
+        self._io.wakeup()
+
+    def position(self, partition: Any, timeout: float | None = None) -> int:
+        """The offset of the next record `poll` returns for the partition, resolving
+        auto.offset.reset first if needed (bounded by `timeout`, default.api.timeout.ms)."""
+        self._check_open()
+        tp = _normalize(partition)[0]
+        timeout = self.default_api_timeout_s if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        subs = self.subscriptions
+        with subs.lock:
+            while True:
+                state = subs.state(tp)
+                if state.position is not None:
+                    return state.position
+                self._raise_partition_error(tp, state)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise KafkaTimeoutError(
+                        f"Timeout of {timeout * 1000:.0f}ms expired before the position for "
+                        f"partition {tp.topic}-{tp.partition} could be determined"
+                    )
+                self._io.wakeup()
+                subs.changed.wait(remaining)
+
+    def _raise_partition_error(self, tp: TopicPartition, state: Any) -> None:
+        if state.error is not None:
+            error, state.error = state.error, None
+            raise error
+        if state.position is None and state.reset_strategy in (None, "none"):
+            raise OffsetOutOfRangeError(
+                f"Undefined offset with no reset policy for partitions: [{tp.topic}-{tp.partition}]"
+            )
+
+    # ------------------------------------------------------------------ polling
+
+    def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list[ConsumerRecord]:
+        """Records fetched for the assigned partitions, waiting up to `timeout` seconds for
+        some; at most `max_records` (default max.poll.records)."""
+        self._check_open()
+        limit = max_records or self.max_poll_records
+        deadline = time.monotonic() + max(timeout, 0.0)
+        subs = self.subscriptions
+        self._io.wakeup()
+        while True:
+            records = self._drain(limit)
+            if records:
+                self._io.wakeup()
+                return records
+            with subs.lock:
+                for tp, state in subs.assignment.items():
+                    self._raise_partition_error(tp, state)
+                if subs.completed:
+                    continue
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return []
+                subs.changed.wait(remaining)
+
+    def _drain(self, limit: int) -> list[ConsumerRecord]:
+        """Take up to `limit` records from the buffered fetches, advancing positions."""
+        subs = self.subscriptions
+        out: list[ConsumerRecord] = []
+        while len(out) < limit:
+            with subs.lock:
+                if not subs.completed:
+                    break
+                fetch, generation = subs.completed[0]
+                tp = TopicPartition(fetch.topic, fetch.partition)
+                state = subs.assignment.get(tp)
+                if state is None or state.generation != generation or state.position is None:
+                    subs.completed.popleft()
+                    continue
+                if fetch.next_offset < state.position:
+                    fetch.next_offset = state.position
+            records = fetch.take(limit - len(out))  # decode outside the lock
+            with subs.lock:
+                if state.generation == generation:
+                    state.position = fetch.next_offset
+                    out.extend(records)
+                    if fetch.exhausted:
+                        subs.completed.popleft()
+                        state.buffered -= 1
+                elif subs.completed and subs.completed[0][0] is fetch:
+                    subs.completed.popleft()
+        return out
+
+    # ------------------------------------------------------------------ offsets and metadata
+
+    def partitions_for_topic(self, topic: str, timeout: float | None = None) -> list[int]:
+        """The topic's partition indexes."""
+        timeout = self.default_api_timeout_s if timeout is None else timeout
+        self.metadata.wait_for_topic(topic, timeout, self._io.wakeup)
+        return sorted(self.metadata.cluster.topics[topic].partitions)
+
+    def highwater(self, partition: Any) -> int:
+        """The high watermark from the last fetch of the partition (-1 before one)."""
+        tp = _normalize(partition)[0]
+        with self.subscriptions.lock:
+            return self.subscriptions.state(tp).high_watermark
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise IllegalStateError("This consumer has already been closed.")
+
+    def close(self, timeout: float | None = None) -> None:
+        """Stop fetching and the I/O thread."""
+        if self._closed:
+            return
+        self._closed = True
+        self._fetcher.running = False
+        self._io.wakeup()
+        if not self._io.join(30 if timeout is None else timeout):
+            log.warning("consumer I/O thread did not stop in time")
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

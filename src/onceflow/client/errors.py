@@ -1,0 +1,107 @@
+"""The client's typed exceptions, named after Kafka's.
+
+Every broker error code has a `KafkaError` subclass (built in `client.connection`, one per
+`ErrorCode`: `UnknownTopicOrPartitionError`, `ProducerFencedError`, ...); `.code` is the
+`ErrorCode` and `.retriable` says whether Kafka's client would retry. This module re-exports
+them and adds the errors that arise in the client itself:
+
+- `KafkaTimeoutError` — a bounded wait ran out (Kafka's `TimeoutException`): metadata, buffer
+  space, delivery.timeout.ms, flush/close. Also a `TimeoutError`.
+- `ConfigException` — a configuration value or combination Kafka's `ProducerConfig` /
+  `ConsumerConfig` would refuse; its message is Kafka's.
+- `OutOfOrderSequenceError` — Kafka's `OutOfOrderSequenceException` (the broker's
+  OUT_OF_ORDER_SEQUENCE_NUMBER for a batch that was next in sequence).
+- `IllegalStateError` — an operation in a state that does not allow it (closed producer,
+  producer state transition not in the table).
+"""
+
+from __future__ import annotations
+
+from onceflow.client.connection import (
+    ERRORS_BY_CODE,
+    BrokerResponseError,
+    KafkaConnectionError,
+    KafkaError,
+    UnsupportedVersionError,
+    raise_for_error,
+)
+from onceflow.client.connection import KafkaTimeoutError as _BlockingTimeoutError
+from onceflow.protocol.errors import ErrorCode
+
+__all__ = [
+    "ERRORS_BY_CODE",
+    "BrokerResponseError",
+    "ConfigException",
+    "DuplicateSequenceNumberError",
+    "IllegalStateError",
+    "InvalidProducerEpochError",
+    "KafkaConnectionError",
+    "KafkaError",
+    "KafkaTimeoutError",
+    "MessageTooLargeError",
+    "NotLeaderOrFollowerError",
+    "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
+    "ProducerFencedError",
+    "UnknownProducerIdError",
+    "UnknownTopicOrPartitionError",
+    "UnsupportedVersionError",
+    "error_for_code",
+    "raise_for_error",
+]
+
+
+def _by(code: ErrorCode) -> type[KafkaError]:
+    return ERRORS_BY_CODE[int(code)]
+
+
+OutOfOrderSequenceError = _by(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+DuplicateSequenceNumberError = _by(ErrorCode.DUPLICATE_SEQUENCE_NUMBER)
+InvalidProducerEpochError = _by(ErrorCode.INVALID_PRODUCER_EPOCH)
+UnknownProducerIdError = _by(ErrorCode.UNKNOWN_PRODUCER_ID)
+ProducerFencedError = _by(ErrorCode.PRODUCER_FENCED)
+UnknownTopicOrPartitionError = _by(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+NotLeaderOrFollowerError = _by(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+OffsetOutOfRangeError = _by(ErrorCode.OFFSET_OUT_OF_RANGE)
+MessageTooLargeError = _by(ErrorCode.MESSAGE_TOO_LARGE)
+
+
+class _PlainMessageError(KafkaError):
+    """A client-side KafkaError whose text is just its message (no code-name prefix)."""
+
+    def __init__(self, message: str | None = None):
+        self.message = message
+        Exception.__init__(self, message or self.code.name)
+
+
+class KafkaTimeoutError(_PlainMessageError, _BlockingTimeoutError):
+    """A bounded wait ran out (Kafka's `TimeoutException`); also a `TimeoutError`."""
+
+    code = ErrorCode.REQUEST_TIMED_OUT
+
+    @property
+    def retriable(self) -> bool:
+        return True
+
+
+class ConfigException(_PlainMessageError, ValueError):
+    """A configuration Kafka would refuse (Kafka's `ConfigException`); also a `ValueError`."""
+
+    code = ErrorCode.INVALID_CONFIG
+
+
+class IllegalStateError(_PlainMessageError):
+    """An operation the client's current state does not allow (Kafka's
+    `IllegalStateException`): sending after close, a producer state transition not in the
+    transition table."""
+
+    code = ErrorCode.INVALID_TXN_STATE
+
+    @property
+    def retriable(self) -> bool:
+        return False
+
+
+def error_for_code(code: int, message: str | None = None) -> KafkaError:
+    """The typed error for a broker error code (a plain `KafkaError` for unknown codes)."""
+    return KafkaError.for_code(code, message)

@@ -1,0 +1,210 @@
+"""Cluster metadata as a client sees it: brokers, partition leaders, topic ids.
+
+`Cluster` is an immutable snapshot built from a Metadata response. `Metadata` holds the current
+snapshot, the topics the client needs, and when to refresh: on request (after
+NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, an unknown leader) or every
+`metadata.max.age.ms`. Application threads wait on it for a topic's partitions
+(`wait_for_topic`); the I/O thread applies responses (`update`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+from onceflow.client.errors import KafkaTimeoutError, error_for_code
+from onceflow.protocol.errors import ErrorCode
+
+__all__ = ["BrokerNode", "Cluster", "Metadata", "PartitionInfo", "TopicInfo", "TopicPartition"]
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+class TopicPartition(NamedTuple):
+    """A topic and a partition index (equal to the plain tuple `(topic, partition)`)."""
+
+    topic: str
+    partition: int
+
+
+class BrokerNode(NamedTuple):
+    """A broker as Metadata names it."""
+
+    node_id: int
+    host: str
+    port: int
+
+
+class PartitionInfo(NamedTuple):
+    """One partition: its leader (-1 when none) and leader epoch."""
+
+    partition: int
+    leader: int
+    leader_epoch: int
+    error_code: int
+
+
+class TopicInfo(NamedTuple):
+    """One topic: error code (NONE when known), topic id, partitions by index."""
+
+    name: str
+    error_code: int
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionInfo]
+
+    @property
+    def available_partitions(self) -> list[int]:
+        """Partitions that have a leader."""
+        return [p.partition for p in self.partitions.values() if p.leader >= 0]
+
+
+class Cluster:
+    """An immutable metadata snapshot."""
+
+    def __init__(
+        self,
+        brokers: dict[int, BrokerNode] | None = None,
+        topics: dict[str, TopicInfo] | None = None,
+        controller_id: int = -1,
+        cluster_id: str | None = None,
+    ):
+        self.brokers = brokers or {}
+        self.topics = topics or {}
+        self.controller_id = controller_id
+        self.cluster_id = cluster_id
+        self.topic_names = {t.topic_id: t.name for t in self.topics.values() if t.topic_id}
+
+    @classmethod
+    def from_response(cls, response: Any) -> Cluster:
+        """Build a snapshot from a decoded MetadataResponse."""
+        brokers = {b.node_id: BrokerNode(b.node_id, b.host, b.port) for b in response.brokers}
+        topics = {}
+        for topic in response.topics:
+            if topic.name is None:
+                continue
+            partitions = {
+                p.partition_index: PartitionInfo(
+                    p.partition_index, p.leader_id, p.leader_epoch, p.error_code
+                )
+                for p in topic.partitions
+            }
+            topic_id = getattr(topic, "topic_id", ZERO_UUID)
+            topic_id = None if topic_id == ZERO_UUID else topic_id
+            topics[topic.name] = TopicInfo(topic.name, topic.error_code, topic_id, partitions)
+        return cls(
+            brokers,
+            topics,
+            getattr(response, "controller_id", -1),
+            getattr(response, "cluster_id", None),
+        )
+
+    def leader_for(self, tp: tuple[str, int]) -> int | None:
+        """The leader's node id, or None when unknown or leaderless."""
+        topic = self.topics.get(tp[0])
+        if topic is None:
+            return None
+        partition = topic.partitions.get(tp[1])
+        if partition is None or partition.leader < 0 or partition.leader not in self.brokers:
+            return None
+        return partition.leader
+
+    def partition_count(self, topic: str) -> int | None:
+        info = self.topics.get(topic)
+        if info is None or info.error_code != ErrorCode.NONE or not info.partitions:
+            return None
+        return len(info.partitions)
+
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        info = self.topics.get(topic)
+        return info.topic_id if info is not None else None
+
+
+class Metadata:
+    """The current `Cluster`, the topics wanted, and the refresh schedule (thread-safe)."""
+
+    def __init__(self, max_age_ms: int, retry_backoff_ms: int):
+        self.max_age_ms = max_age_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.cluster = Cluster()
+        self.version = 0
+        self.wanted: set[str] = set()
+        self.need_update = True
+        self.last_refresh = 0.0
+        self.last_attempt = 0.0
+        self.last_error: BaseException | None = None
+        self._changed = threading.Condition()
+
+    def add_topics(self, topics: Iterable[str]) -> bool:
+        """Track more topics; True when one was new (an update is then requested)."""
+        with self._changed:
+            new = set(topics) - self.wanted
+            if new:
+                self.wanted |= new
+                self.need_update = True
+            return bool(new)
+
+    def request_update(self) -> None:
+        """Ask for a refresh at the next opportunity."""
+        self.need_update = True
+
+    def time_to_next_update(self, now: float) -> float:
+        """Seconds until a refresh is due (0 when due now), honouring retry.backoff.ms."""
+        backoff = self.last_attempt + self.retry_backoff_ms / 1000 - now
+        if self.need_update:
+            return max(backoff, 0.0)
+        return max(self.last_refresh + self.max_age_ms / 1000 - now, backoff, 0.0)
+
+    def update(self, cluster: Cluster, now: float) -> None:
+        """Install a new snapshot and wake the waiters."""
+        with self._changed:
+            self.cluster = cluster
+            self.version += 1
+            self.last_refresh = self.last_attempt = now
+            self.last_error = None
+            self.need_update = any(
+                topic in cluster.topics
+                and cluster.topics[topic].error_code == ErrorCode.LEADER_NOT_AVAILABLE
+                for topic in self.wanted
+            )
+            self._changed.notify_all()
+
+    def failed_update(self, error: BaseException, now: float) -> None:
+        """A refresh attempt failed; the next one waits retry.backoff.ms."""
+        with self._changed:
+            self.last_attempt = now
+            self.last_error = error
+            self._changed.notify_all()
+
+    def wait_for_topic(self, topic: str, timeout_s: float, request_update) -> int:
+        """Block until `topic` has partitions; returns the count. `request_update()` asks the
+        I/O thread for a refresh. Raises the topic's error or `KafkaTimeoutError`."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while True:
+                count = self.cluster.partition_count(topic)
+                if count is not None:
+                    return count
+                info = self.cluster.topics.get(topic)
+                if info is not None and info.error_code not in (
+                    ErrorCode.NONE,
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    ErrorCode.LEADER_NOT_AVAILABLE,
+                ):
+                    raise error_for_code(info.error_code, topic)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    if info is not None and info.error_code != ErrorCode.NONE:
+                        raise KafkaTimeoutError(
+                            f"Topic {topic} not present in metadata after "
+                            f"{timeout_s * 1000:.0f} ms ({ErrorCode(info.error_code).name})."
+                        )
+                    raise KafkaTimeoutError(
+                        f"Topic {topic} not present in metadata after {timeout_s * 1000:.0f} ms."
+                    )
+                self.wanted.add(topic)
+                self.need_update = True
+                request_update()
+                self._changed.wait(min(remaining, 0.1))

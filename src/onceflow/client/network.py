@@ -1,0 +1,420 @@
+"""Asynchronous broker connections for the producer and consumer I/O threads.
+
+`AsyncBrokerConnection` is an asyncio protocol over one TCP connection: it negotiates versions
+with ApiVersions (for each API the highest version both sides support, so it works with Apache
+Kafka as well as onceflow), frames requests with a fresh correlation id, pipelines them, and
+matches responses in order. `send()` returns an asyncio future of the decoded response.
+A request that outlives its deadline closes the connection and fails everything in flight on
+it with `KafkaTimeoutError`, as Kafka's `NetworkClient` does.
+
+`NetworkClient` keeps one connection per node (bootstrap servers first), refreshes `Metadata`
+in the background and finds the least-loaded node for metadata and InitProducerId requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import socket
+import struct
+import time
+from collections import deque
+from typing import Any
+
+from onceflow.client.config import ClientConfig
+from onceflow.client.connection import (
+    CLIENT_SOFTWARE_NAME,
+    CLIENT_SOFTWARE_VERSION,
+    encode_request_header,
+    is_flexible,
+)
+from onceflow.client.errors import (
+    BrokerResponseError,
+    ConfigException,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    UnsupportedVersionError,
+    raise_for_error,
+)
+from onceflow.client.metadata import Cluster, Metadata
+from onceflow.protocol import messages
+from onceflow.protocol.api_keys import ApiKey
+from onceflow.protocol.codec import DecodeError, skip_tagged_fields
+from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.headers import response_header_version
+
+__all__ = ["AsyncBrokerConnection", "NetworkClient"]
+
+log = logging.getLogger(__name__)
+_SIZE = struct.Struct(">i")
+_CORRELATION = struct.Struct(">i")
+
+
+class _Pending:
+    __slots__ = ("correlation_id", "api_key", "version", "future", "deadline")
+
+    def __init__(self, correlation_id, api_key, version, future, deadline):
+        self.correlation_id = correlation_id
+        self.api_key = api_key
+        self.version = version
+        self.future = future
+        self.deadline = deadline
+
+
+class AsyncBrokerConnection(asyncio.Protocol):
+    """One pipelined connection to a broker (use from the I/O thread's loop only)."""
+
+    def __init__(self, node_id: int, host: str, port: int, client_id: str | None):
+        self.node_id, self.host, self.port = node_id, host, port
+        self.client_id = client_id
+        self.broker_versions: dict[int, tuple[int, int]] = {}
+        self._transport: asyncio.Transport | None = None
+        self._pending: deque[_Pending] = deque()
+        self._correlation_ids = itertools.count(1)
+        self._chunks: list[bytes] = []
+        self._buffered = 0
+        self._need = 4
+        self._in_frame = False
+        self._closed_error: BaseException | None = None
+        self.ready = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def connect(self, timeout_s: float) -> AsyncBrokerConnection:
+        """Connect and negotiate versions; raises KafkaConnectionError / KafkaTimeoutError."""
+        loop = asyncio.get_running_loop()
+        try:
+            await asyncio.wait_for(
+                loop.create_connection(lambda: self, self.host, self.port), timeout_s
+            )
+        except TimeoutError as exc:
+            raise KafkaTimeoutError(f"connecting to {self.host}:{self.port} timed out") from exc
+        except OSError as exc:
+            raise KafkaConnectionError(
+                f"cannot connect to {self.host}:{self.port}: {exc.strerror or exc}"
+            ) from exc
+        await self._negotiate_versions(timeout_s)
+        self.ready = True
+        return self
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail_all(
+            KafkaConnectionError(f"connection to {self.host}:{self.port} lost: {exc or 'closed'}")
+        )
+
+    def close(self, error: BaseException | None = None) -> None:
+        """Close the connection and fail every pending request with `error`."""
+        self._fail_all(
+            error or KafkaConnectionError(f"connection to {self.host}:{self.port} closed")
+        )
+
+    def _fail_all(self, error: BaseException) -> None:
+        self.ready = False
+        if self._closed_error is None:
+            self._closed_error = error
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            transport.close()
+        pending, self._pending = self._pending, deque()
+        for item in pending:
+            if not item.future.done():
+                item.future.set_exception(error)
+
+    @property
+    def closed(self) -> bool:
+        return self._transport is None
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    def expired(self, now: float) -> bool:
+        """True when the oldest request is past its deadline."""
+        return bool(self._pending) and self._pending[0].deadline < now
+
+    # ------------------------------------------------------------------ versions
+
+    def api_version(self, api_key: int, max_version: int | None = None) -> int:
+        """Highest version of `api_key` both sides support (capped at `max_version`)."""
+        ours_min, ours_max = messages.REQUESTS[api_key].VALID_VERSIONS
+        if max_version is not None:
+            ours_max = min(ours_max, max_version)
+        theirs = self.broker_versions.get(int(api_key))
+        if theirs is None:
+            raise UnsupportedVersionError(f"broker does not support {ApiKey(api_key).name}")
+        low, high = max(ours_min, theirs[0]), min(ours_max, theirs[1])
+        if low > high:
+            raise UnsupportedVersionError(
+                f"{ApiKey(api_key).name}: client versions {ours_min}-{ours_max}, "
+                f"broker versions {theirs[0]}-{theirs[1]}"
+            )
+        return high
+
+    def supports(self, api_key: int) -> bool:
+        return int(api_key) in self.broker_versions
+
+    async def _negotiate_versions(self, timeout_s: float) -> None:
+        request_cls = messages.REQUESTS[ApiKey.API_VERSIONS]
+        version = request_cls.VALID_VERSIONS[1]
+        for _attempt in range(2):
+            request = request_cls(
+                client_software_name=CLIENT_SOFTWARE_NAME,
+                client_software_version=CLIENT_SOFTWARE_VERSION,
+            )
+            response = await asyncio.wait_for(self.send(request, version), timeout_s)
+            if response.error_code == ErrorCode.UNSUPPORTED_VERSION and version > 0:
+                theirs = {k.api_key: k.max_version for k in response.api_keys or ()}
+                version = min(version - 1, theirs.get(int(ApiKey.API_VERSIONS), 0))
+                continue
+            raise_for_error(response.error_code, "ApiVersions")
+            self.broker_versions = {
+                k.api_key: (k.min_version, k.max_version) for k in response.api_keys
+            }
+            return
+        raise UnsupportedVersionError("ApiVersions negotiation failed")
+
+    # ------------------------------------------------------------------ requests
+
+    def send(
+        self,
+        request: Any,
+        version: int | None = None,
+        *,
+        timeout_s: float = 30.0,
+        expect_response: bool = True,
+    ) -> asyncio.Future:
+        """Write a request now; the future resolves to the decoded response (None when
+        `expect_response` is false, e.g. Produce with acks=0)."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        if self._transport is None:
+            future.set_exception(
+                self._closed_error or KafkaConnectionError(f"not connected to {self.host}")
+            )
+            return future
+        api_key = int(request.API_KEY)
+        if version is None:
+            version = self.api_version(api_key)
+        correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
+        header = encode_request_header(
+            api_key, version, correlation_id, self.client_id, is_flexible(type(request), version)
+        )
+        parts = request.encode_parts(version)
+        size = len(header) + sum(p.nbytes if type(p) is memoryview else len(p) for p in parts)
+        self._transport.writelines([_SIZE.pack(size), header, *parts])
+        if expect_response:
+            self._pending.append(
+                _Pending(correlation_id, api_key, version, future, time.monotonic() + timeout_s)
+            )
+        else:
+            future.set_result(None)
+        return future
+
+    def data_received(self, data: bytes) -> None:
+        self._chunks.append(data)
+        self._buffered += len(data)
+        while self._buffered >= self._need:
+            buf = self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
+            if not self._in_frame:
+                (size,) = _SIZE.unpack_from(buf)
+                if size < 4:
+                    self.close(BrokerResponseError(f"invalid response size {size}"))
+                    return
+                self._chunks = [buf]
+                self._need = 4 + size
+                self._in_frame = True
+                continue
+            end = self._need
+            frame = memoryview(buf)[4:end]
+            rest = buf[end:]
+            self._chunks = [rest] if rest else []
+            self._buffered = len(rest)
+            self._need = 4
+            self._in_frame = False
+            self._handle_frame(frame)
+            if self._transport is None:
+                return
+
+    def _handle_frame(self, frame: memoryview) -> None:
+        (correlation_id,) = _CORRELATION.unpack_from(frame)
+        if not self._pending or self._pending[0].correlation_id != correlation_id:
+            self.close(BrokerResponseError(f"unexpected correlation id {correlation_id}"))
+            return
+        item = self._pending.popleft()
+        try:
+            pos = 4
+            if response_header_version(item.api_key, item.version) >= 1:
+                pos = skip_tagged_fields(frame, pos)
+            version = item.version
+            if item.api_key == ApiKey.API_VERSIONS and len(frame) >= 6:
+                # a broker that does not know our version answers with a v0 body (KIP-511)
+                if struct.unpack_from(">h", frame, 4)[0] == ErrorCode.UNSUPPORTED_VERSION:
+                    version = 0
+            response = messages.RESPONSES[item.api_key].decode(frame[pos:], version)
+        except (DecodeError, struct.error) as exc:
+            if not item.future.done():
+                item.future.set_exception(
+                    BrokerResponseError(
+                        f"cannot decode {ApiKey(item.api_key).name} v{item.version}: {exc}"
+                    )
+                )
+            return
+        if not item.future.done():
+            item.future.set_result(response)
+
+
+class NetworkClient:
+    """Connections by node id, bootstrap, metadata refresh, request timeouts."""
+
+    def __init__(self, config: ClientConfig, metadata: Metadata):
+        self.config = config
+        self.metadata = metadata
+        self.client_id = config["client.id"] or None
+        self.request_timeout_s = config["request.timeout.ms"] / 1000
+        self.connect_timeout_s = config["socket.connection.setup.timeout.ms"] / 1000
+        self.reconnect_backoff_s = config["reconnect.backoff.ms"] / 1000
+        self.bootstrap = [_parse_address(a) for a in config["bootstrap.servers"]]
+        self._conns: dict[int, AsyncBrokerConnection] = {}
+        self._connecting: dict[int, asyncio.Task] = {}
+        self._last_failure: dict[int, float] = {}
+        self._bootstrap_index = 0
+        self._refreshing = False
+        self.wakeup: asyncio.Event | None = None
+        self.allow_auto_topic_creation = config["allow.auto.create.topics"]
+
+    # ------------------------------------------------------------------ connections
+
+    def _address(self, node_id: int) -> tuple[str, int] | None:
+        if node_id < 0:
+            return self.bootstrap[(-node_id - 1) % len(self.bootstrap)]
+        node = self.metadata.cluster.brokers.get(node_id)
+        return (node.host, node.port) if node is not None else None
+
+    def connection(self, node_id: int) -> AsyncBrokerConnection | None:
+        """The node's ready connection, or None (a connection attempt is then started)."""
+        conn = self._conns.get(node_id)
+        if conn is not None and conn.ready:
+            return conn
+        if node_id not in self._connecting:
+            last = self._last_failure.get(node_id, 0.0)
+            if time.monotonic() - last >= self.reconnect_backoff_s:
+                self._connecting[node_id] = asyncio.ensure_future(self._connect(node_id))
+        return None
+
+    async def _connect(self, node_id: int) -> AsyncBrokerConnection | None:
+        try:
+            address = self._address(node_id)
+            if address is None:
+                return None
+            conn = AsyncBrokerConnection(node_id, address[0], address[1], self.client_id)
+            await conn.connect(self.connect_timeout_s)
+            old = self._conns.get(node_id)
+            if old is not None:
+                old.close()
+            self._conns[node_id] = conn
+            return conn
+        except (OSError, KafkaTimeoutError, BrokerResponseError, UnsupportedVersionError) as exc:
+            log.debug("connection to node %s failed: %s", node_id, exc)
+            self._last_failure[node_id] = time.monotonic()
+            self.metadata.request_update()
+            return None
+        finally:
+            self._connecting.pop(node_id, None)
+            if self.wakeup is not None:
+                self.wakeup.set()
+
+    async def await_connection(self, node_id: int) -> AsyncBrokerConnection | None:
+        """Connect to `node_id` if needed and wait for the outcome."""
+        conn = self.connection(node_id)
+        if conn is not None:
+            return conn
+        task = self._connecting.get(node_id)
+        if task is None:
+            return None
+        return await asyncio.shield(task)
+
+    async def any_connection(self) -> AsyncBrokerConnection:
+        """The least-loaded ready connection, connecting to a broker (or bootstrap server)
+        if there is none. Raises KafkaConnectionError when nothing is reachable."""
+        ready = [c for c in self._conns.values() if c.ready]
+        if ready:
+            return min(ready, key=lambda c: c.in_flight)
+        candidates = list(self.metadata.cluster.brokers) + [
+            -(i + 1) for i in range(len(self.bootstrap))
+        ]
+        start = self._bootstrap_index
+        self._bootstrap_index += 1
+        for i in range(len(candidates)):
+            node_id = candidates[(start + i) % len(candidates)]
+            self._last_failure.pop(node_id, None)
+            conn = await self.await_connection(node_id)
+            if conn is not None:
+                return conn
+        raise KafkaConnectionError("no broker reachable (bootstrap.servers and metadata)")
+
+    def check_timeouts(self) -> None:
+        """Close connections whose oldest request is past its deadline."""
+        now = time.monotonic()
+        for conn in list(self._conns.values()):
+            if conn.expired(now):
+                log.info("request to %s:%s timed out; closing", conn.host, conn.port)
+                conn.close(
+                    KafkaTimeoutError(
+                        f"request to {conn.host}:{conn.port} timed out (request.timeout.ms)"
+                    )
+                )
+
+    def close(self) -> None:
+        for task in self._connecting.values():
+            task.cancel()
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+
+    # ------------------------------------------------------------------ metadata
+
+    async def refresh_metadata(self) -> None:
+        """Send one Metadata request for the wanted topics and install the answer."""
+        if self._refreshing:
+            return
+        self._refreshing = True
+        self.metadata.need_update = False
+        now = time.monotonic()
+        try:
+            conn = await self.any_connection()
+            cls = messages.REQUESTS[ApiKey.METADATA]
+            version = conn.api_version(ApiKey.METADATA)
+            topics = [cls.MetadataRequestTopic(name=t) for t in sorted(self.metadata.wanted)]
+            request = cls(topics=topics, allow_auto_topic_creation=self.allow_auto_topic_creation)
+            response = await conn.send(request, version, timeout_s=self.request_timeout_s)
+            self.metadata.update(Cluster.from_response(response), time.monotonic())
+        except (OSError, KafkaTimeoutError, BrokerResponseError, UnsupportedVersionError) as exc:
+            log.debug("metadata refresh failed: %s", exc)
+            self.metadata.need_update = True
+            self.metadata.failed_update(exc, now)
+        finally:
+            self._refreshing = False
+            if self.wakeup is not None:
+                self.wakeup.set()
+
+    def maybe_refresh_metadata(self) -> float:
+        """Start a refresh if one is due; returns seconds until the next is due."""
+        delay = self.metadata.time_to_next_update(time.monotonic())
+        if delay <= 0 and not self._refreshing:
+            asyncio.ensure_future(self.refresh_metadata())
+            return self.metadata.retry_backoff_ms / 1000
+        return delay if delay > 0 else self.metadata.retry_backoff_ms / 1000
+
+
+def _parse_address(address: str) -> tuple[str, int]:
+    host, sep, port = address.strip().rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ConfigException(f"Invalid url in bootstrap.servers: {address}")
+    return host.strip("[]"), int(port)

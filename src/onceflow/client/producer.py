@@ -1,0 +1,247 @@
+"""`Producer`: Kafka's producer with a synchronous API and a background I/O thread.
+
+    with Producer({"bootstrap.servers": "127.0.0.1:9092"}) as producer:
+        future = producer.send("events", b"value", key=b"k")
+        metadata = future.result(timeout=10)      # RecordMetadata(topic, partition, offset, ts)
+        producer.flush()
+
+Configuration uses Kafka's property names (see `client.config`); idempotence is on by default,
+as in Kafka 3.0+. `send` appends the record to its partition's batch and returns at once with
+a future; the I/O thread (`Sender` on an asyncio loop) batches, compresses, sends, retries and
+completes the futures. Keys and values are bytes-like (str is encoded as UTF-8), headers a list
+of `(str, bytes)` pairs or a dict. The partition is the given one, else murmur2 of the key as
+Kafka's default partitioner computes it, else the topic's sticky partition (KIP-480).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from onceflow.client.accumulator import RECORD_OVERHEAD, RecordAccumulator
+from onceflow.client.config import producer_config
+from onceflow.client.errors import (
+    ConfigException,
+    IllegalStateError,
+    KafkaError,
+    KafkaTimeoutError,
+    MessageTooLargeError,
+)
+from onceflow.client.futures import FutureRecordMetadata, RecordMetadata
+from onceflow.client.io_thread import IOThread
+from onceflow.client.metadata import Metadata
+from onceflow.client.network import NetworkClient
+from onceflow.client.partitioner import StickyPartitionCache, default_partition
+from onceflow.client.producer_state import TransactionManager
+from onceflow.client.sender import Sender
+from onceflow.records.batch import HEADER_SIZE
+from onceflow.records.compression import CompressionType
+
+__all__ = ["Producer", "RecordMetadata"]
+
+log = logging.getLogger(__name__)
+_ids = itertools.count(1)
+_time_ns = time.time_ns
+
+DeliveryCallback = Callable[[KafkaError | None, RecordMetadata | None], Any]
+
+
+def _to_bytes(data: Any, what: str) -> bytes | None:
+    if data is None or isinstance(data, bytes):
+        return data
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
+    raise TypeError(f"record {what} must be bytes, str or None, not {type(data).__name__}")
+
+
+def _headers(headers: Any) -> Sequence[tuple[str, bytes | None]]:
+    if not headers:
+        return ()
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    return [(str(k), _to_bytes(v, "header value")) for k, v in items]
+
+
+class Producer:
+    """A thread-safe Kafka producer (one I/O thread per instance)."""
+
+    def __init__(self, config: Mapping[str, Any]):
+        self.config = producer_config(config)
+        if self.config["transactional.id"] is not None:
+            raise ConfigException(
+                "transactional.id is reserved: this client does not support transactions yet"
+            )
+        self.client_id = self.config["client.id"] or f"producer-{next(_ids)}"
+        self._max_block_s = self.config["max.block.ms"] / 1000
+        self._max_request_size = self.config["max.request.size"]
+        self.idempotent = bool(self.config["enable.idempotence"])
+        self.metadata = Metadata(
+            self.config["metadata.max.age.ms"], self.config["retry.backoff.ms"]
+        )
+        self.network = NetworkClient(self.config, self.metadata)
+        self.network.client_id = self.client_id
+        self.txn = TransactionManager() if self.idempotent else None
+        self._io = IOThread(
+            f"onceflow-producer-network-thread | {self.client_id}", lambda io: self._sender.run(io)
+        )
+        self.accumulator = RecordAccumulator(
+            batch_size=self.config["batch.size"],
+            linger_ms=self.config["linger.ms"],
+            compression=CompressionType[self.config["compression.type"].upper()],
+            retry_backoff_ms=self.config["retry.backoff.ms"],
+            buffer_memory=self.config["buffer.memory"],
+            max_block_ms=self.config["max.block.ms"],
+            wakeup=self._io.wakeup,
+        )
+        self._sender = Sender(self.config, self.accumulator, self.network, self.txn)
+        self._sticky = StickyPartitionCache()
+        self._closed = False
+        self._ignore_keys = self.config["partitioner.ignore.keys"]
+        self._partition_counts: dict[str, int] = {}
+        self._metadata_version = -1
+        self._io.start()
+
+    # ------------------------------------------------------------------ sending
+
+    def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        headers: Any = None,
+        timestamp: int | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> FutureRecordMetadata:
+        """Queue a record; returns a future of its `RecordMetadata`.
+
+        Blocks only for metadata of a new topic or for buffer space (both bounded by
+        max.block.ms, then `KafkaTimeoutError`). `on_delivery(error, metadata)` runs on the
+        I/O thread once the record is written or has failed."""
+        if self._closed:
+            raise IllegalStateError("Cannot perform operation after producer has been closed")
+        txn = self.txn
+        if txn is not None and txn.last_error is not None:
+            raise txn.last_error
+        if key is not None and type(key) is not bytes:
+            key = _to_bytes(key, "key")
+        if value is not None and type(value) is not bytes:
+            value = _to_bytes(value, "value")
+        record_headers = _headers(headers) if headers else ()
+        if timestamp is None:
+            timestamp = _time_ns() // 1_000_000
+        elif timestamp < 0:
+            raise ValueError(
+                f"Invalid timestamp: {timestamp}. Timestamp should always be non-negative or null."
+            )
+        num_partitions = self._partition_counts.get(topic)
+        if num_partitions is None or self._metadata_version != self.metadata.version:
+            num_partitions = self._partition_count(topic)
+        size = RECORD_OVERHEAD + HEADER_SIZE + (len(value) if value is not None else 0)
+        if key is not None:
+            size += len(key)
+        if record_headers:
+            size += sum(len(k) + len(v or b"") for k, v in record_headers)
+        if size > self._max_request_size:
+            raise MessageTooLargeError(
+                f"The message is {size} bytes when serialized which is larger than "
+                f"{self._max_request_size}, which is the value of the max.request.size "
+                "configuration."
+            )
+        append = self.accumulator.append
+        if partition is not None:
+            if not 0 <= partition < num_partitions:
+                raise ValueError(
+                    f"Invalid partition given with record: {partition} is not in the range "
+                    f"[0...{num_partitions})."
+                )
+            future = append((topic, partition), timestamp, key, value, record_headers)
+        elif key is not None and not self._ignore_keys:
+            partition = default_partition(key, num_partitions)
+            future = append((topic, partition), timestamp, key, value, record_headers)
+        else:
+            available = self.metadata.cluster.topics[topic].available_partitions
+            partition = self._sticky.partition(topic, num_partitions, available)
+            future = append((topic, partition), timestamp, key, value, record_headers, True)
+            if future is None:  # a new batch would open: move the sticky partition (KIP-480)
+                partition = self._sticky.next_partition(topic, num_partitions, available, partition)
+                future = append((topic, partition), timestamp, key, value, record_headers)
+        if on_delivery is not None:
+            future.add_delivery_callback(on_delivery)
+        return future
+
+    def _partition_count(self, topic: str) -> int:
+        """The topic's partition count, waiting for metadata if needed (cached per version)."""
+        version = self.metadata.version
+        count = self.metadata.cluster.partition_count(topic)
+        if count is None:
+            count = self.metadata.wait_for_topic(topic, self._max_block_s, self._io.wakeup)
+            version = self.metadata.version
+        if version != self._metadata_version:
+            self._partition_counts.clear()
+            self._metadata_version = version
+        self._partition_counts[topic] = count
+        return count
+
+    def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partition indexes (waits for metadata up to max.block.ms)."""
+        self.metadata.wait_for_topic(topic, self._max_block_s, self._io.wakeup)
+        return sorted(self.metadata.cluster.topics[topic].partitions)
+
+    # ------------------------------------------------------------------ flush and close
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send everything queued now and wait until each record is delivered or failed.
+
+        Raises `KafkaTimeoutError` if records are still pending after `timeout` seconds.
+        Delivery failures are reported through each record's future, not here."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self.accumulator.begin_flush()
+        try:
+            self._io.wakeup()
+            for batch in self.accumulator.incomplete():
+                remaining = None if deadline is None else max(deadline - time.monotonic(), 0)
+                if not batch.result.wait(remaining):
+                    pending = sum(b.record_count for b in self.accumulator.incomplete())
+                    raise KafkaTimeoutError(
+                        f"Failed to flush accumulated records within {timeout} s; "
+                        f"{pending} record(s) still pending"
+                    )
+        finally:
+            self.accumulator.end_flush()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Stop accepting records, deliver what is queued for up to `timeout` seconds (no
+        limit when None), then fail whatever is left and stop the I/O thread."""
+        if self._closed:
+            return
+        self._closed = True
+        self.accumulator.close()
+        if timeout is None or timeout > 0:
+            self._io.call_soon(self._sender.stop, False)
+            if self._io.join(timeout):
+                return
+            log.warning("producer close timed out after %s s; failing pending records", timeout)
+        self._io.call_soon(self._sender.stop, True)
+        self._io.join(30)
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def producer_id(self) -> int:
+        """The idempotent producer id (-1 before InitProducerId or without idempotence)."""
+        return self.txn.producer_id if self.txn is not None else -1
+
+    @property
+    def producer_epoch(self) -> int:
+        return self.txn.producer_epoch if self.txn is not None else -1

@@ -1,0 +1,379 @@
+"""The producer's sender: the I/O-thread loop that turns accumulated batches into Produce
+requests and their answers into delivery results.
+
+Each pass (Kafka's `Sender.runOnce`): fail requests past request.timeout.ms, refresh metadata
+when due, obtain a producer id when idempotence needs one (InitProducerId, also for KIP-360
+epoch bumps), expire batches past delivery.timeout.ms, then drain ready batches — one Produce
+request per leader, at most `max.in.flight.requests.per.connection` in flight per connection —
+and sleep until woken (a new or full batch, an answer, a connection) or the next linger
+deadline. Answers are applied as they arrive: success completes the batch's future; retriable
+errors re-enqueue it (and refresh metadata for NOT_LEADER_OR_FOLLOWER and its kin); with
+idempotence, `TransactionManager` decides per error code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Final
+
+from onceflow.client.accumulator import ProducerBatch, RecordAccumulator, now_ms
+from onceflow.client.config import ClientConfig
+from onceflow.client.errors import (
+    BrokerResponseError,
+    KafkaError,
+    KafkaTimeoutError,
+    OutOfOrderSequenceError,
+    UnsupportedVersionError,
+    error_for_code,
+)
+from onceflow.client.io_thread import IOThread
+from onceflow.client.network import NetworkClient
+from onceflow.client.producer_state import ProduceAction, TransactionManager
+from onceflow.protocol import messages
+from onceflow.protocol.api_keys import ApiKey
+from onceflow.protocol.errors import ErrorCode
+
+__all__ = ["Sender"]
+
+log = logging.getLogger(__name__)
+_E = ErrorCode
+
+# errors that mean our metadata is stale (Kafka's InvalidMetadataException family)
+STALE_METADATA: Final[frozenset[ErrorCode]] = frozenset(
+    {
+        _E.NOT_LEADER_OR_FOLLOWER,
+        _E.UNKNOWN_TOPIC_OR_PARTITION,
+        _E.LEADER_NOT_AVAILABLE,
+        _E.FENCED_LEADER_EPOCH,
+        _E.UNKNOWN_LEADER_EPOCH,
+        _E.KAFKA_STORAGE_ERROR,
+        _E.NETWORK_EXCEPTION,
+        _E.UNKNOWN_TOPIC_ID,
+        _E.INCONSISTENT_TOPIC_ID,
+    }
+)
+
+# non-idempotent producer: the action per error class (retriable codes retry)
+PLAIN_ACTIONS: Final[Mapping[ErrorCode, ProduceAction]] = MappingProxyType(
+    {_E.NONE: ProduceAction.COMPLETE, _E.DUPLICATE_SEQUENCE_NUMBER: ProduceAction.COMPLETE}
+)
+_PRODUCE_TOPIC_ID_VERSION = 13  # Produce v13+ names topics by id only
+
+
+class Sender:
+    """Owns the producer's I/O loop (run as `IOThread`'s main coroutine)."""
+
+    def __init__(
+        self,
+        config: ClientConfig,
+        accumulator: RecordAccumulator,
+        network: NetworkClient,
+        txn: TransactionManager | None,
+    ):
+        self.config = config
+        self.accumulator = accumulator
+        self.network = network
+        self.metadata = network.metadata
+        self.txn = txn
+        self.acks = config["acks"]
+        self.retries = config["retries"]
+        self.max_in_flight = config["max.in.flight.requests.per.connection"]
+        self.max_request_size = config["max.request.size"]
+        self.request_timeout_ms = config["request.timeout.ms"]
+        self.delivery_timeout_ms = config["delivery.timeout.ms"]
+        self.retry_backoff_s = config["retry.backoff.ms"] / 1000
+        self.running = True
+        self.force_close = False
+        self.io: IOThread | None = None
+        self._init_not_before = 0.0
+
+    # ------------------------------------------------------------------ loop
+
+    async def run(self, io: IOThread) -> None:
+        """The main loop; returns once closed and every batch is resolved (or forced)."""
+        self.io = io
+        self.network.wakeup = io.wake_event
+        while True:
+            if not self.running:
+                if self.force_close or not self.accumulator.has_incomplete():
+                    break
+            try:
+                delay = self.run_once()
+            except Exception:  # a bug must not kill the producer's I/O thread silently
+                log.exception("producer sender pass failed")
+                delay = self.retry_backoff_s
+            await io.wait(delay)
+        self.fail_everything(KafkaError("Producer is closed forcefully."))
+        self.network.close()
+
+    def run_once(self) -> float:
+        """One pass; returns seconds to sleep unless woken."""
+        self.network.check_timeouts()
+        delay = self.network.maybe_refresh_metadata()
+        if self.txn is not None:
+            if self.txn.is_fatal:
+                self.fail_everything(self.txn.last_error)
+                return delay
+            self.maybe_init_producer_id()
+            if not self.txn.has_producer_id or self.txn.epoch_bump_required:
+                delay = min(delay, max(self._init_not_before - time.monotonic(), 0.005))
+        self.expire_batches()
+        return min(delay, self.send_produce_data())
+
+    def send_produce_data(self) -> float:
+        cluster = self.metadata.cluster
+        now = now_ms()
+        check = self.accumulator.ready(now, cluster.leader_for)
+        if check.unknown_leader_topics:
+            self.metadata.add_topics(check.unknown_leader_topics)
+            self.metadata.request_update()
+        connections = {}
+        for node in check.nodes:
+            conn = self.network.connection(node)
+            if conn is not None and conn.in_flight < self.max_in_flight:
+                connections[node] = conn
+        if connections:
+            by_node: dict[int, list[tuple[str, int]]] = {}
+            for tp in self.accumulator.queued_partitions():
+                leader = cluster.leader_for(tp)
+                if leader in connections:
+                    by_node.setdefault(leader, []).append(tp)
+            prepare = self.txn.may_send if self.txn is not None else _always
+            drained = self.accumulator.drain(by_node, self.max_request_size, now, prepare)
+            for node, batches in drained.items():
+                self.send_produce_request(connections[node], batches)
+        return check.next_delay_ms / 1000
+
+    # ------------------------------------------------------------------ produce
+
+    def send_produce_request(self, conn: Any, batches: list[ProducerBatch]) -> None:
+        cls = messages.REQUESTS[ApiKey.PRODUCE]
+        version = conn.api_version(ApiKey.PRODUCE)
+        cluster = self.metadata.cluster
+        if version >= _PRODUCE_TOPIC_ID_VERSION and any(
+            cluster.topic_id(b.tp[0]) is None for b in batches
+        ):
+            version = _PRODUCE_TOPIC_ID_VERSION - 1
+        by_topic: dict[str, list[Any]] = {}
+        for batch in batches:
+            by_topic.setdefault(batch.tp[0], []).append(
+                cls.TopicProduceData.PartitionProduceData(index=batch.tp[1], records=batch.buffer)
+            )
+            if self.txn is not None:
+                self.txn.mark_sent(batch)
+            else:
+                batch.outstanding = True
+        topic_data = []
+        for topic, partitions in by_topic.items():
+            if version >= _PRODUCE_TOPIC_ID_VERSION:
+                item = cls.TopicProduceData(
+                    topic_id=cluster.topic_id(topic), partition_data=partitions
+                )
+            else:
+                item = cls.TopicProduceData(name=topic, partition_data=partitions)
+            topic_data.append(item)
+        request = cls(
+            transactional_id=None,
+            acks=self.acks,
+            timeout_ms=self.request_timeout_ms,
+            topic_data=topic_data,
+        )
+        future = conn.send(
+            request,
+            version,
+            timeout_s=self.request_timeout_ms / 1000,
+            expect_response=self.acks != 0,
+        )
+        future.add_done_callback(lambda f: self.on_produce_response(f, batches, version))
+
+    def on_produce_response(
+        self, future: asyncio.Future, batches: list[ProducerBatch], version: int
+    ) -> None:
+        """Apply a Produce answer (or its transport failure) to each batch."""
+        try:
+            response = future.result()
+        except (OSError, KafkaTimeoutError, BrokerResponseError) as exc:
+            code = _E.REQUEST_TIMED_OUT if isinstance(exc, TimeoutError) else _E.NETWORK_EXCEPTION
+            log.debug("produce to %d partitions failed: %s", len(batches), exc)
+            for batch in batches:
+                self.handle_batch(batch, code, -1, -1, str(exc))
+            self._wake()
+            return
+        if response is None:  # acks=0
+            for batch in batches:
+                self.handle_batch(batch, _E.NONE, -1, -1, None)
+            self._wake()
+            return
+        results: dict[tuple[str, int], Any] = {}
+        names = self.metadata.cluster.topic_names
+        for topic in response.responses:
+            name = topic.name if version < _PRODUCE_TOPIC_ID_VERSION else names.get(topic.topic_id)
+            for p in topic.partition_responses:
+                results[(name, p.index)] = p
+        for batch in batches:
+            p = results.get(batch.tp)
+            if p is None:
+                self.handle_batch(
+                    batch, _E.UNKNOWN_SERVER_ERROR, -1, -1, "partition missing from response"
+                )
+            else:
+                message = getattr(p, "error_message", None)
+                self.handle_batch(batch, p.error_code, p.base_offset, p.log_append_time_ms, message)
+        self._wake()
+
+    def handle_batch(
+        self,
+        batch: ProducerBatch,
+        code: int,
+        base_offset: int,
+        append_time: int,
+        message: str | None,
+    ) -> None:
+        """Complete, retry or fail one batch according to its partition's error code."""
+        failed: tuple[ProducerBatch, ...] = (batch,)
+        if batch.done:  # failed already (forced close, a sequence error ahead of it)
+            if self.txn is not None:
+                self.txn.mark_answered(batch)
+            batch.outstanding = False
+            return
+        if self.txn is not None:
+            self.txn.mark_answered(batch)
+            decision = self.txn.handle_produce_error(batch, code)
+            action, failed = decision.action, decision.failed or failed
+        else:
+            batch.outstanding = False
+            action = PLAIN_ACTIONS.get(code)
+            if action is None:
+                known = ErrorCode.of(code)
+                retriable = isinstance(known, ErrorCode) and known.retriable
+                action = ProduceAction.RETRY if retriable else ProduceAction.FAIL
+        if code in STALE_METADATA:
+            self.metadata.request_update()
+        if action is ProduceAction.IGNORE:
+            return
+        if action is ProduceAction.COMPLETE:
+            self.complete(batch, base_offset, append_time, None)
+        elif action in (ProduceAction.RETRY, ProduceAction.RETRY_AFTER_BUMP):
+            if self.can_retry(batch):
+                log.debug("retrying %r after %s", batch, ErrorCode.of(code))
+                self.accumulator.reenqueue(batch, now_ms())
+            else:
+                self.fail(batch, error_for_code(code, message))
+        elif action is ProduceAction.FAIL_WITH_FOLLOWERS:
+            for failed_batch in failed:
+                self.complete(
+                    failed_batch,
+                    -1,
+                    -1,
+                    OutOfOrderSequenceError(
+                        f"The broker received an out of order sequence number for {batch.tp[0]}-"
+                        f"{batch.tp[1]} at sequence {batch.base_sequence}; "
+                        f"batch with sequence {failed_batch.base_sequence} failed with it"
+                    ),
+                )
+        elif action is ProduceAction.FATAL:
+            self.complete(batch, -1, -1, self.txn.last_error)
+            self.fail_everything(self.txn.last_error)
+        else:
+            self.fail(batch, error_for_code(code, message))
+
+    def can_retry(self, batch: ProducerBatch) -> bool:
+        return (
+            (self.running or not self.force_close)
+            and batch.attempts < self.retries
+            and now_ms() - batch.created_ms < self.delivery_timeout_ms
+        )
+
+    def complete(
+        self, batch: ProducerBatch, base_offset: int, append_time: int, error: BaseException | None
+    ) -> None:
+        batch.result.complete(base_offset, append_time, error)
+        self.accumulator.deallocate(batch)
+
+    def fail(self, batch: ProducerBatch, error: BaseException) -> None:
+        if self.txn is not None:
+            self.txn.fail_batch(batch)
+        self.complete(batch, -1, -1, error)
+
+    def fail_everything(self, error: BaseException) -> None:
+        """Fail every queued batch (fatal error or forced close)."""
+        for batch in self.accumulator.remove_all():
+            self.fail(batch, error)
+        if self.force_close or (self.txn is not None and self.txn.is_fatal):
+            for batch in self.accumulator.incomplete():
+                if not batch.outstanding or self.force_close:
+                    self.fail(batch, error)
+
+    def expire_batches(self) -> None:
+        now = now_ms()
+        for batch in self.accumulator.expired_batches(now, self.delivery_timeout_ms):
+            self.fail(
+                batch,
+                KafkaTimeoutError(
+                    f"Expiring {batch.record_count} record(s) for {batch.tp[0]}-{batch.tp[1]}: "
+                    f"{now - batch.created_ms} ms has passed since batch creation"
+                ),
+            )
+
+    # ------------------------------------------------------------------ producer id
+
+    def maybe_init_producer_id(self) -> None:
+        if time.monotonic() < self._init_not_before:
+            return
+        plan = self.txn.prepare_init_producer_id()
+        if plan is not None:
+            asyncio.ensure_future(self._init_producer_id(plan.producer_id, plan.producer_epoch))
+
+    async def _init_producer_id(self, producer_id: int, producer_epoch: int) -> None:
+        retry = True
+        try:
+            conn = await self.network.any_connection()
+            if not conn.supports(ApiKey.INIT_PRODUCER_ID):
+                self.txn.fail_init_producer_id()
+                self.txn.transition_to_fatal(
+                    UnsupportedVersionError(
+                        "The broker does not support InitProducerId, which the idempotent "
+                        "producer needs; set enable.idempotence=false"
+                    )
+                )
+                return
+            cls = messages.REQUESTS[ApiKey.INIT_PRODUCER_ID]
+            version = conn.api_version(ApiKey.INIT_PRODUCER_ID)
+            request = cls(
+                transactional_id=None, transaction_timeout_ms=self.config["transaction.timeout.ms"]
+            )
+            if version >= 3:  # KIP-360: bump the current epoch
+                request.producer_id, request.producer_epoch = producer_id, producer_epoch
+            response = await conn.send(request, version, timeout_s=self.request_timeout_ms / 1000)
+            retry = self.txn.complete_init_producer_id(
+                response.error_code, response.producer_id, response.producer_epoch
+            )
+            if not retry and not self.txn.is_fatal:
+                log.info("producer id %d, epoch %d", self.txn.producer_id, self.txn.producer_epoch)
+        except (OSError, KafkaTimeoutError, BrokerResponseError) as exc:
+            log.debug("InitProducerId failed: %s", exc)
+            self.txn.fail_init_producer_id()
+        finally:
+            if retry and not self.txn.is_fatal:
+                self._init_not_before = time.monotonic() + self.retry_backoff_s
+            self._wake()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _wake(self) -> None:
+        if self.io is not None and self.io.wake_event is not None:
+            self.io.wake_event.set()
+
+    def stop(self, force: bool) -> None:
+        """Ask the loop to finish (thread-safe via `IOThread.call_soon`)."""
+        self.running = False
+        self.force_close = self.force_close or force
+        self._wake()
+
+
+def _always(_batch: ProducerBatch) -> bool:
+    return True

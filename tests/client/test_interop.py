@@ -1,0 +1,276 @@
+"""onceflow Producer/Consumer against a live onceflow broker, cross-checked with
+confluent-kafka and kafka-python (plain, non-idempotent produce path)."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+import pytest
+from client.helpers import create_topic
+from confluent_kafka import OFFSET_BEGINNING
+from confluent_kafka import Consumer as CKConsumer
+from confluent_kafka import Producer as CKProducer
+from confluent_kafka import TopicPartition as CKTopicPartition
+
+from onceflow.client.consumer import Consumer
+from onceflow.client.errors import OffsetOutOfRangeError
+from onceflow.client.partitioner import default_partition
+from onceflow.client.producer import Producer
+
+PARTITIONS = 3
+
+
+def produce_keyed(
+    bootstrap: str, topic: str, n: int, **config
+) -> dict[int, list[tuple[int, bytes]]]:
+    """onceflow Producer, idempotence off: n records with keys; returns partition ->
+    [(offset, value)] in send order, from the futures."""
+    settings = {"bootstrap.servers": bootstrap, "enable.idempotence": False, **config}
+    with Producer(settings) as producer:
+        futures = [
+            (producer.send(topic, b"value-%06d" % i, key=b"key-%d" % (i % 97)), b"value-%06d" % i)
+            for i in range(n)
+        ]
+        producer.flush(60)
+        by_partition: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
+        for future, value in futures:
+            md = future.result(0)
+            by_partition[md.partition].append((md.offset, value))
+    return by_partition
+
+
+def onceflow_consume(
+    bootstrap: str, topic: str, n: int, **config
+) -> dict[int, list[tuple[int, bytes]]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest", **config})
+    got: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
+    try:
+        consumer.assign([(topic, p) for p in range(PARTITIONS)])
+        deadline = time.monotonic() + 60
+        total = 0
+        while total < n and time.monotonic() < deadline:
+            for record in consumer.poll(0.5):
+                got[record.partition].append((record.offset, record.value))
+                total += 1
+    finally:
+        consumer.close()
+    return got
+
+
+def confluent_consume(bootstrap: str, topic: str, n: int) -> dict[int, list[tuple[int, bytes]]]:
+    consumer = CKConsumer(
+        {"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False}
+    )
+    consumer.assign([CKTopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    got: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
+    deadline = time.monotonic() + 60
+    total = 0
+    try:
+        while total < n and time.monotonic() < deadline:
+            for msg in consumer.consume(num_messages=5000, timeout=0.5):
+                if msg.error() is None:
+                    got[msg.partition()].append((msg.offset(), msg.value()))
+                    total += 1
+    finally:
+        consumer.close()
+    return got
+
+
+def kafka_python_consume(bootstrap: str, topic: str, n: int) -> dict[int, list[tuple[int, bytes]]]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    consumer.assign(tps)
+    consumer.seek_to_beginning(*tps)
+    got: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
+    deadline = time.monotonic() + 60
+    total = 0
+    try:
+        while total < n and time.monotonic() < deadline:
+            for tp, records in consumer.poll(timeout_ms=500).items():
+                for record in records:
+                    got[tp.partition].append((record.offset, record.value))
+                    total += 1
+    finally:
+        consumer.close()
+    return got
+
+
+def test_onceflow_producer_read_back_by_confluent_and_kafka_python(broker) -> None:
+    create_topic(broker.bootstrap, "ten-k")
+    sent = produce_keyed(broker.bootstrap, "ten-k", 10_000)
+    assert sum(len(v) for v in sent.values()) == 10_000
+    assert set(sent) == set(range(PARTITIONS))
+    for partition, records in sent.items():
+        offsets = [offset for offset, _ in records]
+        assert offsets == list(range(len(records))), f"partition {partition} offsets not dense"
+        for offset, value in records:
+            key = b"key-%d" % (int(value[6:]) % 97)
+            assert default_partition(key, PARTITIONS) == partition, (offset, value)
+    for consume in (confluent_consume, kafka_python_consume, onceflow_consume):
+        got = consume(broker.bootstrap, "ten-k", 10_000)
+        assert dict(got) == dict(sent), consume.__name__
+
+
+def test_confluent_and_kafka_python_write_onceflow_reads(broker) -> None:
+    from kafka import KafkaProducer
+
+    create_topic(broker.bootstrap, "foreign")
+    ck = CKProducer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for i in range(3000):
+        ck.produce("foreign", b"ck-%d" % i, partition=i % PARTITIONS, headers=[("src", b"ck")])
+    assert ck.flush(30) == 0
+    kp = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False, acks="all")
+    for i in range(3000):
+        kp.send("foreign", b"kp-%d" % i, key=b"k", partition=i % PARTITIONS)
+    kp.flush(30)
+    kp.close()
+    got = onceflow_consume(broker.bootstrap, "foreign", 6000)
+    for partition in range(PARTITIONS):
+        values = [v for _, v in got[partition]]
+        assert [o for o, _ in got[partition]] == list(range(2000))
+        assert values[:1000] == [b"ck-%d" % i for i in range(partition, 3000, PARTITIONS)]
+        assert values[1000:] == [b"kp-%d" % i for i in range(partition, 3000, PARTITIONS)]
+
+
+def test_records_carry_keys_headers_and_timestamps(broker) -> None:
+    create_topic(broker.bootstrap, "fields", 1)
+    with Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": False}) as p:
+        md = p.send("fields", b"v", key="k", headers={"a": b"1", "b": None}, timestamp=1234).result(
+            10
+        )
+        p.send("fields", None, key=b"tombstone").result(10)
+    assert (md.topic, md.partition, md.offset, md.timestamp) == ("fields", 0, 0, 1234)
+    with Consumer({"bootstrap.servers": broker.bootstrap, "auto.offset.reset": "earliest"}) as c:
+        c.assign([("fields", 0)])
+        records = []
+        deadline = time.monotonic() + 20
+        while len(records) < 2 and time.monotonic() < deadline:
+            records += c.poll(0.5)
+    first, second = records
+    assert (first.key, first.value, first.headers, first.timestamp) == (
+        b"k",
+        b"v",
+        [("a", b"1"), ("b", None)],
+        1234,
+    )
+    assert (second.key, second.value, second.offset) == (b"tombstone", None, 1)
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_every_codec_round_trips(broker, codec: str) -> None:
+    topic = f"codec-{codec}"
+    create_topic(broker.bootstrap, topic)
+    sent = produce_keyed(broker.bootstrap, topic, 2000, **{"compression.type": codec})
+    assert dict(onceflow_consume(broker.bootstrap, topic, 2000)) == dict(sent)
+    assert dict(confluent_consume(broker.bootstrap, topic, 2000)) == dict(sent)
+
+
+@pytest.mark.parametrize("partitioner_client", ["confluent", "kafka-python"])
+def test_key_placement_matches_other_clients(broker, partitioner_client: str) -> None:
+    topic = f"placement-{partitioner_client}"
+    create_topic(broker.bootstrap, topic, 7)
+    keys = [b"user-%d" % i for i in range(300)] + [b"", b"\x00\xff", "ключ".encode()]
+    if partitioner_client == "confluent":
+        producer = CKProducer(
+            {"bootstrap.servers": broker.bootstrap, "partitioner": "murmur2_random"}
+        )
+        for key in keys:
+            producer.produce(topic, key, key=key)
+        assert producer.flush(30) == 0
+    else:
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False)
+        for key in keys:
+            producer.send(topic, key, key=key)
+        producer.flush(30)
+        producer.close()
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "auto.offset.reset": "earliest"})
+    consumer.assign([(topic, p) for p in range(7)])
+    placed = {}
+    deadline = time.monotonic() + 30
+    while len(placed) < len(keys) and time.monotonic() < deadline:
+        for record in consumer.poll(0.5):
+            placed[record.key] = record.partition
+    consumer.close()
+    assert len(placed) == len(keys)
+    with Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": False}) as ours:
+        for key in keys:
+            assert ours.send(topic, b"x", key=key).result(10).partition == placed[key], key
+
+
+def test_keyless_records_stick_to_a_partition_per_batch(broker) -> None:
+    create_topic(broker.bootstrap, "sticky", 3)
+    with Producer(
+        {"bootstrap.servers": broker.bootstrap, "enable.idempotence": False, "linger.ms": 50}
+    ) as p:
+        futures = [p.send("sticky", b"x" * 100) for _ in range(50)]
+        partitions = {f.result(10).partition for f in futures}
+    assert len(partitions) == 1  # one batch's worth, one partition
+
+
+def test_consumer_offset_reset_policies_and_seek(broker) -> None:
+    create_topic(broker.bootstrap, "reset", 1)
+    with Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": False}) as p:
+        for i in range(10):
+            p.send("reset", b"%d" % i)
+    base = {"bootstrap.servers": broker.bootstrap}
+    with Consumer({**base, "auto.offset.reset": "latest"}) as c:
+        c.assign([("reset", 0)])
+        assert c.position(("reset", 0), 10) == 10
+        c.seek(("reset", 0), 4)
+        assert c.position(("reset", 0)) == 4
+        records = []
+        deadline = time.monotonic() + 10
+        while len(records) < 6 and time.monotonic() < deadline:
+            records += c.poll(0.5)
+        assert [r.value for r in records] == [b"%d" % i for i in range(4, 10)]
+        c.seek_to_beginning()
+        assert c.position(("reset", 0), 10) == 0
+    with Consumer({**base, "auto.offset.reset": "none"}) as c:
+        c.assign([("reset", 0)])
+        with pytest.raises(OffsetOutOfRangeError, match="no reset policy"):
+            c.poll(0.2)
+        c.seek(("reset", 0), 50)
+        with pytest.raises(OffsetOutOfRangeError, match="out of range for partition reset-0"):
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                c.poll(0.5)
+    with Consumer({**base, "auto.offset.reset": "earliest"}) as c:
+        c.assign([("reset", 0, 50)])
+        deadline = time.monotonic() + 10
+        records = []
+        while not records and time.monotonic() < deadline:
+            records = c.poll(0.5)
+        assert records[0].offset == 0  # out of range -> reset to earliest
+
+
+def test_producer_delivery_callbacks_and_flush(broker) -> None:
+    create_topic(broker.bootstrap, "callbacks", 3)
+    reports = []
+    with Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": False}) as p:
+        for i in range(100):
+            p.send("callbacks", b"%d" % i, on_delivery=lambda err, md: reports.append((err, md)))
+        p.flush(30)
+        assert len(reports) == 100
+        assert all(err is None and md.offset >= 0 for err, md in reports)
+
+
+def test_default_idempotent_producer_needs_init_producer_id(broker) -> None:
+    from client.helpers import broker_supports
+
+    from onceflow.client.errors import UnsupportedVersionError
+    from onceflow.protocol.api_keys import ApiKey
+
+    if broker_supports(broker.bootstrap, ApiKey.INIT_PRODUCER_ID):
+        pytest.skip("the broker supports InitProducerId: covered by test_idempotent_broker")
+    create_topic(broker.bootstrap, "needs-pid", 1)
+    with Producer({"bootstrap.servers": broker.bootstrap}) as p:  # idempotent by default
+        future = p.send("needs-pid", b"v")
+        with pytest.raises(UnsupportedVersionError, match="set enable.idempotence=false"):
+            future.result(10)
+        with pytest.raises(UnsupportedVersionError):
+            p.send("needs-pid", b"again")
