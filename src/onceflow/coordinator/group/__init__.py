@@ -1,0 +1,1 @@
+"""Classic consumer group coordinator: membership, rebalances and committed offsets."""
