@@ -264,12 +264,13 @@ def test_expired_entries_are_not_loaded_from_a_snapshot(tmp_path):
 
 
 def test_log_manager_shutdown_snapshots_and_restart_restores(tmp_path):
-    props = {"producer.id.expiration.ms": 123_456}
+    # long enough that nothing expires on reload however slow the run; expiry is forced below
+    props = {"producer.id.expiration.ms": 3_600_000}
     manager = LogManager(str(tmp_path), props)
     manager.start()
     assert manager.create_topic("t", 1).error == ErrorCode.NONE
     log = manager.get_log("t", 0)
-    assert log.producer_state.producer_id_expiration_ms == 123_456
+    assert log.producer_state.producer_id_expiration_ms == 3_600_000
     states = run_workload(log)
     end = log.log_end_offset
     asyncio.run(manager.shutdown())
@@ -278,5 +279,5 @@ def test_log_manager_shutdown_snapshots_and_restart_restores(tmp_path):
     again.start()
     assert state_of(again.get_log("t", 0)) == states[end]
     # producers 1 and 3 expire; 2 has an open transaction
-    assert again.remove_expired_producers(now_ms=NOW + 123_456) == 2
+    assert again.remove_expired_producers(now_ms=NOW + 3_600_000) == 2
     again.close()
