@@ -152,7 +152,7 @@ def test_malformed_body_closes_connection(broker):
 
 
 @pytest.mark.parametrize(
-    ("api_key", "version"), [(9999, 0), (ApiKey.METADATA, 99), (ApiKey.JOIN_GROUP, 5)]
+    ("api_key", "version"), [(9999, 0), (ApiKey.METADATA, 99), (ApiKey.ALTER_REPLICA_LOG_DIRS, 1)]
 )
 def test_unsupported_api_or_version_closes_connection(broker, api_key, version):
     header = struct.pack(">hhih", api_key, version, 7, 1) + b"x\x00"  # + empty tagged fields

@@ -66,22 +66,88 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = _defs(
     ConfigDef("log.retention.hours", "int", 168, -1),
     ConfigDef("log.retention.bytes", "long", -1, -1),
     ConfigDef("log.retention.check.interval.ms", "long", 300000, 1),
+    ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", 60000, 1),
     ConfigDef("log.index.interval.bytes", "int", 4096, 0),
     ConfigDef("log.flush.interval.messages", "long", 9223372036854775807, 1),
     ConfigDef("log.flush.interval.ms", "long", None, 0),
     ConfigDef("log.message.timestamp.type", "str", "CreateTime"),
     ConfigDef("min.insync.replicas", "int", 1, 1),
     ConfigDef("group.initial.rebalance.delay.ms", "int", 3000, 0),
+    ConfigDef("group.min.session.timeout.ms", "int", 6000, 0),
+    ConfigDef("group.max.session.timeout.ms", "int", 1800000, 0),
+    ConfigDef("group.max.size", "int", 2147483647, 1),
+    ConfigDef("offsets.topic.segment.bytes", "int", 104857600, 1),
+    ConfigDef("offsets.retention.minutes", "int", 10080, 1),
+    ConfigDef("offsets.retention.check.interval.ms", "long", 600000, 1),
+    ConfigDef("offset.metadata.max.bytes", "int", 4096, 0),
     ConfigDef("offsets.topic.num.partitions", "int", 50, 1),
     ConfigDef("offsets.topic.replication.factor", "int", 1, 1),
     ConfigDef("transaction.state.log.num.partitions", "int", 50, 1),
     ConfigDef("transaction.state.log.replication.factor", "int", 1, 1),
-    ConfigDef("transaction.max.timeout.ms", "int", 900000, 1),
+    ConfigDef("transaction.max.timeout.ms", "int", 900000, 1, "largest transaction.timeout.ms"),
+    ConfigDef(
+        "transactional.id.expiration.ms",
+        "int",
+        604800000,
+        1,
+        "an idle transactional id is removed after this long",
+    ),
+    ConfigDef(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        "int",
+        10000,
+        1,
+        "how often transactions open past their timeout are fenced and aborted",
+    ),
+    ConfigDef(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        "int",
+        3600000,
+        1,
+        "how often expired transactional ids are removed",
+    ),
+    ConfigDef("transaction.state.log.segment.bytes", "int", 104857600, 1),
+    ConfigDef(
+        "transaction.partition.verification.enable",
+        "bool",
+        True,
+        None,
+        "KIP-890: Produce checks a transactional batch's partition is in its transaction",
+    ),
+    ConfigDef(
+        "onceflow.admin.allow.write.txn.markers",
+        "bool",
+        False,
+        None,
+        "onceflow: accept WriteTxnMarkers ABORT from loopback clients (the transactions CLI)",
+    ),
+    ConfigDef(
+        "onceflow.test.crash.after.prepare",
+        "bool",
+        False,
+        None,
+        "TEST-ONLY: exit right after a PREPARE_COMMIT is durable, before any marker",
+    ),
     ConfigDef("delete.topic.enable", "bool", True),
     ConfigDef("fetch.max.bytes", "int", 57671680, 0, "cap on a fetch response"),
     ConfigDef("log.index.size.max.bytes", "int", 10485760, 4),
     ConfigDef("log.cleanup.policy", "str", "delete"),
     ConfigDef("log.flush.on.ack", "bool", True, None, "onceflow: acks=1/all wait for fsync"),
+    ConfigDef("producer.id.expiration.ms", "int", 86400000, 1, "idle producer state lifetime"),
+    ConfigDef(
+        "producer.id.expiration.check.interval.ms",
+        "int",
+        600000,
+        1,
+        "how often idle producer ids are expired",
+    ),
+    ConfigDef(
+        "onceflow.metrics.listener",
+        "str",
+        None,
+        None,
+        "onceflow: HOST:PORT of the Prometheus /metrics listener (off when unset)",
+    ),
 )
 
 _TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
@@ -262,6 +328,8 @@ class BrokerConfig:
                 f"got {self._values['log.message.timestamp.type']!r}"
             )
         parse_listener(self._values["listeners"], "listeners")
+        if self._values["onceflow.metrics.listener"]:
+            parse_listener(self._values["onceflow.metrics.listener"], "onceflow.metrics.listener")
         if self._values["advertised.listeners"]:
             parse_listener(self._values["advertised.listeners"], "advertised.listeners")
         if self._values["default.replication.factor"] != 1:
@@ -346,6 +414,16 @@ class BrokerConfig:
     @property
     def retention_check_interval_ms(self) -> int:
         return int(self._values["log.retention.check.interval.ms"])
+
+    @property
+    def metrics_listener(self) -> Listener | None:
+        """`onceflow.metrics.listener`, or None when metrics are not served."""
+        text = self._values["onceflow.metrics.listener"]
+        return parse_listener(text, "onceflow.metrics.listener") if text else None
+
+    @property
+    def producer_id_expiration_check_interval_ms(self) -> int:
+        return int(self._values["producer.id.expiration.check.interval.ms"])
 
     @property
     def flush_on_ack(self) -> bool:

@@ -79,6 +79,7 @@ class BrokerConnection(asyncio.Protocol):
         self.idle = asyncio.Event()
         self.idle.set()
         self._debug = log.isEnabledFor(logging.DEBUG)
+        self._metrics = broker.metrics
 
     # asyncio.Protocol callbacks
 
@@ -179,6 +180,7 @@ class BrokerConnection(asyncio.Protocol):
             return
         if self._debug:
             log.debug("%s v%d from %s (%s)", api.name, version, self.peer, header.client_id)
+        self._metrics.count_request(api_key)
         pending = _Pending(header.correlation_id, api_key, version, api.flexible(version))
         # ApiVersions responses always use response header v0 (KIP-511)
         if api_key == dispatch.API_VERSIONS_KEY:

@@ -11,16 +11,36 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from onceflow.broker.handlers.add_offsets_to_txn import handle_add_offsets_to_txn
+from onceflow.broker.handlers.add_partitions_to_txn import handle_add_partitions_to_txn
 from onceflow.broker.handlers.api_versions import handle_api_versions
 from onceflow.broker.handlers.create_partitions import handle_create_partitions
 from onceflow.broker.handlers.create_topics import handle_create_topics
+from onceflow.broker.handlers.delete_groups import handle_delete_groups
 from onceflow.broker.handlers.delete_topics import handle_delete_topics
 from onceflow.broker.handlers.describe_cluster import handle_describe_cluster
 from onceflow.broker.handlers.describe_configs import handle_describe_configs
+from onceflow.broker.handlers.describe_groups import handle_describe_groups
+from onceflow.broker.handlers.describe_producers import handle_describe_producers
+from onceflow.broker.handlers.describe_transactions import handle_describe_transactions
+from onceflow.broker.handlers.end_txn import handle_end_txn
 from onceflow.broker.handlers.fetch import handle_fetch
+from onceflow.broker.handlers.find_coordinator import handle_find_coordinator
+from onceflow.broker.handlers.heartbeat import handle_heartbeat
+from onceflow.broker.handlers.init_producer_id import handle_init_producer_id
+from onceflow.broker.handlers.join_group import handle_join_group
+from onceflow.broker.handlers.leave_group import handle_leave_group
+from onceflow.broker.handlers.list_groups import handle_list_groups
 from onceflow.broker.handlers.list_offsets import handle_list_offsets
+from onceflow.broker.handlers.list_transactions import handle_list_transactions
 from onceflow.broker.handlers.metadata import handle_metadata
+from onceflow.broker.handlers.offset_commit import handle_offset_commit
+from onceflow.broker.handlers.offset_delete import handle_offset_delete
+from onceflow.broker.handlers.offset_fetch import handle_offset_fetch
 from onceflow.broker.handlers.produce import handle_produce
+from onceflow.broker.handlers.sync_group import handle_sync_group
+from onceflow.broker.handlers.txn_offset_commit import handle_txn_offset_commit
+from onceflow.broker.handlers.write_txn_markers import handle_write_txn_markers
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
@@ -35,12 +55,32 @@ SUPPORTED: Final[dict[ApiKey, tuple[int, int, Handler]]] = {
     ApiKey.FETCH: (4, 16, handle_fetch),
     ApiKey.LIST_OFFSETS: (1, 7, handle_list_offsets),
     ApiKey.METADATA: (0, 13, handle_metadata),
+    ApiKey.OFFSET_COMMIT: (2, 9, handle_offset_commit),
+    ApiKey.OFFSET_FETCH: (1, 9, handle_offset_fetch),
+    ApiKey.FIND_COORDINATOR: (0, 5, handle_find_coordinator),
+    ApiKey.JOIN_GROUP: (0, 9, handle_join_group),
+    ApiKey.HEARTBEAT: (0, 4, handle_heartbeat),
+    ApiKey.LEAVE_GROUP: (0, 5, handle_leave_group),
+    ApiKey.SYNC_GROUP: (0, 5, handle_sync_group),
+    ApiKey.DESCRIBE_GROUPS: (0, 6, handle_describe_groups),
+    ApiKey.LIST_GROUPS: (0, 5, handle_list_groups),
     ApiKey.API_VERSIONS: (0, 4, handle_api_versions),
     ApiKey.CREATE_TOPICS: (2, 7, handle_create_topics),
     ApiKey.DELETE_TOPICS: (1, 6, handle_delete_topics),
     ApiKey.DESCRIBE_CONFIGS: (1, 4, handle_describe_configs),
     ApiKey.CREATE_PARTITIONS: (0, 3, handle_create_partitions),
+    ApiKey.INIT_PRODUCER_ID: (0, 5, handle_init_producer_id),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5, handle_add_partitions_to_txn),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4, handle_add_offsets_to_txn),
+    ApiKey.END_TXN: (0, 5, handle_end_txn),
+    ApiKey.WRITE_TXN_MARKERS: (1, 2, handle_write_txn_markers),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 5, handle_txn_offset_commit),
     ApiKey.DESCRIBE_CLUSTER: (0, 1, handle_describe_cluster),
+    ApiKey.DELETE_GROUPS: (0, 2, handle_delete_groups),
+    ApiKey.OFFSET_DELETE: (0, 0, handle_offset_delete),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0, handle_describe_producers),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0, handle_describe_transactions),
+    ApiKey.LIST_TRANSACTIONS: (0, 2, handle_list_transactions),
 }
 
 

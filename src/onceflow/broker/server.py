@@ -1,8 +1,13 @@
 """`Broker`: the asyncio TCP server tying connections, handlers and the data directory together.
 
-`await start()` loads the data directory (recovering logs after a crash), binds the listener
-(`SO_REUSEADDR`, so a restarted broker can take its old port back at once) and starts the
-periodic retention and recovery-point checkpoint task. `await stop()` stops accepting, lets
+`await start()` loads the data directory (recovering logs after a crash, rebuilding producer
+state from snapshots plus the log), binds the listener (`SO_REUSEADDR`, so a restarted broker
+can take its old port back at once), binds the optional metrics listener
+(`onceflow.metrics.listener`, see `broker.metrics`) and starts the periodic task: retention
+every `log.retention.check.interval.ms`, recovery-point checkpoints every
+`log.flush.offset.checkpoint.interval.ms`, idle producer-id expiry every
+`producer.id.expiration.check.interval.ms`, interval flushes every second (the task wakes at
+least once a second, so shorter intervals act as one second). `await stop()` stops accepting, lets
 in-flight requests finish and their responses go out (bounded by a timeout), closes every
 connection, then flushes, fsyncs and closes every log and marks the shutdown clean.
 """
@@ -15,6 +20,7 @@ import logging
 
 from onceflow.broker.config import BrokerConfig, Listener
 from onceflow.broker.connection import BrokerConnection
+from onceflow.broker.metrics import MetricsServer
 from onceflow.broker.state import BrokerState
 
 log = logging.getLogger("onceflow.broker.server")
@@ -32,6 +38,7 @@ class Broker:
         self._connections: set[BrokerConnection] = set()
         self._periodic: asyncio.Task[None] | None = None
         self.bound: Listener | None = None
+        self.metrics_server: MetricsServer | None = None
 
     @property
     def bound_address(self) -> str:
@@ -45,6 +52,9 @@ class Broker:
         loop = asyncio.get_running_loop()
         state = await loop.run_in_executor(None, BrokerState.open, config)
         self.state = state
+        state.load_coordinators()
+        # after the groups: finishing prepared transactions may write __consumer_offsets markers
+        await state.transactions.start()
         self._server = await loop.create_server(
             self._new_connection,
             listener.host,
@@ -56,6 +66,9 @@ class Broker:
         self.bound = Listener(listener.host, sockname[1])
         if config.advertised_listener is None:
             state.advertised = self.bound
+        if config.metrics_listener is not None:
+            self.metrics_server = MetricsServer(state.metrics, state)
+            await self.metrics_server.start(config.metrics_listener)
         self._periodic = loop.create_task(self._run_periodic())
         log.info(
             "broker %d listening on %s (advertised %s), cluster id %s, data dir %s",
@@ -73,19 +86,25 @@ class Broker:
 
     async def _run_periodic(self) -> None:
         """Retention every log.retention.check.interval.ms, recovery points every
-        log.flush.offset.checkpoint.interval.ms, interval flushes every second."""
+        log.flush.offset.checkpoint.interval.ms, producer-id expiry every
+        producer.id.expiration.check.interval.ms, interval flushes every second."""
         state = self.state
         logs = state.logs
         loop = asyncio.get_running_loop()
         retention_every = logs.retention_check_interval_ms / 1000
         checkpoint_every = logs.checkpoint_interval_ms / 1000
+        expiration_every = self.config.producer_id_expiration_check_interval_ms / 1000
         next_retention = loop.time() + retention_every
         next_checkpoint = loop.time() + checkpoint_every
+        next_expiration = loop.time() + expiration_every
         while True:
-            await asyncio.sleep(min(1.0, retention_every, checkpoint_every))
+            await asyncio.sleep(min(1.0, retention_every, checkpoint_every, expiration_every))
             now = loop.time()
             try:
                 state.committer.flush_due(logs.all_logs())
+                if now >= next_expiration:
+                    next_expiration = now + expiration_every
+                    state.expire_producers()
                 if now >= next_retention:
                     next_retention = now + retention_every
                     deleted = logs.delete_old_segments()
@@ -102,6 +121,9 @@ class Broker:
         """Stop accepting, finish in-flight requests, close connections, close the logs."""
         if self._server is not None:
             self._server.close()
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
+            self.metrics_server = None
         if self._periodic is not None:
             self._periodic.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -1,9 +1,17 @@
 """`BrokerState`: everything handlers share — config, identity, logs, durability, wake-ups.
 
 Handlers reach it as `ctx.broker`. It wraps the `LogManager` (topics and partition logs), its
-`GroupCommitter`, the `HighWatermarkNotifier` for long-polling fetches, the cluster id from
-`meta.properties` and the advertised address. It has no I/O of its own beyond what it
-delegates, so handler tests build one on a temporary directory with `BrokerState.open`.
+`GroupCommitter`, the `HighWatermarkNotifier` for long-polling fetches, the `ProducerIdManager`
+(InitProducerId; its block file lives in the first data directory), the `BrokerMetrics`
+counters, the cluster id from `meta.properties` and the advertised address. It has no I/O of
+its own beyond what it delegates, so handler tests build one on a temporary directory with
+`BrokerState.open`.
+
+Wake-ups: a long-polling fetch is woken when its partition's high watermark moves (after an
+fsync round, or at once with `flush.on.ack=false`) and when its last stable offset moves. The
+LSO moves on appends that complete a transaction (markers) and with retention, so every code
+path that appends to a log calls `appended(logs)` afterwards (Produce does; the transaction
+markers' writer must too); it compares each log's LSO with the last one seen.
 """
 
 from __future__ import annotations
@@ -14,7 +22,12 @@ from collections.abc import Iterable
 
 from onceflow.broker.config import BrokerConfig, Listener
 from onceflow.broker.meta import load_or_create
+from onceflow.broker.metrics import BrokerMetrics
 from onceflow.broker.notifier import HighWatermarkNotifier
+from onceflow.broker.transactions import BrokerTransactions
+from onceflow.coordinator.group.config import GroupConfig
+from onceflow.coordinator.group.coordinator import GroupCoordinator
+from onceflow.coordinator.producer_id import ProducerIdManager, ProducerIdStateError
 from onceflow.log.manager import LogManager, TopicInfo, TopicResult
 from onceflow.log.partition import PartitionLog
 
@@ -30,6 +43,7 @@ class BrokerState:
         cluster_id: str,
         logs: LogManager,
         advertised: Listener,
+        producer_ids: ProducerIdManager,
     ) -> None:
         self.config = config
         self.node_id = config.node_id
@@ -38,21 +52,34 @@ class BrokerState:
         self.committer = logs.committer
         self.advertised = advertised
         self.notifier = HighWatermarkNotifier()
+        self.producer_ids = producer_ids
+        # Classic consumer groups; `load_coordinators` reads __consumer_offsets on the loop.
+        self.group_coordinator = GroupCoordinator(GroupConfig.from_properties(dict(config.items())))
+        self.metrics = BrokerMetrics()
+        # The transaction coordinator; `await transactions.start()` on the loop before serving.
+        self.transactions = BrokerTransactions(self, dict(config.items()))
         self.stopping = False
         self._names_by_id: dict[uuid.UUID, str] = {}
+        self._seen_lso: dict[tuple[str, int], int] = {}
         self.committer.add_listener(self._flushed)
 
     @classmethod
     def open(cls, config: BrokerConfig, advertised: Listener | None = None) -> BrokerState:
         """Load (or create) the data directory: identity, topic registry, every partition.
 
-        Raises ConfigError for a data directory of another node, OSError for I/O failures.
+        Raises ConfigError for a data directory of another node, OSError for I/O failures
+        (also for an unreadable producer-id block file: ids that may repeat are worse than not
+        starting).
         """
         meta = load_or_create(config.data_dir, config.node_id)
+        try:
+            producer_ids = ProducerIdManager(config.data_dir)
+        except ProducerIdStateError as exc:
+            raise OSError(f"cannot load producer ids: {exc}") from exc
         logs = LogManager(config.data_dir, config.log_properties())
         logs.start()
         address = advertised or config.advertised_listener or config.listener
-        return cls(config, meta.cluster_id, logs, address)
+        return cls(config, meta.cluster_id, logs, address, producer_ids)
 
     # -- partitions ----------------------------------------------------------------------------
 
@@ -61,14 +88,40 @@ class BrokerState:
         return self.logs.get_log(topic, partition)
 
     def appended(self, logs: Iterable[PartitionLog]) -> None:
-        """Called by Produce after appending: wake fetches where data is already visible
-        (logs with flush.on.ack=false expose the log end at once)."""
+        """Called after appending: wake fetches where data is already visible (logs with
+        flush.on.ack=false expose the log end at once) or where the LSO moved."""
         for partition_log in logs:
-            if not partition_log.config.flush_on_ack:
+            if not partition_log.config.flush_on_ack or self._lso_moved(partition_log):
                 self.notifier.notify(partition_log.topic, partition_log.partition)
 
+    def _lso_moved(self, partition_log: PartitionLog) -> bool:
+        """True when the LSO differs from the one seen last time (and remember it)."""
+        key = (partition_log.topic, partition_log.partition)
+        lso = partition_log.last_stable_offset
+        if self._seen_lso.get(key) == lso:
+            return False
+        self._seen_lso[key] = lso
+        return True
+
     def _flushed(self, partition_log: PartitionLog) -> None:
+        self._lso_moved(partition_log)
         self.notifier.notify(partition_log.topic, partition_log.partition)
+
+    def markers_written(self, outcomes) -> None:
+        """Called by the transaction marker writer: wake fetches of every partition that got
+        a marker (its LSO may have moved; durable markers already woke them after the fsync
+        round, this covers `flush.on.ack=false` logs)."""
+        logs = [self.get_log(tp.topic, tp.partition) for tp, error in outcomes.items() if not error]
+        self.appended([partition_log for partition_log in logs if partition_log is not None])
+
+    def expire_producers(self) -> int:
+        """Drop producer ids idle for `producer.id.expiration.ms` on every log (the broker's
+        periodic task calls this every `producer.id.expiration.check.interval.ms`)."""
+        removed = self.logs.remove_expired_producers()
+        if removed:
+            self.metrics.expired_producer_ids += removed
+            log.info("expired %d idle producer id(s)", removed)
+        return removed
 
     # -- topics --------------------------------------------------------------------------------
 
@@ -95,8 +148,16 @@ class BrokerState:
         result = self.logs.delete_topic(name)
         if info is not None and result.error == 0:
             for partition in range(info.partitions):
+                self._seen_lso.pop((name, partition), None)
                 self.notifier.notify(name, partition)
         return result
+
+    # -- coordinators --------------------------------------------------------------------------
+
+    def load_coordinators(self) -> None:
+        """Rebuild groups and committed offsets from `__consumer_offsets` (call on the running
+        event loop before serving, so the coordinator's timers attach to it)."""
+        self.group_coordinator.load(self.logs)
 
     # -- shutdown ------------------------------------------------------------------------------
 
@@ -108,4 +169,6 @@ class BrokerState:
     async def close(self) -> None:
         """Finish pending fsync rounds, flush and close every log (clean shutdown marker)."""
         self.begin_stop()
+        await self.transactions.close()
+        await self.group_coordinator.shutdown()
         await self.logs.shutdown()

@@ -11,13 +11,15 @@ import importlib
 import sys
 
 # name of the module in onceflow.cli that provides each sub-command, in the order help lists them
-SUBCOMMAND_MODULES = ("broker_cmd", "topics_cmd", "demo_cmd")
+SUBCOMMAND_MODULES = ("broker_cmd", "topics_cmd", "transactions_cmd", "demo_cmd")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="onceflow",
-        description="Exactly-once streaming: a Kafka-compatible broker, client and Spark connectors.",
+        description=(
+            "Exactly-once streaming: a Kafka-compatible broker, client and Spark connectors."
+        ),
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMAND_MODULES:

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from onceflow.coordinator.group.config import GroupConfig, java_string_hashcode
+from onceflow.coordinator.group.config import GroupConfig
 from onceflow.coordinator.group.group import GroupMetadata, subscribed_topics_of
 from onceflow.coordinator.group.member import MemberMetadata
 from onceflow.coordinator.group.state import (
@@ -15,6 +15,7 @@ from onceflow.coordinator.group.state import (
     IllegalGroupStateTransition,
     check_transition,
 )
+from onceflow.coordinator.partitioning import java_string_hashcode
 
 S = GroupState
 # Kafka's GroupMetadata table, written out independently of the module under test.

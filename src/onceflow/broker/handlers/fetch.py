@@ -2,17 +2,22 @@
 
 API: Fetch (key 1), versions 4-16.
 
-Behaviour: reads whole batches below the high watermark (read_uncommitted) or the last stable
-offset (read_committed; equal to the high watermark until transactions exist) for each
-partition in request order. Sizes follow Kafka: each partition gets at most
-`partition_max_bytes`, the response at most `max_bytes` (capped by the broker's
-`fetch.max.bytes`), except that the first batch of the first partition with data is returned
-whole even when larger (KIP-74). Long polling: when fewer than `min_bytes` were read and no
-partition errored, the fetch waits up to `max_wait_ms`, woken whenever a requested partition's
-high watermark moves, and reads again. A fetch offset below the log start or above the log
-end is OFFSET_OUT_OF_RANGE; an unknown topic or partition UNKNOWN_TOPIC_OR_PARTITION; an error
-answers at once. preferred_read_replica is -1; aborted_transactions is null for
-read_uncommitted and empty for read_committed.
+Behaviour: reads whole batches below the high watermark (isolation_level 0, read_uncommitted) or
+the last stable offset (1, read_committed: the first offset of the oldest open transaction,
+capped by the high watermark) for each partition in request order. Sizes follow Kafka: each
+partition gets at most `partition_max_bytes`, the response at most `max_bytes` (capped by the
+broker's `fetch.max.bytes`), except that the first batch of the first partition with data is
+returned whole even when larger (KIP-74). Long polling: when fewer than `min_bytes` were read
+and no partition errored, the fetch waits up to `max_wait_ms`, woken whenever a requested
+partition's high watermark moves, and reads again. A fetch offset below the log start or above
+the log end is OFFSET_OUT_OF_RANGE; an unknown topic or partition UNKNOWN_TOPIC_OR_PARTITION; an
+error answers at once. preferred_read_replica is -1. Every partition reports last_stable_offset.
+aborted_transactions is null for read_uncommitted; for read_committed it lists `(producer_id,
+first_offset)` of every aborted transaction overlapping the returned range `[fetch_offset,
+offset after the last returned batch)`, from the segments' `.txnindex`
+(`PartitionLog.collect_aborted_transactions`, Kafka's `collectAbortedTransactions`), so the
+client can drop aborted records; empty when nothing was returned. Long polls are also woken when
+a partition's last stable offset moves (a transaction completes), see `broker.state`.
 
 Fetch sessions (KIP-227, v7+): this broker keeps no session cache, as a broker with
 `max.incremental.fetch.session.cache.slots=0`: a full fetch (epoch 0 or -1) is answered in full
@@ -31,14 +36,19 @@ Deviations: current_leader_epoch and last_fetched_epoch are not validated (no le
 from __future__ import annotations
 
 import asyncio
+import struct
 
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.fetch import FetchResponse
+from onceflow.records.batch import LAST_OFFSET_DELTA_OFFSET, LENGTH_OFFSET, LOG_OVERHEAD
 
 _PartitionData = FetchResponse.FetchableTopicResponse.PartitionData
 _READ_COMMITTED = 1
 _FULL_FETCH_EPOCHS = (0, -1)  # INITIAL_EPOCH, FINAL_EPOCH
 _FIRST_TOPIC_ID_VERSION = 13
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_AbortedTransaction = _PartitionData.AbortedTransaction
 
 
 def _partition_error(index: int, error: ErrorCode) -> _PartitionData:
@@ -52,6 +62,29 @@ def _partition_error(index: int, error: ErrorCode) -> _PartitionData:
         preferred_read_replica=-1,
         records=b"",
     )
+
+
+def _end_offset(records) -> int:
+    """The offset after the last batch of a record set read from the log (whole batches)."""
+    pos = last = 0
+    end = len(records)
+    while end - pos >= LOG_OVERHEAD:
+        last = pos
+        pos += LOG_OVERHEAD + _INT32.unpack_from(records, pos + LENGTH_OFFSET)[0]
+    base = _INT64.unpack_from(records, last)[0]
+    return base + _INT32.unpack_from(records, last + LAST_OFFSET_DELTA_OFFSET)[0] + 1
+
+
+def _aborted(partition_log, fetch_offset: int, records) -> list:
+    """AbortedTransaction entries overlapping the records returned to a read_committed fetch."""
+    if not records:
+        return []
+    return [
+        _AbortedTransaction(producer_id=producer_id, first_offset=first_offset)
+        for producer_id, first_offset in partition_log.collect_aborted_transactions(
+            fetch_offset, _end_offset(records)
+        )
+    ]
 
 
 def _read(broker, request, version: int, read_committed: bool, max_bytes: int):
@@ -108,7 +141,11 @@ def _read(broker, request, version: int, read_committed: bool, max_bytes: int):
                     high_watermark=result.high_watermark,
                     last_stable_offset=result.last_stable_offset,
                     log_start_offset=result.log_start_offset,
-                    aborted_transactions=[] if read_committed else None,
+                    aborted_transactions=(
+                        _aborted(partition_log, fetch_partition.fetch_offset, result.records)
+                        if read_committed
+                        else None
+                    ),
                     preferred_read_replica=-1,
                     records=result.records,
                 )

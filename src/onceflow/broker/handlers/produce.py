@@ -16,13 +16,37 @@ the answer comes once the data is fsynced and visible (high watermark). acks=0 g
 response; if any partition failed, the connection is closed instead, as Kafka does, so the
 client notices. Acks other than 0, 1, -1 -> INVALID_REQUIRED_ACKS on every partition.
 
+Idempotent and transactional producers (batches with a producer id): after validation the log
+checks each batch against the partition's producer state (`PartitionLog.append`, see
+`log.producer_state`). A retry of a batch still in the producer's 5-batch window is answered
+NONE with the original batch's base offset (and its timestamp as log_append_time on
+LogAppendTime topics) and written again nowhere; the answer still waits until the original is
+durable, which may not have happened yet. A sequence gap or overlap is
+OUT_OF_ORDER_SEQUENCE_NUMBER, a stale epoch INVALID_PRODUCER_EPOCH, a non-transactional batch
+while the producer's transaction is open INVALID_TXN_STATE; each comes with the log's
+error_message (v8+). An unknown producer id with any sequence is accepted (KIP-360), so the
+broker never answers UNKNOWN_PRODUCER_ID.
+
 Versions: v5 adds log_start_offset; v8 record_errors and error_message; v9 flexible; v10
 tagged current_leader/node_endpoints (only sent with NOT_LEADER_OR_FOLLOWER, never here).
 
 Deviations: a produce to a missing topic is UNKNOWN_TOPIC_OR_PARTITION (Kafka creates topics
-on Metadata requests, not on Produce). Idempotent/transactional producer state is not checked
-yet (producer ids and sequences are stored but not validated). `timeout_ms` is not applied to
-the fsync wait.
+on Metadata requests, not on Produce). `timeout_ms` is not applied to the fsync wait. No ACLs,
+so no TRANSACTIONAL_ID_AUTHORIZATION_FAILED / CLUSTER_AUTHORIZATION_FAILED. A transactional
+batch in a request without transactional_id is not verified (as in Kafka, where verification
+needs the id).
+
+Transactions (KIP-890 part 1 verification, `transaction.partition.verification.enable`, on by
+default): when the request names a transactional_id, a transactional batch is checked against
+the transaction coordinator before the append, with no `await` in between
+(`BrokerTransactions.verify_produce`): the id must map to the batch's producer id
+(INVALID_PRODUCER_ID_MAPPING), at the batch's epoch (a fenced producer gets
+INVALID_PRODUCER_EPOCH, as Kafka answers on Produce since KIP-588: the client then aborts and
+learns PRODUCER_FENCED from EndTxn), and the partition must be in the id's ONGOING transaction
+(else INVALID_TXN_STATE, TRANSACTION_ABORTABLE for v11+), so a write arriving after the
+transaction ended cannot open a hanging transaction. A transaction being completed (markers
+in flight) answers NOT_ENOUGH_REPLICAS, Kafka's retriable stand-in for
+CONCURRENT_TRANSACTIONS on Produce.
 """
 
 from __future__ import annotations
@@ -32,7 +56,13 @@ import logging
 
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.produce import ProduceResponse
-from onceflow.records.batch import MAGIC, MAGIC_OFFSET, split_complete_batches, validate_batch
+from onceflow.records.batch import (
+    MAGIC,
+    MAGIC_OFFSET,
+    parse_header,
+    split_complete_batches,
+    validate_batch,
+)
 from onceflow.records.errors import CorruptRecordError
 
 log = logging.getLogger("onceflow.broker.produce")
@@ -96,7 +126,9 @@ def _validate(partition_log, records, version: int) -> tuple[ErrorCode, str | No
 async def handle_produce(ctx, header, request) -> ProduceResponse | None:
     """Validate and append every partition, then wait for durability (acks != 0)."""
     broker = ctx.broker
+    metrics = broker.metrics
     acks = request.acks
+    transactional_id = request.transactional_id
     topics: list[ProduceResponse.TopicProduceResponse] = []
     waits: list[tuple[_PartitionResponse, object, int]] = []
     failures: list[str] = []
@@ -110,22 +142,42 @@ async def handle_produce(ctx, header, request) -> ProduceResponse | None:
             index = data.index
             if acks not in _VALID_ACKS:
                 partitions.append(_error(index, ErrorCode.INVALID_REQUIRED_ACKS))
+                metrics.produce_errors[ErrorCode.INVALID_REQUIRED_ACKS] += 1
                 continue
             partition_log = broker.get_log(name, index)
             if partition_log is None:
                 partitions.append(_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                metrics.produce_errors[ErrorCode.UNKNOWN_TOPIC_OR_PARTITION] += 1
                 failures.append(f"{name}-{index}: UNKNOWN_TOPIC_OR_PARTITION")
                 continue
             error, message = _validate(partition_log, data.records, header.request_api_version)
+            if error == ErrorCode.NONE and transactional_id is not None:
+                error, message = broker.transactions.verify_produce(
+                    transactional_id,
+                    parse_header(data.records),
+                    name,
+                    index,
+                    header.request_api_version,
+                )
             if error == ErrorCode.NONE:
                 result = partition_log.append(data.records)
                 error = ErrorCode(result.error)
                 if error != ErrorCode.NONE:
-                    message = f"append failed: {error.name}"
+                    message = result.error_message or f"append failed: {error.name}"
+                elif result.duplicate:
+                    metrics.duplicate_batches += 1
+                    log.debug(
+                        "duplicate batch to %s-%d from %s answered with offset %d",
+                        name,
+                        index,
+                        ctx.peer,
+                        result.base_offset,
+                    )
             if error != ErrorCode.NONE:
                 log.info("produce to %s-%d from %s rejected: %s", name, index, ctx.peer, message)
                 partitions.append(_error(index, error, message))
                 failures.append(f"{name}-{index}: {error.name}")
+                metrics.produce_errors[error] += 1
                 continue
             response = _PartitionResponse(
                 index=index,
@@ -154,4 +206,5 @@ async def handle_produce(ctx, header, request) -> ProduceResponse | None:
                 response.error_code = outcome
                 response.base_offset = -1
                 response.error_message = "the log could not be made durable"
+                metrics.produce_errors[outcome] += 1
     return ProduceResponse(responses=topics, throttle_time_ms=0)

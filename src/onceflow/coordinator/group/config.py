@@ -5,18 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["OFFSETS_TOPIC", "GroupConfig", "java_string_hashcode"]
+from onceflow.coordinator.partitioning import coordinator_partition
+
+__all__ = ["OFFSETS_TOPIC", "GroupConfig"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
-
-
-def java_string_hashcode(text: str) -> int:
-    """Java's `String.hashCode` (UTF-16 code units, 32-bit signed wrap-around)."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - 2**32 if h >= 2**31 else h
 
 
 @dataclass(frozen=True)
@@ -64,7 +57,5 @@ class GroupConfig:
         )
 
     def partition_for(self, group_id: str) -> int:
-        """The `__consumer_offsets` partition that holds `group_id` (Kafka's `partitionFor`;
-        Kafka's `Utils.abs` maps Integer.MIN_VALUE to 0)."""
-        h = java_string_hashcode(group_id)
-        return (0 if h == -(2**31) else abs(h)) % self.offsets_topic_num_partitions
+        """The `__consumer_offsets` partition that holds `group_id` (Kafka's `partitionFor`)."""
+        return coordinator_partition(group_id, self.offsets_topic_num_partitions)

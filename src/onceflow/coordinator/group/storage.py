@@ -15,7 +15,8 @@ from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Final
 
-from onceflow.coordinator.group.config import OFFSETS_TOPIC, GroupConfig, java_string_hashcode
+from onceflow.coordinator.group.config import OFFSETS_TOPIC, GroupConfig
+from onceflow.coordinator.partitioning import coordinator_partition
 from onceflow.log.manager import LogManager
 from onceflow.log.partition import AppendResult, PartitionLog
 from onceflow.log.producer_state import AppendOrigin
@@ -73,8 +74,7 @@ class OffsetsTopic:
 
     def partition_for(self, group_id: str) -> int:
         """The partition holding `group_id` (Kafka: `Utils.abs(hashCode) % partitions`)."""
-        h = java_string_hashcode(group_id)
-        return (0 if h == -(2**31) else abs(h)) % self.num_partitions
+        return coordinator_partition(group_id, self.num_partitions)
 
     def ensure(self) -> ErrorCode:
         """Create the topic if it does not exist; NONE, or COORDINATOR_NOT_AVAILABLE."""

@@ -25,6 +25,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
+from onceflow.coordinator.partitioning import coordinator_partition
 from onceflow.coordinator.producer_id import ProducerIdManager, ProducerIdStateError
 from onceflow.coordinator.txn import admin
 from onceflow.coordinator.txn.completion import TxnCompleter
@@ -44,7 +45,6 @@ from onceflow.coordinator.txn.metadata import (
     TxnTransitMetadata,
     is_epoch_exhausted,
 )
-from onceflow.coordinator.txn.partitioning import coordinator_partition
 from onceflow.coordinator.txn.state import IllegalTxnTransition, TxnState
 from onceflow.coordinator.txn.state_log import TransactionStateLog
 from onceflow.log.manager import LogManager
@@ -411,6 +411,13 @@ class TransactionCoordinator:
             return ErrorCode.NONE
         transit = md.prepare_add_partitions(partitions, self.clock())
         return await self._append(md, transit)
+
+    def verify_partition(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition
+    ) -> ErrorCode:
+        """Synchronous KIP-890 verification of one partition (what Produce runs before
+        appending a transactional batch): the `verify_only` answer, without an `await`."""
+        return self._verify_partitions(transactional_id, producer_id, producer_epoch, [tp])[tp]
 
     def _verify_partitions(
         self,

@@ -17,10 +17,10 @@ import logging
 import os
 from collections.abc import Iterator
 
+from onceflow.coordinator.partitioning import coordinator_partition
 from onceflow.coordinator.txn.config import TxnConfig
 from onceflow.coordinator.txn.log_codec import build_state_batch, iter_state_records
 from onceflow.coordinator.txn.metadata import TxnTransitMetadata
-from onceflow.coordinator.txn.partitioning import coordinator_partition
 from onceflow.log.fsutil import read_int_file, write_file_atomically
 from onceflow.log.manager import LogManager
 from onceflow.protocol.errors import ErrorCode

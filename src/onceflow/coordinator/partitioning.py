@@ -1,8 +1,10 @@
 """Which partition of an internal topic coordinates a key (Kafka's `partitionFor`).
 
 Kafka hashes the transactional id (or group id) with Java's `String.hashCode` and takes
-`Utils.abs(hash) % partitions`, where `Utils.abs` is `hash & 0x7fffffff` - unlike
-`Math.abs`, it is never negative, even for Integer.MIN_VALUE.
+`Utils.abs(hash) % partitions`, where `Utils.abs(n)` is `n == Integer.MIN_VALUE ? 0 :
+Math.abs(n)` - unlike `Math.abs`, it is never negative. (Not `hash & 0x7fffffff`: that differs
+for every other negative hash, and the group coordinator and AddOffsetsToTxn must agree on the
+`__consumer_offsets` partition of a group.)
 """
 
 from __future__ import annotations
@@ -23,4 +25,5 @@ def coordinator_partition(key: str, partitions: int = 50) -> int:
     """The coordinator partition of `key`: `Utils.abs(hashCode(key)) % partitions`."""
     if partitions < 1:
         raise ValueError("partitions must be positive")
-    return (java_string_hashcode(key) & 0x7FFFFFFF) % partitions
+    h = java_string_hashcode(key)
+    return (0 if h == -(2**31) else abs(h)) % partitions

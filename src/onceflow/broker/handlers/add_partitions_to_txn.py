@@ -1,0 +1,109 @@
+"""AddPartitionsToTxn handler.
+
+API: AddPartitionsToTxn (key 24), versions 0-5.
+
+Behaviour: v0-3 (what producers send): one transaction — transactional_id, producer id and
+epoch, topics — handed to `TransactionCoordinator.handle_add_partitions`, which appends the
+partitions to the transaction in `__transaction_state` (EMPTY/COMPLETE_* -> ONGOING) and
+answers one code for all of them: NONE; CONCURRENT_TRANSACTIONS while the id is completing
+or changing; PRODUCER_FENCED for another epoch; INVALID_PRODUCER_ID_MAPPING when the id does
+not map to that producer id. If any partition does not exist, those get
+UNKNOWN_TOPIC_OR_PARTITION and the rest OPERATION_NOT_ATTEMPTED, nothing is added (Kafka's
+handler). v4-5 (broker-to-broker in Kafka, KIP-890): a batch of transactions, each possibly
+`verify_only` (changes nothing: NONE for partitions already in the ongoing transaction,
+INVALID_TXN_STATE otherwise), through `handle_add_partitions_batch`; results by transactional
+id, top-level error_code NONE. Before the coordinator is looked up (FindCoordinator loads
+it) every partition (v4+: the top-level code) is NOT_COORDINATOR.
+
+Versions: v1 same as v0; v2 PRODUCER_FENCED (older versions get INVALID_PRODUCER_EPOCH,
+KIP-588); v3 flexible; v4 batched transactions and verify_only; v5 same as v4 (clients of
+transaction version 2).
+
+Deviations: no ACLs, so v4+ is accepted from any client (Kafka needs CLUSTER_ACTION) and
+TOPIC/TRANSACTIONAL_ID_AUTHORIZATION_FAILED never occur. Internal topics are not refused.
+A v4+ request naming one transactional id twice answers the last entry only.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from onceflow.coordinator.txn.coordinator import compat_error
+from onceflow.coordinator.txn.metadata import TopicPartition
+from onceflow.protocol.api_keys import ApiKey
+from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnResponse
+
+log = logging.getLogger("onceflow.broker.add_partitions_to_txn")
+
+_TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+_PartitionResult = AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult
+_Result = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
+_BATCHED_MIN_VERSION = 4
+
+
+def _partitions(topics) -> list[TopicPartition]:
+    return [TopicPartition(t.name, p) for t in topics for p in t.partitions]
+
+
+def _topic_results(topics, errors, version: int) -> list:
+    """Results per requested topic and partition, in request order."""
+    return [
+        _TopicResult(
+            name=t.name,
+            results_by_partition=[
+                _PartitionResult(
+                    partition_index=p,
+                    partition_error_code=compat_error(
+                        errors[TopicPartition(t.name, p)], ApiKey.ADD_PARTITIONS_TO_TXN, version
+                    ),
+                )
+                for p in t.partitions
+            ],
+        )
+        for t in topics
+    ]
+
+
+async def handle_add_partitions_to_txn(ctx, header, request) -> AddPartitionsToTxnResponse:
+    """Add partitions to transactions (or verify them, v4+)."""
+    version = header.request_api_version
+    transactions = ctx.broker.transactions
+    coordinator = transactions.coordinator
+    not_ready = transactions.not_ready_error()
+    if version < _BATCHED_MIN_VERSION:
+        tid = request.v3_and_below_transactional_id
+        parts = _partitions(request.v3_and_below_topics)
+        if not_ready is not None:
+            errors = dict.fromkeys(parts, not_ready)
+        else:
+            errors = await coordinator.handle_add_partitions(
+                tid, request.v3_and_below_producer_id, request.v3_and_below_producer_epoch, parts
+            )
+        failed = {e for e in errors.values() if e != ErrorCode.NONE}
+        if failed:
+            log.info("AddPartitionsToTxn for %r from %s: %s", tid, ctx.peer, sorted(failed))
+        return AddPartitionsToTxnResponse(
+            throttle_time_ms=0,
+            results_by_topic_v3_and_below=_topic_results(
+                request.v3_and_below_topics, errors, version
+            ),
+        )
+    if not_ready is not None:
+        return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=not_ready)
+    entries = request.transactions
+    results = await coordinator.handle_add_partitions_batch(
+        (t.transactional_id, t.producer_id, t.producer_epoch, _partitions(t.topics), t.verify_only)
+        for t in entries
+    )
+    return AddPartitionsToTxnResponse(
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        results_by_transaction=[
+            _Result(
+                transactional_id=t.transactional_id,
+                topic_results=_topic_results(t.topics, results[t.transactional_id], version),
+            )
+            for t in entries
+        ],
+    )

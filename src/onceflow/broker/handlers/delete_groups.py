@@ -1,0 +1,28 @@
+"""DeleteGroups handler.
+
+API: DeleteGroups (key 42), versions 0-2.
+
+Behaviour: deletes each EMPTY group with its committed offsets (offset and group tombstones are
+written to `__consumer_offsets` and flushed before the answer). GROUP_ID_NOT_FOUND for an
+unknown group, NON_EMPTY_GROUP for a group with members; a name listed twice is answered once.
+
+Versions: v1 same as v0; v2 flexible.
+
+Deviations: none known.
+"""
+
+from __future__ import annotations
+
+from onceflow.protocol.messages.delete_groups import DeleteGroupsResponse
+
+_Result = DeleteGroupsResponse.DeletableGroupResult
+
+
+async def handle_delete_groups(ctx, header, request) -> DeleteGroupsResponse:
+    """Delete the named groups."""
+    names = list(dict.fromkeys(request.groups_names))
+    results = await ctx.broker.group_coordinator.delete_groups(names)
+    return DeleteGroupsResponse(
+        throttle_time_ms=0,
+        results=[_Result(group_id=name, error_code=results[name]) for name in names],
+    )

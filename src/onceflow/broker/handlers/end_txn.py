@@ -1,0 +1,45 @@
+"""EndTxn handler.
+
+API: EndTxn (key 26), versions 0-5.
+
+Behaviour: commits (committed=true) or aborts the producer's transaction through
+`TransactionCoordinator.handle_end_txn`. The answer is NONE once PREPARE_COMMIT/PREPARE_ABORT
+is durable in `__transaction_state`; the COMMIT/ABORT markers and COMPLETE_* follow in the
+background (the id answers CONCURRENT_TRANSACTIONS meanwhile, and read_committed consumers
+stay at the last stable offset until the markers are written). A retry after completion with
+the same result is NONE; PREPARE_* with the same result CONCURRENT_TRANSACTIONS; the other
+result or an EMPTY transaction INVALID_TXN_STATE; another epoch PRODUCER_FENCED; an id not
+mapped to the producer id INVALID_PRODUCER_ID_MAPPING; NOT_COORDINATOR before the
+coordinator was looked up (FindCoordinator loads it).
+
+Versions: v1 same as v0; v2 PRODUCER_FENCED (older versions get INVALID_PRODUCER_EPOCH,
+KIP-588); v3 flexible; v4 same (TRANSACTION_ABORTABLE may be returned to such clients); v5
+returns producer_id and producer_epoch: this coordinator does not bump the epoch at the end of
+a transaction (transaction version 1), so it returns the request's on success and -1/-1 on
+an error.
+
+Deviations: no transaction version 2 (KIP-890 part 2) epoch bump on EndTxn; no ACLs.
+"""
+
+from __future__ import annotations
+
+from onceflow.coordinator.txn.coordinator import compat_error
+from onceflow.protocol.api_keys import ApiKey
+from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.messages.end_txn import EndTxnResponse
+
+
+async def handle_end_txn(ctx, header, request) -> EndTxnResponse:
+    """Commit or abort the producer's transaction."""
+    transactions = ctx.broker.transactions
+    error = transactions.not_ready_error() or await transactions.coordinator.handle_end_txn(
+        request.transactional_id, request.producer_id, request.producer_epoch, request.committed
+    )
+    error = compat_error(error, ApiKey.END_TXN, header.request_api_version)
+    ok = error == ErrorCode.NONE
+    return EndTxnResponse(
+        throttle_time_ms=0,
+        error_code=error,
+        producer_id=request.producer_id if ok else -1,
+        producer_epoch=request.producer_epoch if ok else -1,
+    )

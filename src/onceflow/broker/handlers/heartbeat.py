@@ -1,0 +1,28 @@
+"""Heartbeat handler.
+
+API: Heartbeat (key 12), versions 0-4.
+
+Behaviour: keeps a member's session alive. REBALANCE_IN_PROGRESS tells a member of a STABLE
+generation that a rebalance started (it must rejoin); ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID and
+FENCED_INSTANCE_ID (static members, v3+) tell it that it is out.
+
+Versions: v1 throttle_time_ms; v3 group_instance_id; v4 flexible.
+
+Deviations: none known.
+"""
+
+from __future__ import annotations
+
+from onceflow.protocol.messages.heartbeat import HeartbeatResponse
+
+
+async def handle_heartbeat(ctx, header, request) -> HeartbeatResponse:
+    """Record a member's heartbeat."""
+    version = header.request_api_version
+    error = await ctx.broker.group_coordinator.heartbeat(
+        request.group_id,
+        request.generation_id,
+        request.member_id,
+        request.group_instance_id if version >= 3 else None,
+    )
+    return HeartbeatResponse(throttle_time_ms=0, error_code=error)

@@ -1,0 +1,41 @@
+"""ListGroups handler.
+
+API: ListGroups (key 16), versions 0-5.
+
+Behaviour: every group of this coordinator (not DEAD), with its protocol type; filtered by
+state names (v4+, KIP-518) and group types (v5+, KIP-848: every group here is "classic"), both
+case-insensitive, an empty filter matching everything.
+
+Versions: v1 throttle_time_ms; v3 flexible; v4 states_filter and group_state; v5 types_filter
+and group_type.
+
+Deviations: none known.
+"""
+
+from __future__ import annotations
+
+from onceflow.protocol.messages.list_groups import ListGroupsResponse
+
+_Listed = ListGroupsResponse.ListedGroup
+
+
+async def handle_list_groups(ctx, header, request) -> ListGroupsResponse:
+    """List the groups, filtered."""
+    version = header.request_api_version
+    error, listings = await ctx.broker.group_coordinator.list_groups(
+        list(request.states_filter or ()) if version >= 4 else (),
+        list(request.types_filter or ()) if version >= 5 else (),
+    )
+    return ListGroupsResponse(
+        throttle_time_ms=0,
+        error_code=error,
+        groups=[
+            _Listed(
+                group_id=g.group_id,
+                protocol_type=g.protocol_type,
+                group_state=g.state,
+                group_type=g.group_type,
+            )
+            for g in listings
+        ],
+    )

@@ -1,0 +1,79 @@
+"""OffsetCommit handler.
+
+API: OffsetCommit (key 8), versions 2-9.
+
+Behaviour: partitions of unknown topics (or beyond a topic's partition count) are
+UNKNOWN_TOPIC_OR_PARTITION; the rest go to the group coordinator's `commit_offsets`, which
+appends them as one batch to the group's `__consumer_offsets` partition and answers once the
+batch is durable (fsynced). A member of an active generation commits with its generation and
+member id (ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID / REBALANCE_IN_PROGRESS
+when they do not match); generation -1 with an empty member id is a "simple" commit, accepted
+only while the group has no members. Metadata longer than `offset.metadata.max.bytes` is
+OFFSET_METADATA_TOO_LARGE.
+
+Versions: v2-4 retention_time_ms (an explicit offset expiry; -1 uses the broker's
+`offsets.retention.minutes`); v3 throttle_time_ms; v5 drops retention; v6
+committed_leader_epoch; v7 group_instance_id; v8 flexible; v9 GROUP_ID_NOT_FOUND for a
+generation-based commit to an unknown group (KIP-848 wire change; classic groups only here).
+
+Deviations: v10 (topic ids) is not served. The KIP-848 consumer protocol's member epochs are
+not supported: the generation field is always a classic generation.
+"""
+
+from __future__ import annotations
+
+from onceflow.coordinator.group.offsets import OffsetAndMetadata, TopicPartition
+from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.messages.offset_commit import OffsetCommitResponse
+
+_Topic = OffsetCommitResponse.OffsetCommitResponseTopic
+_Partition = _Topic.OffsetCommitResponsePartition
+
+
+def partition_exists(broker, topic: str, partition: int) -> bool:
+    """True when `topic` exists and has `partition`."""
+    return broker.get_log(topic, partition) is not None
+
+
+async def handle_offset_commit(ctx, header, request) -> OffsetCommitResponse:
+    """Commit offsets for a group."""
+    broker = ctx.broker
+    version = header.request_api_version
+    errors: dict[TopicPartition, ErrorCode] = {}
+    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, p.partition_index)
+            if not partition_exists(broker, topic.name, p.partition_index):
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            epoch = p.committed_leader_epoch if version >= 6 else -1
+            offsets[tp] = OffsetAndMetadata(p.committed_offset, epoch, p.committed_metadata or "")
+    if offsets:
+        errors.update(
+            await broker.group_coordinator.commit_offsets(
+                request.group_id,
+                request.generation_id_or_member_epoch,
+                request.member_id or "",
+                request.group_instance_id if version >= 7 else None,
+                offsets,
+                retention_time_ms=request.retention_time_ms if 2 <= version <= 4 else -1,
+                api_version=version,
+            )
+        )
+    return OffsetCommitResponse(
+        throttle_time_ms=0,
+        topics=[
+            _Topic(
+                name=topic.name,
+                partitions=[
+                    _Partition(
+                        partition_index=p.partition_index,
+                        error_code=errors[TopicPartition(topic.name, p.partition_index)],
+                    )
+                    for p in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ],
+    )

@@ -1,0 +1,115 @@
+"""OffsetFetch handler.
+
+API: OffsetFetch (key 9), versions 1-9.
+
+Behaviour: the committed offsets of a group for the requested partitions (-1 and empty
+metadata when nothing is committed, also for unknown topics), or every committed partition
+when the topic list is null (v2+). Transactional offsets are not visible until their
+transaction commits; with require_stable (v7+, KIP-447) a partition with a pending
+transactional offset answers UNSTABLE_OFFSET_COMMIT (retriable: the consumer waits for the
+transaction to finish).
+
+Versions: v1 group-level errors repeated on every partition; v2 null topics = all, top-level
+error_code; v3 throttle_time_ms; v5 committed_leader_epoch; v6 flexible; v7 require_stable;
+v8 several groups in one request, errors per group (KIP-709); v9 member id and epoch (KIP-848,
+accepted and not checked: classic groups only).
+
+Deviations: v10 (topic ids) is not served.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from onceflow.coordinator.group.offsets import TopicPartition
+from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.messages.offset_fetch import OffsetFetchResponse
+
+_Topic = OffsetFetchResponse.OffsetFetchResponseTopic
+_Partition = _Topic.OffsetFetchResponsePartition
+_Group = OffsetFetchResponse.OffsetFetchResponseGroup
+_GroupTopic = _Group.OffsetFetchResponseTopics
+_GroupPartition = _GroupTopic.OffsetFetchResponsePartitions
+
+
+def _requested(topics) -> list[TopicPartition] | None:
+    if topics is None:
+        return None
+    return [TopicPartition(t.name, p) for t in topics for p in t.partition_indexes]
+
+
+def _by_topic(items: Iterable) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for tp, offset in items:
+        out.setdefault(tp.topic, []).append((tp.partition, offset))
+    return out
+
+
+async def _fetch_one(coordinator, group_id: str, topics, require_stable: bool):
+    tps = _requested(topics)
+    return await coordinator.fetch_offsets(group_id, tps, require_stable)
+
+
+async def handle_offset_fetch(ctx, header, request) -> OffsetFetchResponse:
+    """Answer the committed offsets of one group (v1-7) or several groups (v8+)."""
+    coordinator = ctx.broker.group_coordinator
+    version = header.request_api_version
+    require_stable = version >= 7 and request.require_stable
+    if version >= 8:
+        groups = []
+        for group in request.groups:
+            result = await _fetch_one(coordinator, group.group_id, group.topics, require_stable)
+            groups.append(
+                _Group(
+                    group_id=group.group_id,
+                    error_code=result.error,
+                    topics=[
+                        _GroupTopic(
+                            name=name,
+                            partitions=[
+                                _GroupPartition(
+                                    partition_index=index,
+                                    committed_offset=o.offset,
+                                    committed_leader_epoch=o.leader_epoch,
+                                    metadata=o.metadata,
+                                    error_code=o.error,
+                                )
+                                for index, o in parts
+                            ],
+                        )
+                        for name, parts in _by_topic(result.partitions.items()).items()
+                    ],
+                )
+            )
+        return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+    result = await _fetch_one(coordinator, request.group_id, request.topics, require_stable)
+    if version < 2 and result.error != ErrorCode.NONE:
+        # v0-1 have no top-level error: Kafka repeats the group's error on every partition
+        items = [(tp, None) for tp in _requested(request.topics) or ()]
+    else:
+        items = list(result.partitions.items())
+    topics = []
+    for name, parts in _by_topic(items).items():
+        partitions = []
+        for index, o in parts:
+            if o is None:
+                partitions.append(
+                    _Partition(
+                        partition_index=index,
+                        committed_offset=-1,
+                        metadata="",
+                        error_code=result.error,
+                    )
+                )
+            else:
+                partitions.append(
+                    _Partition(
+                        partition_index=index,
+                        committed_offset=o.offset,
+                        committed_leader_epoch=o.leader_epoch,
+                        metadata=o.metadata,
+                        error_code=o.error,
+                    )
+                )
+        topics.append(_Topic(name=name, partitions=partitions))
+    return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=result.error)

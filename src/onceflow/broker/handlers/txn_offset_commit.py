@@ -1,0 +1,79 @@
+"""TxnOffsetCommit handler.
+
+API: TxnOffsetCommit (key 28), versions 0-5.
+
+Behaviour: a transactional producer commits a consumer group's offsets as part of its
+transaction (KIP-98; the producer first sent AddOffsetsToTxn, which added the group's
+`__consumer_offsets` partition to the transaction). Partitions of unknown topics are
+UNKNOWN_TOPIC_OR_PARTITION; the rest go to the group coordinator's `txn_offset_commit`, which
+appends them in a transactional batch carrying the producer id and epoch (the log's producer
+state fences a stale epoch) and holds them pending until the transaction's COMMIT marker lands
+on the group's partition (then they become the committed offsets) or its ABORT marker (then
+they are dropped). While pending, OffsetFetch with require_stable answers
+UNSTABLE_OFFSET_COMMIT for them.
+
+Versions: v1 same as v0; v2 committed_leader_epoch, PRODUCER_FENCED (older versions get
+INVALID_PRODUCER_EPOCH, KIP-588); v3 flexible, generation_id, member_id, group_instance_id
+(KIP-447: a zombie of an old generation is fenced with ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID /
+FENCED_INSTANCE_ID); v4-5 KIP-890 versions, same fields.
+
+Deviations: v5 does not verify on the broker that the transaction includes the group's
+partition (KIP-890 part 2 server-side verification).
+"""
+
+from __future__ import annotations
+
+from onceflow.broker.handlers.offset_commit import partition_exists
+from onceflow.coordinator.group.offsets import OffsetAndMetadata, TopicPartition
+from onceflow.coordinator.txn.coordinator import compat_error
+from onceflow.protocol.api_keys import ApiKey
+from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.messages.txn_offset_commit import TxnOffsetCommitResponse
+
+_Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+_Partition = _Topic.TxnOffsetCommitResponsePartition
+
+
+async def handle_txn_offset_commit(ctx, header, request) -> TxnOffsetCommitResponse:
+    """Stage a transaction's offsets for a group."""
+    broker = ctx.broker
+    version = header.request_api_version
+    errors: dict[TopicPartition, ErrorCode] = {}
+    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, p.partition_index)
+            if not partition_exists(broker, topic.name, p.partition_index):
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            epoch = p.committed_leader_epoch if version >= 2 else -1
+            offsets[tp] = OffsetAndMetadata(p.committed_offset, epoch, p.committed_metadata or "")
+    if offsets:
+        results = await broker.group_coordinator.txn_offset_commit(
+            request.transactional_id,
+            request.group_id,
+            request.producer_id,
+            request.producer_epoch,
+            request.generation_id if version >= 3 else -1,
+            request.member_id if version >= 3 else "",
+            request.group_instance_id if version >= 3 else None,
+            offsets,
+        )
+        for tp, error in results.items():
+            errors[tp] = compat_error(error, ApiKey.TXN_OFFSET_COMMIT, version)
+    return TxnOffsetCommitResponse(
+        throttle_time_ms=0,
+        topics=[
+            _Topic(
+                name=topic.name,
+                partitions=[
+                    _Partition(
+                        partition_index=p.partition_index,
+                        error_code=errors[TopicPartition(topic.name, p.partition_index)],
+                    )
+                    for p in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ],
+    )

@@ -1,0 +1,251 @@
+"""`onceflow transactions list|describe|describe-producers|abort`: transaction tooling (KIP-664).
+
+Modelled on Kafka's `kafka-transactions.sh`:
+
+- `list` — ListTransactions: transactional id, coordinator, producer id, state; filters
+  `--state` and `--producer-id` (repeatable) and `--duration-filter-ms`.
+- `describe --transactional-id ID` — DescribeTransactions: producer id and epoch, state,
+  timeout, start time and duration of the open transaction, its partitions.
+- `describe-producers --topic T --partition P` — DescribeProducers: the producers with state
+  on the partition and the first offset of each one's open transaction.
+- `abort --topic T --partition P (--start-offset O | --producer-id --producer-epoch
+  --coordinator-epoch)` — ends a hanging transaction: with `--start-offset` the producer whose
+  open transaction starts at O is found with DescribeProducers, then an ABORT marker is written
+  with WriteTxnMarkers, as Kafka's `Admin.abortTransaction` does. Kafka allows that to clients
+  with CLUSTER_ACTION; onceflow accepts it only when the broker runs with
+  `onceflow.admin.allow.write.txn.markers=true` and the command connects from loopback (run it
+  on the broker's host). Otherwise the broker answers CLUSTER_AUTHORIZATION_FAILED.
+
+Output is tab-separated with a header line. A failure prints one line to stderr and exits 1;
+bad usage exits 2 (argparse).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from onceflow.client.connection import (
+    BrokerConnection,
+    BrokerResponseError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+)
+from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.messages.describe_producers import DescribeProducersRequest
+from onceflow.protocol.messages.describe_transactions import DescribeTransactionsRequest
+from onceflow.protocol.messages.find_coordinator import FindCoordinatorRequest
+from onceflow.protocol.messages.list_transactions import ListTransactionsRequest
+from onceflow.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+_TRANSACTION_KEY = 1
+_FIND_COORDINATOR_VERSION = 3
+
+
+class CommandError(Exception):
+    """A failure to report on one line (exit 1)."""
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register the `transactions` sub-command and its actions."""
+    parser = subparsers.add_parser(
+        "transactions",
+        help="list, describe and abort transactions",
+        description="Inspect transactions and abort hanging ones on a running broker.",
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    def common(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT")
+        sub.add_argument("--request-timeout-ms", type=int, default=30_000)
+
+    listing = actions.add_parser("list", help="list transactional ids")
+    common(listing)
+    listing.add_argument("--state", action="append", default=[], help="e.g. Ongoing")
+    listing.add_argument("--producer-id", type=int, action="append", default=[])
+    listing.add_argument("--duration-filter-ms", type=int, default=-1)
+    listing.set_defaults(func=_guarded(_list))
+
+    describe = actions.add_parser("describe", help="describe a transactional id")
+    common(describe)
+    describe.add_argument("--transactional-id", required=True)
+    describe.set_defaults(func=_guarded(_describe))
+
+    producers = actions.add_parser("describe-producers", help="producers of a partition")
+    common(producers)
+    producers.add_argument("--topic", required=True)
+    producers.add_argument("--partition", type=int, required=True)
+    producers.set_defaults(func=_guarded(_describe_producers))
+
+    abort = actions.add_parser("abort", help="abort a hanging transaction on a partition")
+    common(abort)
+    abort.add_argument("--topic", required=True)
+    abort.add_argument("--partition", type=int, required=True)
+    abort.add_argument("--start-offset", type=int, help="first offset of the open transaction")
+    abort.add_argument("--producer-id", type=int)
+    abort.add_argument("--producer-epoch", type=int)
+    abort.add_argument("--coordinator-epoch", type=int)
+    abort.set_defaults(func=_guarded(_abort))
+
+
+def _guarded(action):
+    """Run an action on a connection, turning failures into one line and exit 1."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            with BrokerConnection.from_address(
+                args.bootstrap_server,
+                client_id="onceflow-transactions",
+                request_timeout_ms=args.request_timeout_ms,
+            ) as conn:
+                return action(conn, args)
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            return _fail(f"cannot reach {args.bootstrap_server}: {exc}")
+        except (KafkaError, BrokerResponseError, CommandError) as exc:
+            return _fail(str(exc))
+
+    run.__doc__ = action.__doc__
+    return run
+
+
+def _fail(message: str) -> int:
+    print(f"onceflow transactions: {message}", file=sys.stderr)
+    return 1
+
+
+def _check(error_code: int, what: str) -> None:
+    if error_code != ErrorCode.NONE:
+        raise CommandError(f"{what}: {ErrorCode(error_code).name}")
+
+
+def _print_rows(header: list[str], rows: list[list[object]]) -> None:
+    print("\t".join(header))
+    for row in rows:
+        print("\t".join(str(value) for value in row))
+
+
+def _coordinator_id(conn: BrokerConnection, transactional_id: str) -> int:
+    """FindCoordinator(TRANSACTION): the coordinator's node id (it also loads it)."""
+    request = FindCoordinatorRequest(key=transactional_id, key_type=_TRANSACTION_KEY)
+    response = conn.send(request, version=_FIND_COORDINATOR_VERSION)  # single-key form
+    _check(response.error_code, f"FindCoordinator for {transactional_id!r}")
+    return response.node_id
+
+
+def _list(conn: BrokerConnection, args: argparse.Namespace) -> int:
+    """`transactions list`."""
+    request = ListTransactionsRequest(
+        state_filters=args.state,
+        producer_id_filters=args.producer_id,
+        duration_filter=args.duration_filter_ms,
+    )
+    response = conn.send(request)
+    _check(response.error_code, "ListTransactions")
+    if response.unknown_state_filters:
+        print(
+            f"unknown states ignored: {', '.join(response.unknown_state_filters)}", file=sys.stderr
+        )
+    rows = [
+        [t.transactional_id, conn.host + ":" + str(conn.port), t.producer_id, t.transaction_state]
+        for t in response.transaction_states
+    ]
+    _print_rows(["TransactionalId", "Coordinator", "ProducerId", "TransactionState"], rows)
+    return 0
+
+
+def _describe(conn: BrokerConnection, args: argparse.Namespace) -> int:
+    """`transactions describe`."""
+    tid = args.transactional_id
+    coordinator = _coordinator_id(conn, tid)
+    response = conn.send(DescribeTransactionsRequest(transactional_ids=[tid]))
+    (state,) = response.transaction_states
+    _check(state.error_code, f"DescribeTransactions for {tid!r}")
+    start = state.transaction_start_time_ms
+    duration = int(time.time() * 1000) - start if start >= 0 else -1
+    partitions = ",".join(f"{t.topic}-{p}" for t in state.topics for p in sorted(t.partitions))
+    header = [
+        "CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState",
+        "TransactionTimeoutMs", "CurrentTransactionStartTimeMs", "TransactionDurationMs",
+        "TopicPartitions",
+    ]  # fmt: skip
+    row = [
+        coordinator, tid, state.producer_id, state.producer_epoch, state.transaction_state,
+        state.transaction_timeout_ms, start, duration, partitions,
+    ]  # fmt: skip
+    _print_rows(header, [row])
+    return 0
+
+
+def _producers(conn: BrokerConnection, topic: str, partition: int) -> list:
+    topic_request = DescribeProducersRequest.TopicRequest(name=topic, partition_indexes=[partition])
+    response = conn.send(DescribeProducersRequest(topics=[topic_request]))
+    (result,) = [p for t in response.topics for p in t.partitions]
+    _check(result.error_code, f"DescribeProducers for {topic}-{partition}")
+    return result.active_producers
+
+
+def _describe_producers(conn: BrokerConnection, args: argparse.Namespace) -> int:
+    """`transactions describe-producers`."""
+    header = [
+        "ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence",
+        "LastTimestamp", "CurrentTransactionStartOffset",
+    ]  # fmt: skip
+    rows = [
+        [p.producer_id, p.producer_epoch, p.coordinator_epoch, p.last_sequence,
+         p.last_timestamp, p.current_txn_start_offset]
+        for p in _producers(conn, args.topic, args.partition)
+    ]  # fmt: skip
+    _print_rows(header, rows)
+    return 0
+
+
+def _abort_target(conn: BrokerConnection, args: argparse.Namespace) -> tuple[int, int, int]:
+    """(producer id, producer epoch, coordinator epoch) of the transaction to abort."""
+    explicit = (args.producer_id, args.producer_epoch, args.coordinator_epoch)
+    if args.start_offset is None:
+        if None in explicit:
+            raise CommandError(
+                "give --start-offset, or all of --producer-id, --producer-epoch and "
+                "--coordinator-epoch"
+            )
+        return explicit
+    if any(value is not None for value in explicit):
+        raise CommandError("--start-offset excludes --producer-id/--producer-epoch/...")
+    for p in _producers(conn, args.topic, args.partition):
+        if p.current_txn_start_offset == args.start_offset:
+            return p.producer_id, p.producer_epoch, max(0, p.coordinator_epoch)
+    raise CommandError(
+        f"no open transaction starts at offset {args.start_offset} of {args.topic}-{args.partition}"
+    )
+
+
+def _abort(conn: BrokerConnection, args: argparse.Namespace) -> int:
+    """`transactions abort`."""
+    producer_id, producer_epoch, coordinator_epoch = _abort_target(conn, args)
+    marker = WriteTxnMarkersRequest.WritableTxnMarker
+    request = WriteTxnMarkersRequest(
+        markers=[
+            marker(
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                transaction_result=False,
+                coordinator_epoch=coordinator_epoch,
+                topics=[
+                    marker.WritableTxnMarkerTopic(
+                        name=args.topic, partition_indexes=[args.partition]
+                    )
+                ],
+            )
+        ]
+    )
+    response = conn.send(request)
+    (result,) = [p for m in response.markers for t in m.topics for p in t.partitions]
+    _check(result.error_code, f"WriteTxnMarkers for {args.topic}-{args.partition}")
+    print(
+        f"Aborted the transaction of producer {producer_id} (epoch {producer_epoch}) on "
+        f"{args.topic}-{args.partition}."
+    )
+    return 0

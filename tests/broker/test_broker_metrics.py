@@ -1,0 +1,146 @@
+"""`broker.metrics`: the Prometheus text served on `onceflow.metrics.listener`, in-process."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+from broker_helpers import call, make_batch
+
+from onceflow.broker.config import BrokerConfig
+from onceflow.broker.metrics import BrokerMetrics, _escape
+from onceflow.broker.server import Broker
+from onceflow.protocol.api_keys import ApiKey
+from onceflow.protocol.headers import RequestHeader, encode_request_frame
+from onceflow.protocol.messages.api_versions import ApiVersionsRequest
+from onceflow.protocol.messages.produce import ProduceRequest
+
+# a sample line of the text format: name, optional {labels}, a value
+_SAMPLE = re.compile(r'^[a-z_]+(\{([a-z_]+="(?:[^"\\]|\\.)*",?)*\})? -?\d+$')
+
+
+def produce(topic, partition, records):
+    data = ProduceRequest.TopicProduceData.PartitionProduceData(index=partition, records=records)
+    return ProduceRequest(
+        acks=-1,
+        timeout_ms=1000,
+        topic_data=[ProduceRequest.TopicProduceData(name=topic, partition_data=[data])],
+    )
+
+
+async def http(address, request: bytes) -> tuple[str, str]:
+    reader, writer = await asyncio.open_connection(address.host, address.port)
+    writer.write(request)
+    await writer.drain()
+    data = await asyncio.wait_for(reader.read(), 10)
+    writer.close()
+    head, _, body = data.decode().partition("\r\n\r\n")
+    return head, body
+
+
+async def api_versions_over_tcp(address) -> None:
+    reader, writer = await asyncio.open_connection(address.host, address.port)
+    header = RequestHeader(
+        request_api_key=18, request_api_version=3, correlation_id=7, client_id="m"
+    )
+    request = ApiVersionsRequest(client_software_name="t", client_software_version="1")
+    writer.write(encode_request_frame(header, request))
+    await writer.drain()
+    size = int.from_bytes(await reader.readexactly(4), "big")
+    await reader.readexactly(size)
+    writer.close()
+
+
+def samples(body: str) -> dict[str, str]:
+    out = {}
+    for line in body.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        assert _SAMPLE.match(line), f"not a Prometheus sample line: {line!r}"
+        name, value = line.rsplit(" ", 1)
+        out[name] = value
+    return out
+
+
+def test_metrics_listener_serves_partition_and_request_figures(tmp_path):
+    config = BrokerConfig(
+        {
+            "log.dirs": str(tmp_path / "data"),
+            "listeners": "127.0.0.1:0",
+            "onceflow.metrics.listener": "127.0.0.1:0",
+        }
+    )
+
+    async def scenario():
+        broker = Broker(config)
+        await broker.start()
+        try:
+            state = broker.state
+            state.logs.create_topic("m.e-t_r1cs", 2)
+            plain = make_batch([b"a", b"b"])
+            txn = make_batch(
+                [b"t"], producer_id=4, producer_epoch=0, base_sequence=0, is_transactional=True
+            )
+            idem = make_batch([b"i"], producer_id=5, producer_epoch=0, base_sequence=0)
+            for records in (plain, txn, idem, bytearray(idem)):  # the last one is a retry
+                response = await call(state, ApiKey.PRODUCE, 9, produce("m.e-t_r1cs", 0, records))
+                assert response.responses[0].partition_responses[0].error_code == 0
+            await api_versions_over_tcp(broker.bound)
+            await api_versions_over_tcp(broker.bound)
+            address = broker.metrics_server.bound
+            ok = await http(address, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            missing = await http(address, b"GET /other HTTP/1.1\r\n\r\n")
+            post = await http(address, b"POST /metrics HTTP/1.1\r\n\r\n")
+            return ok, missing, post
+        finally:
+            await broker.stop()
+
+    (head, body), missing, post = asyncio.run(scenario())
+    assert head.startswith("HTTP/1.1 200 OK")
+    assert "text/plain; version=0.0.4" in head
+    got = samples(body)
+    p0 = '{topic="m.e-t_r1cs",partition="0"}'
+    p1 = '{topic="m.e-t_r1cs",partition="1"}'
+    assert got["onceflow_partition_live_producer_ids" + p0] == "2"
+    assert got["onceflow_partition_live_producer_ids" + p1] == "0"
+    assert got["onceflow_partition_log_end_offset" + p0] == "4"
+    assert got["onceflow_partition_high_watermark" + p0] == "4"
+    assert got["onceflow_partition_last_stable_offset" + p0] == "2"  # the open transaction
+    assert got["onceflow_partition_log_start_offset" + p0] == "0"
+    assert got['onceflow_requests_total{api="API_VERSIONS"}'] == "2"
+    assert got["onceflow_produce_duplicate_batches_total"] == "1"
+    assert "# TYPE onceflow_partition_last_stable_offset gauge" in body
+    assert "# TYPE onceflow_requests_total counter" in body
+    assert missing[0].startswith("HTTP/1.1 404")
+    assert post[0].startswith("HTTP/1.1 405")
+
+
+def test_no_metrics_listener_by_default(tmp_path):
+    config = BrokerConfig({"log.dirs": str(tmp_path / "data"), "listeners": "127.0.0.1:0"})
+
+    async def scenario():
+        broker = Broker(config)
+        await broker.start()
+        try:
+            return broker.metrics_server
+        finally:
+            await broker.stop()
+
+    assert asyncio.run(scenario()) is None
+
+
+def test_render_counts_errors_and_requests_without_a_broker():
+    metrics = BrokerMetrics()
+    metrics.count_request(0)
+    metrics.count_request(0)
+    metrics.count_request(500)  # an api key beyond the table still counts
+    metrics.produce_errors[45] += 3  # OUT_OF_ORDER_SEQUENCE_NUMBER
+    got = samples(metrics.render(None))
+    assert got['onceflow_requests_total{api="PRODUCE"}'] == "2"
+    assert got['onceflow_requests_total{api="UNKNOWN_500"}'] == "1"
+    assert got['onceflow_produce_errors_total{error="OUT_OF_ORDER_SEQUENCE_NUMBER"}'] == "3"
+    assert metrics.requests(0) == 2
+
+
+def test_label_values_are_escaped():
+    assert _escape('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
