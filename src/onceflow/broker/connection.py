@@ -21,6 +21,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from onceflow.broker import dispatch
+from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.codec import DecodeError
 from onceflow.protocol.headers import encode_response_header, parse_request_header
 
@@ -44,6 +45,9 @@ class RequestContext:
         self.broker = broker
         self.peer = peer
         self.connection = connection
+
+
+_FETCH_KEY = int(ApiKey.FETCH)
 
 
 class _Pending:
@@ -92,9 +96,13 @@ class BrokerConnection(asyncio.Protocol):
         log.debug("connection from %s", self.peer)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        """Requests already read keep running to completion, as in Kafka: a handler between
+        a coordinator's prepare and complete must not be interrupted (a cancelled transition
+        would stay pending). Only long-polling fetches, which change nothing, are cancelled.
+        Their responses are dropped."""
         self._closing = True
         for pending in self._pending:
-            if pending.task is not None:
+            if pending.task is not None and pending.api_key == _FETCH_KEY:
                 pending.task.cancel()
         self._pending.clear()
         self.idle.set()

@@ -418,3 +418,26 @@ def test_describe_list_and_abort_hanging(tmp_path) -> None:
             assert log1.last_stable_offset == log1.log_end_offset == 2
 
     asyncio.run(main())
+
+
+def test_caller_cancelled_mid_append_does_not_leave_the_transition_pending(tmp_path) -> None:
+    """A handler task cancelled while its transition is being appended (its connection closed)
+    must not leave the transactional id stuck answering CONCURRENT_TRANSACTIONS."""
+
+    async def main():
+        async with coordinator_env(str(tmp_path)) as c:
+            init = await begin(c, parts=(TP0,))
+            pid = init.producer_id
+            add = asyncio.ensure_future(c.handle_add_partitions("tx", pid, 0, [TP1]))
+            await asyncio.sleep(0)  # prepared and appending: the fsync has not finished yet
+            assert c.get("tx").pending_transition_in_progress
+            add.cancel()
+            await asyncio.sleep(0.5)  # the append finishes anyway
+            md = c.get("tx")
+            assert not md.pending_transition_in_progress
+            assert TP1 in md.topic_partitions  # durable, so completed in memory too
+            assert await c.handle_end_txn("tx", pid, 0, False) == ErrorCode.NONE
+            await c.wait_for_completions()
+            assert c.get("tx").state is TxnState.COMPLETE_ABORT
+
+    asyncio.run(main())

@@ -508,8 +508,19 @@ class TransactionCoordinator:
         return ErrorCode.NONE
 
     async def _append(self, md: TransactionMetadata, transit: TxnTransitMetadata) -> ErrorCode:
-        """Append a prepared transit; complete it when durable, cancel it otherwise."""
-        error = await self.state_log.append(md.transactional_id, transit, self.clock())
+        """Append a prepared transit; complete it when durable, cancel it otherwise. Shielded:
+        a caller cancelled mid-append (its connection closed) must not leave the transition
+        pending forever, nor the log ahead of memory."""
+        return await asyncio.shield(self._append_and_complete(md, transit))
+
+    async def _append_and_complete(
+        self, md: TransactionMetadata, transit: TxnTransitMetadata
+    ) -> ErrorCode:
+        try:
+            error = await self.state_log.append(md.transactional_id, transit, self.clock())
+        except BaseException:
+            md.cancel_transition()
+            raise
         if error != ErrorCode.NONE:
             md.cancel_transition()
             return error
