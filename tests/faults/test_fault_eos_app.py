@@ -86,8 +86,16 @@ class AppProcess:
             self.proc.wait()
 
     def terminate(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM once the app has installed its handler (a just-restarted app would otherwise
+        die of the signal), then wait for its exit code."""
         if self.proc is None:
             return None
+        ready = f"started pid={self.proc.pid},"
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None and ready not in self.log_tail(1_000_000):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -179,18 +187,24 @@ def test_eos_app_exactly_once_through_app_and_broker_kills(broker_factory, tmp_p
     app = AppProcess(broker.bootstrap, tmp_path / "eos_app.log")
     rng = random.Random(4004)
     progress_at_kills: list[int] = []
+
+    def progress() -> int:
+        offsets = committed_offsets(broker.bootstrap, require_stable=False)
+        return sum(max(o, 0) for o in offsets.values())
+
     try:
         app.start()
         for kill in range(1, APP_KILLS + 1):
-            time.sleep(rng.uniform(3.0, 5.0))
-            app.ensure_running()
+            # kill at a point of progress, not of time, so the kills land mid-run however fast
+            # the machine is: after 10-15%, 30-35%, ... of the input was committed
+            target = int(N * (0.2 * kill - 0.1 + rng.uniform(0.0, 0.05)))
+            deadline = time.monotonic() + COMPLETE_TIMEOUT_S
+            while progress() < target:
+                assert time.monotonic() < deadline, f"no progress to {target}\n{app.log_tail()}"
+                app.ensure_running()
+                time.sleep(0.05)
             app.kill()
-            progress_at_kills.append(
-                sum(
-                    max(o, 0)
-                    for o in committed_offsets(broker.bootstrap, require_stable=False).values()
-                )
-            )
+            progress_at_kills.append(progress())
             if kill == BROKER_KILL_AT:
                 app.start()
                 time.sleep(rng.uniform(1.0, 2.5))

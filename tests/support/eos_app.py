@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import time
@@ -190,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         format=f"%(asctime)s {args.transactional_id} %(levelname)s %(message)s",
     )
     Stop.install()
+    # the test's terminate() waits for this line: before it, SIGTERM would kill the process
+    log.info("started pid=%d, SIGTERM handler installed", os.getpid())
     try:
         return run(args)
     except KafkaException as exc:
