@@ -1,31 +1,43 @@
-"""onceflow's Kafka client: `Producer` (idempotent by default), `Consumer` (manual assignment),
-`AdminClient`; synchronous APIs over one background I/O thread per client."""
+"""onceflow's Kafka client: `Producer` (idempotent by default, transactional with
+`transactional.id`), `Consumer` (manual assignment or consumer groups), `AdminClient`;
+synchronous APIs over one background I/O thread per client."""
 
 from onceflow.client.completed_fetch import ConsumerRecord
 from onceflow.client.consumer import Consumer
 from onceflow.client.errors import (
+    CommitFailedError,
     ConfigException,
+    IllegalStateError,
     KafkaError,
     KafkaTimeoutError,
     OutOfOrderSequenceError,
     ProducerFencedError,
+    TransactionAbortableError,
+    TransactionAbortedError,
     UnknownTopicOrPartitionError,
 )
 from onceflow.client.futures import FutureRecordMetadata, RecordMetadata
 from onceflow.client.metadata import TopicPartition
 from onceflow.client.producer import Producer
+from onceflow.client.txn_manager import ConsumerGroupMetadata, OffsetAndMetadata
 
 __all__ = [
+    "CommitFailedError",
     "ConfigException",
     "Consumer",
+    "ConsumerGroupMetadata",
     "ConsumerRecord",
     "FutureRecordMetadata",
+    "IllegalStateError",
     "KafkaError",
     "KafkaTimeoutError",
+    "OffsetAndMetadata",
     "OutOfOrderSequenceError",
     "Producer",
     "ProducerFencedError",
     "RecordMetadata",
     "TopicPartition",
+    "TransactionAbortableError",
+    "TransactionAbortedError",
     "UnknownTopicOrPartitionError",
 ]

@@ -29,6 +29,7 @@ from onceflow.records.batch import (
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     PRODUCER_ID_OFFSET,
+    TRANSACTIONAL_MASK,
     increment_sequence,
     patch_crc,
 )
@@ -79,9 +80,11 @@ class ProducerBatch:
         "attributes",
     )
 
-    def __init__(self, tp: tuple[str, int], compression: int, created_ms: int):
+    def __init__(
+        self, tp: tuple[str, int], compression: int, created_ms: int, transactional: bool = False
+    ):
         self.tp = tp
-        self.attributes = int(compression)  # codec bits; the transactional bit comes later
+        self.attributes = int(compression) | (TRANSACTIONAL_MASK if transactional else 0)
         self.builder: RecordBatchWriter | None = RecordBatchWriter(compression)
         self.buffer: bytearray | None = None
         self.result = ProduceResult(tp[0], tp[1])
@@ -165,8 +168,10 @@ class RecordAccumulator:
         buffer_memory: int,
         max_block_ms: int,
         wakeup: Callable[[], None],
+        transactional: bool = False,
     ):
         self.batch_size = max(batch_size, 1)
+        self.transactional = transactional
         self._room = self.batch_size - HEADER_SIZE  # record bytes that fit in a batch
         self.linger_ms = linger_ms
         self.compression = compression
@@ -222,7 +227,7 @@ class RecordAccumulator:
                     return None
                 if writer is not None:
                     batch.full = True
-                batch = ProducerBatch(tp, self.compression, now_ms())
+                batch = ProducerBatch(tp, self.compression, now_ms(), self.transactional)
                 writer = batch.builder
                 queue.append(batch)
                 self._incomplete.add(batch)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from onceflow.client.assignors import ASSIGNORS
 from onceflow.client.errors import ConfigException
 
 __all__ = [
@@ -100,7 +101,13 @@ PRODUCER_CONFIG: tuple[ConfigKey, ...] = (
 CONSUMER_CONFIG: tuple[ConfigKey, ...] = (
     *_COMMON,
     ConfigKey("group.id", "str", None),
+    ConfigKey("group.instance.id", "str", None),
+    ConfigKey("session.timeout.ms", "int", 45_000, at_least(1)),
+    ConfigKey("heartbeat.interval.ms", "int", 3_000, at_least(1)),
+    ConfigKey("max.poll.interval.ms", "int", 300_000, at_least(1)),
+    ConfigKey("partition.assignment.strategy", "list", ["range", "roundrobin"]),
     ConfigKey("enable.auto.commit", "bool", True),
+    ConfigKey("auto.commit.interval.ms", "int", 5_000, at_least(0)),
     ConfigKey(
         "isolation.level", "str", "read_uncommitted", one_of("read_committed", "read_uncommitted")
     ),
@@ -253,5 +260,19 @@ def _check_delivery_timeout(config: ClientConfig) -> None:
 
 
 def consumer_config(supplied: Mapping[str, Any]) -> ClientConfig:
-    """Parse and validate a consumer configuration."""
-    return parse_config(CONSUMER_CONFIG, supplied)
+    """Parse and validate a consumer configuration (Kafka's `ConsumerConfig` checks:
+    heartbeat.interval.ms below session.timeout.ms, known assignment strategies)."""
+    config = parse_config(CONSUMER_CONFIG, supplied)
+    values = config._values
+    if values["heartbeat.interval.ms"] >= values["session.timeout.ms"]:
+        raise ConfigException("heartbeat.interval.ms must be lower than session.timeout.ms")
+    strategies = [s.lower() for s in values["partition.assignment.strategy"]]
+    for strategy in strategies:
+        if strategy not in ASSIGNORS:
+            raise _invalid("partition.assignment.strategy", strategy, "Unknown assignment strategy")
+    if not strategies:
+        raise _invalid("partition.assignment.strategy", "[]", "list is empty")
+    values["partition.assignment.strategy"] = strategies
+    if values["group.id"] is None and values["group.instance.id"] is not None:
+        raise ConfigException("group.instance.id requires group.id")
+    return config

@@ -35,6 +35,10 @@ class KafkaError(Exception):
     """An error code returned by the broker; `code` is the `ErrorCode`."""
 
     code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+    # confluent-kafka's KafkaError flags: the producer cannot go on (`fatal`), or the current
+    # transaction must be aborted (`txn_requires_abort`); set per instance by the producer
+    fatal: bool = False
+    txn_requires_abort: bool = False
 
     def __init__(self, message: str | None = None):
         self.message = message

@@ -11,8 +11,14 @@ raised from `poll`: `OffsetOutOfRangeError` with auto.offset.reset=none, corrupt
 other non-retriable fetch errors. Positions without an offset start at auto.offset.reset
 (`latest` by default, as in Kafka); offsets -2 and -1 mean beginning and end (confluent-kafka's
 OFFSET_BEGINNING / OFFSET_END). Fetching runs on the I/O thread: while the application
-processes one response, the next fetch is already in flight. Group membership and offset
-commits are not implemented yet (`group.id` is accepted and ignored).
+processes one response, the next fetch is already in flight.
+
+With `group.id`, `subscribe(topics, on_assign, on_revoke)` joins the consumer group (classic
+protocol, eager rebalancing, `partition.assignment.strategy` range or roundrobin): `poll`
+joins and rejoins as needed, a partition starts at the group's committed offset (else at
+auto.offset.reset), a heartbeat task keeps the membership, and `close` leaves the group.
+`commit`, `committed` and enable.auto.commit work with subscribed and assigned partitions;
+`consumer_group_metadata()` is what `Producer.send_offsets_to_transaction` takes.
 """
 
 from __future__ import annotations
@@ -25,12 +31,24 @@ from typing import Any
 
 from onceflow.client.completed_fetch import ConsumerRecord
 from onceflow.client.config import consumer_config
-from onceflow.client.errors import IllegalStateError, KafkaTimeoutError, OffsetOutOfRangeError
+from onceflow.client.errors import (
+    ConfigException,
+    IllegalStateError,
+    KafkaTimeoutError,
+    OffsetOutOfRangeError,
+)
 from onceflow.client.fetcher import Fetcher
+from onceflow.client.group_coordinator import ConsumerCoordinator
+from onceflow.client.group_membership import Callback, GroupMembership
 from onceflow.client.io_thread import IOThread
 from onceflow.client.metadata import Metadata, TopicPartition
 from onceflow.client.network import NetworkClient
 from onceflow.client.subscription import SubscriptionState
+from onceflow.client.txn_manager import (
+    ConsumerGroupMetadata,
+    OffsetAndMetadata,
+    normalize_offsets,
+)
 
 __all__ = ["Consumer", "ConsumerRecord", "TopicPartition"]
 
@@ -72,6 +90,78 @@ class Consumer:
         )
         self._closed = False
         self._io.start()
+        self._group: GroupMembership | None = None
+        if self.config["group.id"] is not None:
+            coordinator = ConsumerCoordinator(self.config, self.network)
+            self._group = GroupMembership(
+                self, coordinator, self._io, self.subscriptions, self.config
+            )
+
+    # ------------------------------------------------------------------ groups
+
+    def _require_group(self) -> GroupMembership:
+        self._check_open()
+        if self._group is None:
+            raise ConfigException(
+                "To use the group management or offset commit APIs, you must provide a valid "
+                "group.id in the consumer configuration."
+            )
+        return self._group
+
+    def subscribe(
+        self,
+        topics: Iterable[str],
+        on_assign: Callback | None = None,
+        on_revoke: Callback | None = None,
+    ) -> None:
+        """Join the group for `topics`; the partitions come from the group's leader.
+        `on_assign(consumer, partitions)` / `on_revoke(consumer, partitions)` run inside
+        `poll` around each rebalance."""
+        group = self._require_group()
+        topics = [topics] if isinstance(topics, str) else list(topics)
+        if group.subscription is None and self.subscriptions.assignment:
+            raise IllegalStateError(
+                "Subscription to topics, partitions and pattern are mutually exclusive"
+            )
+        self.metadata.add_topics(topics)
+        group.subscribe(topics, on_assign, on_revoke)
+        self._io.wakeup()
+
+    def unsubscribe(self) -> None:
+        """Revoke the partitions and leave the group."""
+        if self._group is not None and self._group.subscription is not None:
+            self._group.unsubscribe()
+
+    def subscription(self) -> set[str]:
+        return set(self._group.subscription or ()) if self._group is not None else set()
+
+    def commit(
+        self, offsets: Any = None, asynchronous: bool = False, timeout: float | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata] | None:
+        """Commit offsets to the group: the positions of every assigned partition when
+        `offsets` is None (each the next record to read), else a mapping `TopicPartition ->
+        offset | OffsetAndMetadata` or `(topic, partition, offset)` items. Synchronous by
+        default (returns what was committed, raises `CommitFailedError` when the group
+        rebalanced meanwhile); `asynchronous=True` returns at once."""
+        group = self._require_group()
+        normalized = None if offsets is None else normalize_offsets(offsets)
+        timeout = self.default_api_timeout_s if timeout is None else timeout
+        return group.commit(normalized, asynchronous, timeout)
+
+    def committed(
+        self, partitions: Iterable[Any], timeout: float | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offset of each partition (None when none). With
+        isolation.level=read_committed, offsets of a pending transaction are waited for."""
+        group = self._require_group()
+        tps = [_normalize(p)[0] for p in partitions]
+        timeout = self.default_api_timeout_s if timeout is None else timeout
+        return group.committed(tps, timeout)
+
+    def consumer_group_metadata(self) -> ConsumerGroupMetadata:
+        """The group id, generation, member id and instance id, for
+        `Producer.send_offsets_to_transaction` (KIP-447 fencing)."""
+        return self._require_group().group_metadata()
 
     # ------------------------------------------------------------------ assignment
 
@@ -79,6 +169,10 @@ class Consumer:
         """Replace the assignment. Items: `TopicPartition`, `(topic, partition)` or
         `(topic, partition, offset)`; a partition already assigned keeps its position."""
         self._check_open()
+        if self._group is not None and self._group.subscription is not None:
+            raise IllegalStateError(
+                "Subscription to topics, partitions and pattern are mutually exclusive"
+            )
         positions = dict(_normalize(item) for item in partitions)
         self.subscriptions.assign(positions)
         if self.metadata.add_topics(tp.topic for tp in positions):
@@ -137,6 +231,8 @@ class Consumer:
         timeout = self.default_api_timeout_s if timeout is None else timeout
         deadline = time.monotonic() + timeout
         subs = self.subscriptions
+        if self._group is not None:
+            self._group.update_positions(deadline)
         with subs.lock:
             while True:
                 state = subs.state(tp)
@@ -153,6 +249,8 @@ class Consumer:
                 subs.changed.wait(remaining)
 
     def _raise_partition_error(self, tp: TopicPartition, state: Any) -> None:
+        if state.awaiting_committed:
+            return
         if state.error is not None:
             error, state.error = state.error, None
             raise error
@@ -170,6 +268,12 @@ class Consumer:
         limit = max_records or self.max_poll_records
         deadline = time.monotonic() + max(timeout, 0.0)
         subs = self.subscriptions
+        group = self._group
+        if group is not None:
+            if group.subscription is not None and not group.ensure_active_group(deadline):
+                return []
+            group.update_positions(deadline)
+            group.maybe_auto_commit()
         self._io.wakeup()
         while True:
             records = self._drain(limit)
@@ -181,6 +285,8 @@ class Consumer:
                     self._raise_partition_error(tp, state)
                 if subs.completed:
                     continue
+                if group is not None and group.coordinator.rejoin_needed:
+                    return []
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return []
@@ -238,6 +344,8 @@ class Consumer:
         """Stop fetching and the I/O thread."""
         if self._closed:
             return
+        if self._group is not None:
+            self._group.close(self.default_api_timeout_s if timeout is None else timeout)
         self._closed = True
         self._fetcher.running = False
         self._io.wakeup()

@@ -13,6 +13,14 @@ them and adds the errors that arise in the client itself:
   OUT_OF_ORDER_SEQUENCE_NUMBER for a batch that was next in sequence).
 - `IllegalStateError` — an operation in a state that does not allow it (closed producer,
   producer state transition not in the table).
+- `TransactionAbortableError` — the current transaction failed and must be aborted
+  (`txn_requires_abort` is true; `.cause` is the error that failed it).
+- `TransactionAbortedError` — a record's batch was dropped because its transaction aborted.
+- `CommitFailedError` — a group's offsets cannot be committed: the member left or was
+  removed from the generation (Kafka's `CommitFailedException`).
+
+Every `KafkaError` carries confluent-kafka's flags as attributes: `retriable`, `fatal` (the
+producer cannot continue: fenced, unauthorized, unsupported) and `txn_requires_abort`.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from onceflow.protocol.errors import ErrorCode
 __all__ = [
     "ERRORS_BY_CODE",
     "BrokerResponseError",
+    "CommitFailedError",
     "ConfigException",
     "DuplicateSequenceNumberError",
     "IllegalStateError",
@@ -43,6 +52,8 @@ __all__ = [
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
     "ProducerFencedError",
+    "TransactionAbortableError",
+    "TransactionAbortedError",
     "UnknownProducerIdError",
     "UnknownTopicOrPartitionError",
     "UnsupportedVersionError",
@@ -105,3 +116,43 @@ class IllegalStateError(_PlainMessageError):
 def error_for_code(code: int, message: str | None = None) -> KafkaError:
     """The typed error for a broker error code (a plain `KafkaError` for unknown codes)."""
     return KafkaError.for_code(code, message)
+
+
+class TransactionAbortableError(KafkaError):
+    """The transaction hit an error that only `abort_transaction` can clear; `cause` is that
+    error (its code is this error's `code`)."""
+
+    txn_requires_abort = True
+
+    def __init__(self, cause: BaseException, message: str | None = None):
+        self.cause = cause
+        self.code = getattr(cause, "code", ErrorCode.TRANSACTION_ABORTABLE)
+        self.message = message or f"Transaction must be aborted: {cause}"
+        Exception.__init__(self, self.message)
+        self.__cause__ = cause
+
+    @property
+    def retriable(self) -> bool:
+        return False
+
+
+class TransactionAbortedError(_PlainMessageError):
+    """A batch failed because its transaction was aborted (Kafka's
+    `TransactionAbortedException`)."""
+
+    code = ErrorCode.TRANSACTION_ABORTABLE
+
+    @property
+    def retriable(self) -> bool:
+        return False
+
+
+class CommitFailedError(_PlainMessageError):
+    """Offsets cannot be committed: the member is no longer part of the group's generation
+    (Kafka's `CommitFailedException`)."""
+
+    code = ErrorCode.ILLEGAL_GENERATION
+
+    @property
+    def retriable(self) -> bool:
+        return False

@@ -49,6 +49,7 @@ __all__ = ["AsyncBrokerConnection", "NetworkClient"]
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 _CORRELATION = struct.Struct(">i")
+COORDINATOR_ID_BASE = 1 << 30  # connection ids of coordinators: base + node id * 2 + key type
 
 
 class _Pending:
@@ -285,6 +286,7 @@ class NetworkClient:
         self._connecting: dict[int, asyncio.Task] = {}
         self._last_failure: dict[int, float] = {}
         self._bootstrap_index = 0
+        self._coordinator_addresses: dict[int, tuple[str, int]] = {}
         self._refreshing = False
         self.wakeup: asyncio.Event | None = None
         self.allow_auto_topic_creation = config["allow.auto.create.topics"]
@@ -292,6 +294,9 @@ class NetworkClient:
     # ------------------------------------------------------------------ connections
 
     def _address(self, node_id: int) -> tuple[str, int] | None:
+        coordinator = self._coordinator_addresses.get(node_id)
+        if coordinator is not None:
+            return coordinator
         if node_id < 0:
             return self.bootstrap[(-node_id - 1) % len(self.bootstrap)]
         node = self.metadata.cluster.brokers.get(node_id)
@@ -340,10 +345,27 @@ class NetworkClient:
             return None
         return await asyncio.shield(task)
 
+    async def coordinator_connection(
+        self, key_type: int, node_id: int, host: str, port: int
+    ) -> AsyncBrokerConnection:
+        """A connection of its own to a coordinator (as Kafka's clients keep one), so that
+        coordinator requests never queue behind fetches or produce requests on the broker's
+        in-order connection. Raises KafkaConnectionError when it cannot connect."""
+        conn_id = COORDINATOR_ID_BASE + node_id * 2 + key_type
+        if self._coordinator_addresses.get(conn_id) != (host, port):
+            self._coordinator_addresses[conn_id] = (host, port)
+            old = self._conns.pop(conn_id, None)
+            if old is not None:
+                old.close()
+        conn = await self.await_connection(conn_id)
+        if conn is None:
+            raise KafkaConnectionError(f"cannot connect to coordinator {host}:{port}")
+        return conn
+
     async def any_connection(self) -> AsyncBrokerConnection:
         """The least-loaded ready connection, connecting to a broker (or bootstrap server)
         if there is none. Raises KafkaConnectionError when nothing is reachable."""
-        ready = [c for c in self._conns.values() if c.ready]
+        ready = [c for n, c in self._conns.items() if c.ready and n < COORDINATOR_ID_BASE]
         if ready:
             return min(ready, key=lambda c: c.in_flight)
         candidates = list(self.metadata.cluster.brokers) + [

@@ -11,6 +11,20 @@ a future; the I/O thread (`Sender` on an asyncio loop) batches, compresses, send
 completes the futures. Keys and values are bytes-like (str is encoded as UTF-8), headers a list
 of `(str, bytes)` pairs or a dict. The partition is the given one, else murmur2 of the key as
 Kafka's default partitioner computes it, else the topic's sticky partition (KIP-480).
+
+With `transactional.id` the producer is transactional (Kafka's API, confluent-kafka's names):
+
+    producer.init_transactions(timeout)          # once: fences older producers with the id
+    producer.begin_transaction()
+    producer.send(...)                           # any number of records, any partitions
+    producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), timeout)
+    producer.commit_transaction(timeout)         # or abort_transaction(timeout)
+
+A call that times out raises `KafkaTimeoutError` and may be made again to go on waiting (a
+commit that timed out is retried, never turned into an abort). An error that dooms the
+transaction raises `TransactionAbortableError` (`txn_requires_abort`): call
+`abort_transaction`. Fatal errors (`ProducerFencedError` when a newer producer took over the
+transactional id, authorization, unsupported versions) have `fatal` set: close the producer.
 """
 
 from __future__ import annotations
@@ -24,7 +38,6 @@ from typing import Any
 from onceflow.client.accumulator import RECORD_OVERHEAD, RecordAccumulator
 from onceflow.client.config import producer_config
 from onceflow.client.errors import (
-    ConfigException,
     IllegalStateError,
     KafkaError,
     KafkaTimeoutError,
@@ -37,6 +50,12 @@ from onceflow.client.network import NetworkClient
 from onceflow.client.partitioner import StickyPartitionCache, default_partition
 from onceflow.client.producer_state import TransactionManager
 from onceflow.client.sender import Sender
+from onceflow.client.txn_manager import (
+    ConsumerGroupMetadata,
+    TxnApi,
+    TxnManager,
+    normalize_offsets,
+)
 from onceflow.records.batch import HEADER_SIZE
 from onceflow.records.compression import CompressionType
 
@@ -71,10 +90,7 @@ class Producer:
 
     def __init__(self, config: Mapping[str, Any]):
         self.config = producer_config(config)
-        if self.config["transactional.id"] is not None:
-            raise ConfigException(
-                "transactional.id is reserved: this client does not support transactions yet"
-            )
+        self.transactional_id = self.config["transactional.id"]
         self.client_id = self.config["client.id"] or f"producer-{next(_ids)}"
         self._max_block_s = self.config["max.block.ms"] / 1000
         self._max_request_size = self.config["max.request.size"]
@@ -84,7 +100,14 @@ class Producer:
         )
         self.network = NetworkClient(self.config, self.metadata)
         self.network.client_id = self.client_id
-        self.txn = TransactionManager() if self.idempotent else None
+        if self.transactional_id is not None:
+            self.txn: TransactionManager | None = TxnManager(
+                self.transactional_id,
+                self.config["transaction.timeout.ms"],
+                self.config["retry.backoff.ms"],
+            )
+        else:
+            self.txn = TransactionManager() if self.idempotent else None
         self._io = IOThread(
             f"onceflow-producer-network-thread | {self.client_id}", lambda io: self._sender.run(io)
         )
@@ -96,6 +119,7 @@ class Producer:
             buffer_memory=self.config["buffer.memory"],
             max_block_ms=self.config["max.block.ms"],
             wakeup=self._io.wakeup,
+            transactional=self.transactional_id is not None,
         )
         self._sender = Sender(self.config, self.accumulator, self.network, self.txn)
         self._sticky = StickyPartitionCache()
@@ -125,7 +149,11 @@ class Producer:
         if self._closed:
             raise IllegalStateError("Cannot perform operation after producer has been closed")
         txn = self.txn
-        if txn is not None and txn.last_error is not None:
+        add_partition = None
+        if self.transactional_id is not None:
+            add_partition = txn.maybe_add_partition
+            txn.check_call(TxnApi.SEND)  # raises unless a transaction is open
+        elif txn is not None and txn.last_error is not None:
             raise txn.last_error
         if key is not None and type(key) is not bytes:
             key = _to_bytes(key, "key")
@@ -159,16 +187,24 @@ class Producer:
                     f"Invalid partition given with record: {partition} is not in the range "
                     f"[0...{num_partitions})."
                 )
+            if add_partition is not None:
+                add_partition((topic, partition))
             future = append((topic, partition), timestamp, key, value, record_headers)
         elif key is not None and not self._ignore_keys:
             partition = default_partition(key, num_partitions)
+            if add_partition is not None:
+                add_partition((topic, partition))
             future = append((topic, partition), timestamp, key, value, record_headers)
         else:
             available = self.metadata.cluster.topics[topic].available_partitions
             partition = self._sticky.partition(topic, num_partitions, available)
+            if add_partition is not None:
+                add_partition((topic, partition))
             future = append((topic, partition), timestamp, key, value, record_headers, True)
             if future is None:  # a new batch would open: move the sticky partition (KIP-480)
                 partition = self._sticky.next_partition(topic, num_partitions, available, partition)
+                if add_partition is not None:
+                    add_partition((topic, partition))
                 future = append((topic, partition), timestamp, key, value, record_headers)
         if on_delivery is not None:
             future.add_delivery_callback(on_delivery)
@@ -191,6 +227,52 @@ class Producer:
         """The topic's partition indexes (waits for metadata up to max.block.ms)."""
         self.metadata.wait_for_topic(topic, self._max_block_s, self._io.wakeup)
         return sorted(self.metadata.cluster.topics[topic].partitions)
+
+    # ------------------------------------------------------------------ transactions
+
+    def _txn_manager(self, operation: str) -> TxnManager:
+        if self._closed:
+            raise IllegalStateError("Cannot perform operation after producer has been closed")
+        if not isinstance(self.txn, TxnManager):
+            raise IllegalStateError(
+                f"Cannot use transactional methods ({operation}) without enabling transactions "
+                "by setting the transactional.id configuration property"
+            )
+        return self.txn
+
+    def _await(self, result: Any, timeout: float | None) -> None:
+        self._io.wakeup()
+        result.wait(self._max_block_s if timeout is None else timeout)
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Register the transactional id with its coordinator: fences any older producer
+        with the same id and completes (aborts) what it left open. Once per producer;
+        `timeout` seconds (default max.block.ms) bound the wait."""
+        self._await(self._txn_manager("init_transactions").begin_init(), timeout)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction (no request: partitions join it as records go to them)."""
+        self._txn_manager("begin_transaction").begin_transaction()
+
+    def send_offsets_to_transaction(
+        self, offsets: Any, group_metadata: Any, timeout: float | None = None
+    ) -> None:
+        """Commit a consumer group's offsets as part of the transaction (KIP-98, KIP-447).
+
+        `offsets`: a mapping `TopicPartition -> offset | OffsetAndMetadata`, or items with
+        `topic`, `partition` and `offset` (confluent-kafka's TopicPartition), or
+        `(topic, partition, offset)` tuples; each offset is the next record to consume.
+        `group_metadata`: `Consumer.consumer_group_metadata()` (or a group id)."""
+        txn = self._txn_manager("send_offsets_to_transaction")
+        self._await(txn.send_offsets(normalize_offsets(offsets), _group(group_metadata)), timeout)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Flush every record, then commit. After `KafkaTimeoutError`, call it again."""
+        self._await(self._txn_manager("commit_transaction").begin_commit(), timeout)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Drop the records not yet sent, wait for those in flight, then abort."""
+        self._await(self._txn_manager("abort_transaction").begin_abort(), timeout)
 
     # ------------------------------------------------------------------ flush and close
 
@@ -245,3 +327,14 @@ class Producer:
     @property
     def producer_epoch(self) -> int:
         return self.txn.producer_epoch if self.txn is not None else -1
+
+
+def _group(group_metadata: Any) -> ConsumerGroupMetadata:
+    if isinstance(group_metadata, ConsumerGroupMetadata):
+        return group_metadata
+    if isinstance(group_metadata, str):
+        return ConsumerGroupMetadata(group_metadata)
+    raise TypeError(
+        "group_metadata must be Consumer.consumer_group_metadata() or a group id, "
+        f"not {type(group_metadata).__name__}"
+    )

@@ -9,6 +9,12 @@ and sleep until woken (a new or full batch, an answer, a connection) or the next
 deadline. Answers are applied as they arrive: success completes the batch's future; retriable
 errors re-enqueue it (and refresh metadata for NOT_LEADER_OR_FOLLOWER and its kin); with
 idempotence, `TransactionManager` decides per error code.
+
+With a transactional id, each pass also runs the coordinator requests (`TxnRequestSender`):
+batches go out only for partitions already added to the transaction; while a commit is under
+way every batch is sent at once (a flush), and EndTxn waits until all are resolved; while the
+transaction is aborting, or must be, queued batches are failed instead of sent. A failed
+batch puts the transaction in ABORTABLE_ERROR.
 """
 
 from __future__ import annotations
@@ -27,12 +33,16 @@ from onceflow.client.errors import (
     KafkaError,
     KafkaTimeoutError,
     OutOfOrderSequenceError,
+    TransactionAbortedError,
     UnsupportedVersionError,
     error_for_code,
 )
 from onceflow.client.io_thread import IOThread
 from onceflow.client.network import NetworkClient
 from onceflow.client.producer_state import ProduceAction, TransactionManager
+from onceflow.client.txn_manager import TxnManager
+from onceflow.client.txn_sender import TxnRequestSender
+from onceflow.client.txn_states import ProducerState
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
@@ -90,6 +100,12 @@ class Sender:
         self.force_close = False
         self.io: IOThread | None = None
         self._init_not_before = 0.0
+        self._commit_flushing = False
+        self.txn_sender: TxnRequestSender | None = None
+        if isinstance(txn, TxnManager):
+            self.txn_sender = TxnRequestSender(
+                txn, network, accumulator, self.request_timeout_ms, self._wake
+            )
 
     # ------------------------------------------------------------------ loop
 
@@ -118,11 +134,33 @@ class Sender:
             if self.txn.is_fatal:
                 self.fail_everything(self.txn.last_error)
                 return delay
-            self.maybe_init_producer_id()
-            if not self.txn.has_producer_id or self.txn.epoch_bump_required:
-                delay = min(delay, max(self._init_not_before - time.monotonic(), 0.005))
+            if self.txn_sender is not None:
+                self.maybe_complete_transaction()
+                delay = min(delay, self.txn_sender.run_once())
+            else:
+                self.maybe_init_producer_id()
+                if not self.txn.has_producer_id or self.txn.epoch_bump_required:
+                    delay = min(delay, max(self._init_not_before - time.monotonic(), 0.005))
         self.expire_batches()
         return min(delay, self.send_produce_data())
+
+    def maybe_complete_transaction(self) -> None:
+        """Flush everything while committing; drop queued batches when aborting."""
+        txn = self.txn
+        committing = txn.state is ProducerState.COMMITTING_TRANSACTION
+        if committing and not self._commit_flushing:
+            self.accumulator.begin_flush()
+            self._commit_flushing = True
+        elif not committing and self._commit_flushing:
+            self.accumulator.end_flush()
+            self._commit_flushing = False
+        if txn.must_drop_batches and self.accumulator.has_undrained():
+            error = txn.last_error if txn.state is ProducerState.ABORTABLE_ERROR else None
+            for batch in self.accumulator.remove_all():
+                self.fail(
+                    batch,
+                    error or TransactionAbortedError("Failing batch since transaction was aborted"),
+                )
 
     def send_produce_data(self) -> float:
         cluster = self.metadata.cluster
@@ -177,7 +215,7 @@ class Sender:
                 item = cls.TopicProduceData(name=topic, partition_data=partitions)
             topic_data.append(item)
         request = cls(
-            transactional_id=None,
+            transactional_id=self.txn.transactional_id if self.txn is not None else None,
             acks=self.acks,
             timeout_ms=self.request_timeout_ms,
             topic_data=topic_data,
@@ -265,16 +303,14 @@ class Sender:
                 self.fail(batch, error_for_code(code, message))
         elif action is ProduceAction.FAIL_WITH_FOLLOWERS:
             for failed_batch in failed:
-                self.complete(
-                    failed_batch,
-                    -1,
-                    -1,
-                    OutOfOrderSequenceError(
-                        f"The broker received an out of order sequence number for {batch.tp[0]}-"
-                        f"{batch.tp[1]} at sequence {batch.base_sequence}; "
-                        f"batch with sequence {failed_batch.base_sequence} failed with it"
-                    ),
+                error = OutOfOrderSequenceError(
+                    f"The broker received an out of order sequence number for {batch.tp[0]}-"
+                    f"{batch.tp[1]} at sequence {batch.base_sequence}; "
+                    f"batch with sequence {failed_batch.base_sequence} failed with it"
                 )
+                if self.txn_sender is not None:
+                    self.txn.handle_failed_batch(failed_batch, error)
+                self.complete(failed_batch, -1, -1, error)
         elif action is ProduceAction.FATAL:
             self.complete(batch, -1, -1, self.txn.last_error)
             self.fail_everything(self.txn.last_error)
@@ -297,6 +333,8 @@ class Sender:
     def fail(self, batch: ProducerBatch, error: BaseException) -> None:
         if self.txn is not None:
             self.txn.fail_batch(batch)
+            if self.txn_sender is not None:
+                self.txn.handle_failed_batch(batch, error)
         self.complete(batch, -1, -1, error)
 
     def fail_everything(self, error: BaseException) -> None:

@@ -37,6 +37,7 @@ class PartitionState:
         "last_stable_offset",
         "log_start_offset",
         "error",
+        "awaiting_committed",
     )
 
     def __init__(self, reset_strategy: str):
@@ -52,6 +53,7 @@ class PartitionState:
         self.last_stable_offset = -1
         self.log_start_offset = -1
         self.error: BaseException | None = None
+        self.awaiting_committed = False  # group member: position comes from OffsetFetch
 
     def seek(self, offset: int) -> None:
         self.position = self.fetch_position = offset
@@ -59,12 +61,14 @@ class PartitionState:
         self.generation += 1
         self.buffered = 0
         self.error = None
+        self.awaiting_committed = False
 
     def request_reset(self, strategy: str) -> None:
         self.position = self.fetch_position = None
         self.reset_strategy = strategy
         self.generation += 1
         self.buffered = 0
+        self.awaiting_committed = False
 
     @property
     def fetchable(self) -> bool:
@@ -95,6 +99,20 @@ class SubscriptionState:
                 state = self.assignment.get(tp) or PartitionState(self.default_reset)
                 if offset is not None:
                     self._seek(state, offset)
+                new[tp] = state
+            self.assignment = new
+            self.completed = deque(item for item in self.completed if _tp(item[0]) in new)
+            self.changed.notify_all()
+
+    def assign_from_group(self, partitions: list[TopicPartition]) -> None:
+        """Replace the assignment with a group's: every partition starts at the group's
+        committed offset, looked up before fetching (`awaiting_committed`)."""
+        with self.lock:
+            new = {}
+            for tp in partitions:
+                state = PartitionState(self.default_reset)
+                state.reset_strategy = None
+                state.awaiting_committed = True
                 new[tp] = state
             self.assignment = new
             self.completed = deque(item for item in self.completed if _tp(item[0]) in new)

@@ -1,0 +1,534 @@
+"""The transactional producer's state, with no I/O (Kafka's client `TransactionManager`).
+
+`TxnManager` extends the idempotent producer's `TransactionManager` (producer id, epoch,
+sequences) with transactions. Application threads make the calls of Kafka's producer API —
+`begin_init`, `begin_transaction`, `maybe_add_partition`, `send_offsets`, `begin_commit`,
+`begin_abort` — which check `ALLOWED_STATES`, move the state along the table in `txn_states`
+and queue coordinator requests (`txn_requests.TxnRequest`), returning a
+`TransactionalRequestResult` to wait on. The I/O thread takes requests with `next_request`
+(one at a time, by priority; EndTxn only once every batch is resolved) and hands each answer
+to `on_response` / `on_transport_error`, which apply `txn_requests.ERROR_ACTIONS`.
+
+A call that timed out leaves its result pending: the same call (init, commit, abort) returns
+that result again, any other call raises `IllegalStateError` until it is retried. Abortable
+errors (a failed batch, a lost producer id, a group-metadata mismatch) move to ABORTABLE_ERROR,
+where only `begin_abort` is allowed; fatal ones (fenced, unauthorized, unsupported) to
+FATAL_ERROR, where every call raises the error. After an abort that left a sequence gap
+(KIP-360) the epoch is bumped with InitProducerId before the producer is READY again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from enum import Enum
+from types import MappingProxyType
+from typing import Any, Final, NamedTuple
+
+from onceflow.client.accumulator import ProducerBatch
+from onceflow.client.errors import (
+    CommitFailedError,
+    IllegalStateError,
+    KafkaError,
+    ProducerFencedError,
+    TransactionAbortableError,
+    error_for_code,
+)
+from onceflow.client.metadata import TopicPartition
+from onceflow.client.producer_state import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    ProduceAction,
+    ProduceDecision,
+    TransactionManager,
+)
+from onceflow.client.txn_requests import (
+    GROUP,
+    TRANSACTION,
+    TransactionalRequestResult,
+    TxnAction,
+    TxnRequest,
+    TxnRequestKind,
+    action_for,
+)
+from onceflow.client.txn_states import ProducerState
+from onceflow.protocol.errors import ErrorCode
+
+__all__ = [
+    "ALLOWED_STATES",
+    "ConsumerGroupMetadata",
+    "OffsetAndMetadata",
+    "TxnApi",
+    "TxnManager",
+    "normalize_offsets",
+]
+
+_S = ProducerState
+_K = TxnRequestKind
+CONCURRENT_TXN_BACKOFF_S = 0.02  # Kafka retries CONCURRENT_TRANSACTIONS sooner than usual
+
+
+class TxnApi(Enum):
+    """The producer's transactional calls."""
+
+    INIT_TRANSACTIONS = "init_transactions"
+    BEGIN_TRANSACTION = "begin_transaction"
+    SEND = "send"
+    SEND_OFFSETS_TO_TRANSACTION = "send_offsets_to_transaction"
+    COMMIT_TRANSACTION = "commit_transaction"
+    ABORT_TRANSACTION = "abort_transaction"
+
+
+# call -> the states it may be made in (FATAL_ERROR: never; ABORTABLE_ERROR: abort only)
+ALLOWED_STATES: Final[Mapping[TxnApi, frozenset[ProducerState]]] = MappingProxyType(
+    {
+        TxnApi.INIT_TRANSACTIONS: frozenset({_S.UNINITIALIZED}),
+        TxnApi.BEGIN_TRANSACTION: frozenset({_S.READY}),
+        TxnApi.SEND: frozenset({_S.IN_TRANSACTION}),
+        TxnApi.SEND_OFFSETS_TO_TRANSACTION: frozenset({_S.IN_TRANSACTION}),
+        TxnApi.COMMIT_TRANSACTION: frozenset({_S.IN_TRANSACTION}),
+        TxnApi.ABORT_TRANSACTION: frozenset({_S.IN_TRANSACTION, _S.ABORTABLE_ERROR}),
+    }
+)
+
+# a call whose earlier attempt timed out resumes waiting while the state is still this one
+RESUMES_IN: Final[Mapping[TxnApi, ProducerState]] = MappingProxyType(
+    {
+        TxnApi.INIT_TRANSACTIONS: _S.INITIALIZING,
+        TxnApi.COMMIT_TRANSACTION: _S.COMMITTING_TRANSACTION,
+        TxnApi.ABORT_TRANSACTION: _S.ABORTING_TRANSACTION,
+    }
+)
+
+# how bad an action is, to pick one from per-partition answers
+_SEVERITY = {
+    TxnAction.COMPLETE: 0,
+    TxnAction.RETRY: 1,
+    TxnAction.LOOKUP: 2,
+    TxnAction.ABORTABLE: 3,
+    TxnAction.FATAL: 4,
+    TxnAction.FENCED: 5,
+}
+
+
+class OffsetAndMetadata(NamedTuple):
+    """A committed offset (the next record to read), its leader epoch and metadata."""
+
+    offset: int
+    metadata: str = ""
+    leader_epoch: int = -1
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """A group member's identity for `send_offsets_to_transaction` (KIP-447): the broker
+    fences offsets from a member of an older generation."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+class _PendingTransition(NamedTuple):
+    api: TxnApi
+    state: ProducerState
+    result: TransactionalRequestResult
+
+
+class TxnManager(TransactionManager):
+    """Producer id, epoch and sequences plus the transaction's state (thread-safe)."""
+
+    def __init__(
+        self, transactional_id: str, transaction_timeout_ms: int, retry_backoff_ms: int = 100
+    ):
+        super().__init__(transactional_id)
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.retry_backoff_s = retry_backoff_ms / 1000
+        self.lock = threading.RLock()
+        self.coordinators: dict[tuple[int, str], tuple[int, str, int]] = {}
+        self.partitions_in_transaction: set[tuple[str, int]] = set()
+        self.pending_partitions: set[tuple[str, int]] = set()
+        self.new_partitions: set[tuple[str, int]] = set()
+        self.transaction_started = False
+        self.in_flight: TxnRequest | None = None
+        self._queue: list[TxnRequest] = []
+        self._pending: _PendingTransition | None = None
+
+    # ------------------------------------------------------------------ state checks
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id != NO_PRODUCER_ID and self.state in (
+            _S.READY,
+            _S.IN_TRANSACTION,
+            _S.COMMITTING_TRANSACTION,
+            _S.ABORTING_TRANSACTION,
+        )
+
+    @property
+    def is_completing(self) -> bool:
+        return self.state in (_S.COMMITTING_TRANSACTION, _S.ABORTING_TRANSACTION)
+
+    @property
+    def must_drop_batches(self) -> bool:
+        """Queued batches are to be failed: the transaction is being or must be aborted."""
+        return self.state in (_S.ABORTABLE_ERROR, _S.ABORTING_TRANSACTION)
+
+    def _abortable(self) -> TransactionAbortableError:
+        error = self.last_error
+        if isinstance(error, TransactionAbortableError):
+            return error
+        return TransactionAbortableError(error)
+
+    def check_call(self, api: TxnApi) -> TransactionalRequestResult | None:
+        """Raise unless `api` may be called now; returns the pending result when the call
+        resumes one that timed out."""
+        with self.lock:
+            if self.state is _S.FATAL_ERROR:
+                raise self.last_error
+            pending = self._pending
+            if pending is not None and pending.result.acked:
+                self._pending = pending = None
+            if pending is not None:
+                if RESUMES_IN.get(api) is pending.state and pending.api is api:
+                    return pending.result
+                raise IllegalStateError(
+                    f"Cannot attempt operation `{api.value}` because the previous call to "
+                    f"`{pending.api.value}` timed out and must be retried"
+                )
+            if self.state is _S.ABORTABLE_ERROR and api is not TxnApi.ABORT_TRANSACTION:
+                raise self._abortable()
+            if self.state not in ALLOWED_STATES[api]:
+                raise IllegalStateError(
+                    f"TransactionalId {self.transactional_id}: cannot call {api.value} "
+                    f"in state {self.state.name}"
+                )
+            return None
+
+    def _begin(self, api: TxnApi, target: ProducerState) -> TransactionalRequestResult:
+        result = TransactionalRequestResult(api.value)
+        self._transition(target)
+        self._pending = _PendingTransition(api, target, result)
+        return result
+
+    # ------------------------------------------------------------------ application calls
+
+    def begin_init(self) -> TransactionalRequestResult:
+        """init_transactions: find the coordinator, get a producer id and epoch (fencing
+        older producers with this transactional id, aborting what they left open)."""
+        with self.lock:
+            resumed = self.check_call(TxnApi.INIT_TRANSACTIONS)
+            if resumed is not None:
+                return resumed
+            result = self._begin(TxnApi.INIT_TRANSACTIONS, _S.INITIALIZING)
+            self._enqueue(
+                TxnRequest(_K.INIT_PRODUCER_ID, (NO_PRODUCER_ID, NO_PRODUCER_EPOCH), result)
+            )
+            return result
+
+    def begin_transaction(self) -> None:
+        with self.lock:
+            self.check_call(TxnApi.BEGIN_TRANSACTION)
+            self._transition(_S.IN_TRANSACTION)
+
+    def maybe_add_partition(self, tp: tuple[str, int]) -> None:
+        """Before a record goes to `tp`: raise unless in a transaction; a partition new to
+        the transaction is added with the next AddPartitionsToTxn."""
+        with self.lock:
+            self.check_call(TxnApi.SEND)
+            if tp not in self.partitions_in_transaction and tp not in self.pending_partitions:
+                self.new_partitions.add(tp)
+
+    def send_offsets(
+        self,
+        offsets: Mapping[tuple[str, int], OffsetAndMetadata],
+        group: ConsumerGroupMetadata,
+    ) -> TransactionalRequestResult:
+        """send_offsets_to_transaction: AddOffsetsToTxn, then TxnOffsetCommit."""
+        with self.lock:
+            self.check_call(TxnApi.SEND_OFFSETS_TO_TRANSACTION)
+            result = TransactionalRequestResult(TxnApi.SEND_OFFSETS_TO_TRANSACTION.value)
+            self._enqueue(TxnRequest(_K.ADD_OFFSETS_TO_TXN, (group, dict(offsets)), result))
+            return result
+
+    def begin_commit(self) -> TransactionalRequestResult:
+        """commit_transaction: every batch is flushed, then EndTxn(commit)."""
+        with self.lock:
+            resumed = self.check_call(TxnApi.COMMIT_TRANSACTION)
+            if resumed is not None:
+                return resumed
+            result = self._begin(TxnApi.COMMIT_TRANSACTION, _S.COMMITTING_TRANSACTION)
+            self._enqueue(TxnRequest(_K.END_TXN, True, result))
+            return result
+
+    def begin_abort(self) -> TransactionalRequestResult:
+        """abort_transaction: queued batches are dropped, batches in flight awaited, then
+        EndTxn(abort) (and an epoch bump when a sequence was lost)."""
+        with self.lock:
+            resumed = self.check_call(TxnApi.ABORT_TRANSACTION)
+            if resumed is not None:
+                return resumed
+            self.last_error = None
+            result = self._begin(TxnApi.ABORT_TRANSACTION, _S.ABORTING_TRANSACTION)
+            self.new_partitions.clear()
+            self._enqueue(TxnRequest(_K.END_TXN, False, result))
+            return result
+
+    # ------------------------------------------------------------------ the request queue
+
+    def _enqueue(self, request: TxnRequest) -> None:
+        self._queue.append(request)
+        self._queue.sort(key=TxnRequest.sort_key)
+
+    def target(self, request: TxnRequest) -> tuple[int, str] | None:
+        """The coordinator a request goes to: (key type, key), None for FindCoordinator."""
+        if request.kind is _K.FIND_COORDINATOR:
+            return None
+        if request.kind is _K.TXN_OFFSET_COMMIT:
+            return (GROUP, request.data[0].group_id)
+        return (TRANSACTION, self.transactional_id)
+
+    def lookup_coordinator(self, key: tuple[int, str]) -> None:
+        """Forget the coordinator of `key` and queue a FindCoordinator for it."""
+        self.coordinators.pop(key, None)
+        queued = [r for r in self._queue if r.kind is _K.FIND_COORDINATOR and r.data == key]
+        in_flight = self.in_flight is not None and self.in_flight.data == key
+        if not queued and not in_flight:
+            self._enqueue(TxnRequest(_K.FIND_COORDINATOR, key))
+
+    def next_request(
+        self, now: float, has_incomplete_batches: bool
+    ) -> tuple[TxnRequest | None, float]:
+        """The request to send now (marked in flight), or None and how long to wait."""
+        with self.lock:
+            if self.in_flight is not None:
+                return None, 1.0
+            if self.new_partitions and self.state in (_S.IN_TRANSACTION, _S.COMMITTING_TRANSACTION):
+                partitions = frozenset(self.new_partitions)
+                self.pending_partitions |= partitions
+                self.new_partitions.clear()
+                self._enqueue(TxnRequest(_K.ADD_PARTITIONS_TO_TXN, partitions))
+            while self._queue:
+                request = self._queue[0]
+                if request.kind is _K.END_TXN and has_incomplete_batches:
+                    return None, 1.0  # woken when the last batch resolves
+                if self.state in (_S.ABORTABLE_ERROR, _S.FATAL_ERROR) and not (
+                    self.state is _S.ABORTABLE_ERROR and request.kind is _K.FIND_COORDINATOR
+                ):
+                    self._queue.pop(0)
+                    error = self.last_error if self.is_fatal else self._abortable()
+                    request.result.complete(error)
+                    continue
+                if request.kind is _K.END_TXN and not self.transaction_started:
+                    self._queue.pop(0)  # nothing reached the coordinator: nothing to end
+                    self._complete_transaction(request.result)
+                    continue
+                if request.retry_at > now:
+                    return None, request.retry_at - now
+                key = self.target(request)
+                if key is not None and key not in self.coordinators:
+                    self.lookup_coordinator(key)
+                    continue
+                self._queue.pop(0)
+                request.attempts += 1
+                self.in_flight = request
+                return request, 0.0
+            return None, 1.0
+
+    # ------------------------------------------------------------------ answers
+
+    def on_transport_error(self, request: TxnRequest, now: float) -> None:
+        """The request got no answer (connection lost, timeout): find the coordinator again
+        and retry."""
+        with self.lock:
+            self.in_flight = None
+            key = self.target(request) or request.data
+            self.coordinators.pop(key, None)
+            self._retry(request, now, self.retry_backoff_s)
+
+    def on_response(
+        self, request: TxnRequest, now: float, error_codes: Mapping[Any, int], **fields: Any
+    ) -> None:
+        """Apply an answer. `error_codes` is one code under key None, or one per partition
+        (AddPartitionsToTxn, TxnOffsetCommit); `fields` the answer's data (node_id, host,
+        port for FindCoordinator; producer_id, producer_epoch for InitProducerId)."""
+        with self.lock:
+            self.in_flight = None
+            worst, worst_code = TxnAction.COMPLETE, int(ErrorCode.NONE)
+            for code in error_codes.values():
+                action = action_for(request.kind, code)
+                if _SEVERITY[action] > _SEVERITY[worst]:
+                    worst, worst_code = action, code
+            if worst is TxnAction.COMPLETE:
+                self._complete(request, fields)
+            elif worst in (TxnAction.RETRY, TxnAction.LOOKUP):
+                if worst is TxnAction.LOOKUP:
+                    self.lookup_coordinator(self.target(request) or request.data)
+                if request.kind is _K.TXN_OFFSET_COMMIT:
+                    group, offsets = request.data
+                    left = {tp: o for tp, o in offsets.items() if error_codes.get(tp, 0) != 0}
+                    request.data = (group, left)
+                backoff = self.retry_backoff_s
+                if worst_code == ErrorCode.CONCURRENT_TRANSACTIONS:
+                    backoff = min(backoff, CONCURRENT_TXN_BACKOFF_S)
+                self._retry(request, now, backoff)
+            else:
+                self._fail(request, worst, worst_code)
+
+    def _retry(self, request: TxnRequest, now: float, backoff: float) -> None:
+        if self.is_fatal:
+            request.result.complete(self.last_error)
+            return
+        request.retry_at = now + backoff
+        self._enqueue(request)
+
+    def _fail(self, request: TxnRequest, action: TxnAction, code: int) -> None:
+        what = f"{request.kind.name} for transactional id {self.transactional_id}"
+        if request.kind is _K.ADD_PARTITIONS_TO_TXN:
+            self.pending_partitions -= request.data
+        if action is TxnAction.FENCED:
+            error: KafkaError = ProducerFencedError(
+                "There is a newer producer with the same transactionalId which fences the "
+                f"current one ({ErrorCode(code).name} on {request.kind.name})"
+            )
+        elif request.kind is _K.TXN_OFFSET_COMMIT and code in (
+            ErrorCode.UNKNOWN_MEMBER_ID,
+            ErrorCode.ILLEGAL_GENERATION,
+        ):
+            error = CommitFailedError(
+                "Transaction offset Commit failed due to consumer group metadata mismatch: "
+                f"{ErrorCode(code).name}"
+            )
+        else:
+            error = error_for_code(code, what)
+        if action is TxnAction.ABORTABLE and self.state is not _S.ABORTING_TRANSACTION:
+            self.transition_to_abortable(error)
+            request.result.complete(self._abortable())
+        else:
+            self.transition_to_fatal(error)
+            request.result.complete(error)
+
+    def _complete(self, request: TxnRequest, fields: Mapping[str, Any]) -> None:
+        kind = request.kind
+        if kind is _K.FIND_COORDINATOR:
+            self.coordinators[request.data] = (fields["node_id"], fields["host"], fields["port"])
+            request.result.complete()
+        elif kind is _K.INIT_PRODUCER_ID:
+            self._transition(_S.READY)
+            self.producer_id, self.producer_epoch = fields["producer_id"], fields["producer_epoch"]
+            self.epoch_bump_required = False
+            self._reset_sequences()
+            self._clear_transaction()
+            request.result.complete()
+        elif kind is _K.ADD_PARTITIONS_TO_TXN:
+            self.pending_partitions -= request.data
+            self.partitions_in_transaction |= request.data
+            self.transaction_started = True
+        elif kind is _K.ADD_OFFSETS_TO_TXN:
+            self.transaction_started = True
+            self._enqueue(TxnRequest(_K.TXN_OFFSET_COMMIT, request.data, request.result))
+        elif kind is _K.TXN_OFFSET_COMMIT:
+            request.result.complete()
+        elif kind is _K.END_TXN:
+            if not request.data and self.epoch_bump_required:
+                self._transition(_S.INITIALIZING)
+                plan = (self.producer_id, self.producer_epoch)
+                self._enqueue(TxnRequest(_K.INIT_PRODUCER_ID, plan, request.result))
+            else:
+                self._complete_transaction(request.result)
+
+    def _complete_transaction(self, result: TransactionalRequestResult) -> None:
+        self._transition(_S.READY)
+        self._clear_transaction()
+        result.complete()
+
+    def _clear_transaction(self) -> None:
+        self.partitions_in_transaction.clear()
+        self.pending_partitions.clear()
+        self.new_partitions.clear()
+        self.transaction_started = False
+
+    # ------------------------------------------------------------------ errors
+
+    def transition_to_fatal(self, error: BaseException) -> None:
+        """FATAL_ERROR: every queued request fails with `error`, as does every later call."""
+        with self.lock:
+            if isinstance(error, KafkaError):
+                error.fatal = True
+            super().transition_to_fatal(error)
+            queued, self._queue = self._queue, []
+            for request in queued:
+                request.result.complete(error)
+
+    def transition_to_abortable(self, error: BaseException) -> None:
+        """ABORTABLE_ERROR (ignored while aborting already, or after a fatal error)."""
+        with self.lock:
+            if self.state in (_S.ABORTING_TRANSACTION, _S.FATAL_ERROR):
+                return
+            if isinstance(error, KafkaError) and not isinstance(error, TransactionAbortableError):
+                error.txn_requires_abort = True
+            self.last_error = error
+            self._transition(_S.ABORTABLE_ERROR)
+
+    def handle_failed_batch(self, batch: ProducerBatch, error: BaseException) -> None:
+        """A batch failed: its transaction must be aborted (fatal errors are handled where
+        they are found)."""
+        with self.lock:
+            if self.state in (_S.IN_TRANSACTION, _S.COMMITTING_TRANSACTION, _S.ABORTABLE_ERROR):
+                self.transition_to_abortable(error)
+
+    # ------------------------------------------------------------------ idempotence hooks
+
+    def prepare_init_producer_id(self):  # noqa: ANN201 - the idempotent path is not used
+        """Transactional producers get their id through the request queue only."""
+        return None
+
+    def may_send(self, batch: ProducerBatch) -> bool:
+        """A batch goes out only inside a transaction, once its partition was added."""
+        if self.state not in (_S.IN_TRANSACTION, _S.COMMITTING_TRANSACTION):
+            return False
+        if batch.tp not in self.partitions_in_transaction:
+            return False
+        return super().may_send(batch)
+
+    def handle_produce_error(self, batch: ProducerBatch, error_code: int) -> ProduceDecision:
+        """As for an idempotent producer, except that a transactional producer cannot bump
+        its epoch mid-transaction: UNKNOWN_PRODUCER_ID fails the batch (the transaction
+        must abort; the epoch is bumped after the abort) and INVALID_PRODUCER_EPOCH is
+        fatal (fenced)."""
+        with self.lock:
+            if error_code == ErrorCode.INVALID_PRODUCER_EPOCH and not batch.done:
+                error_code = int(ErrorCode.PRODUCER_FENCED)
+            decision = super().handle_produce_error(batch, error_code)
+            if decision.action is ProduceAction.RETRY_AFTER_BUMP:
+                self.fail_batch(batch)
+                return ProduceDecision(ProduceAction.FAIL, (batch,))
+            return decision
+
+
+def normalize_offsets(offsets: Any) -> dict[tuple[str, int], OffsetAndMetadata]:
+    """Offsets to commit, from the forms the producer and consumer accept: a mapping
+    `(topic, partition) -> offset | OffsetAndMetadata`, items with `topic`, `partition`,
+    `offset` (confluent-kafka's TopicPartition), or `(topic, partition, offset)` tuples."""
+    out: dict[tuple[str, int], OffsetAndMetadata] = {}
+    if isinstance(offsets, Mapping):
+        for tp, committed in offsets.items():
+            key = _tp(tp[0], tp[1]) if isinstance(tp, tuple) else _tp(tp.topic, tp.partition)
+            if not isinstance(committed, OffsetAndMetadata):
+                committed = OffsetAndMetadata(int(committed))
+            out[key] = committed
+        return out
+    for item in offsets:
+        if isinstance(item, tuple) and len(item) == 3:
+            out[_tp(item[0], item[1])] = OffsetAndMetadata(int(item[2]))
+        else:
+            metadata = getattr(item, "metadata", None) or ""
+            epoch = getattr(item, "leader_epoch", None)
+            out[_tp(item.topic, item.partition)] = OffsetAndMetadata(
+                int(item.offset), metadata, -1 if epoch is None else int(epoch)
+            )
+    return out
+
+
+def _tp(topic: Any, partition: Any) -> TopicPartition:
+    return TopicPartition(str(topic), int(partition))
