@@ -204,3 +204,12 @@ def test_raw_and_tagged_fields_truncated() -> None:
         Reader(b"\x01\x00\x05ab").tagged_fields()
     with pytest.raises(DecodeError):
         codec.skip_tagged_fields(memoryview(b"\x01\x00\x05ab"), 0)
+
+
+def test_skip_tagged_fields_on_truncated_input_raises_decode_error():
+    from onceflow.protocol.codec import DecodeError, skip_tagged_fields
+
+    for truncated in (b"", b"\x01", b"\x01\x00", b"\x01\x00\x05ab", b"\x81"):
+        with pytest.raises(DecodeError):
+            skip_tagged_fields(truncated, 0)
+    assert skip_tagged_fields(b"\x01\x00\x02ab", 0) == 5

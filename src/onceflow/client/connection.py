@@ -191,18 +191,7 @@ class BrokerConnection:
 
     def api_version(self, api_key: int) -> int:
         """The highest version of `api_key` both this client and the broker support."""
-        request_cls = messages.REQUESTS[api_key]
-        ours_min, ours_max = request_cls.VALID_VERSIONS
-        theirs = self.broker_versions.get(int(api_key))
-        if theirs is None:
-            raise UnsupportedVersionError(f"broker does not support {_api_name(api_key)}")
-        low, high = max(ours_min, theirs[0]), min(ours_max, theirs[1])
-        if low > high:
-            raise UnsupportedVersionError(
-                f"{_api_name(api_key)}: client versions {ours_min}-{ours_max}, "
-                f"broker versions {theirs[0]}-{theirs[1]}"
-            )
-        return high
+        return negotiate_version(self.broker_versions, api_key)
 
     def _negotiate_versions(self) -> None:
         request_cls = messages.REQUESTS[ApiKey.API_VERSIONS]
@@ -317,6 +306,26 @@ class BrokerConnection:
         if self._sock is None:
             raise KafkaConnectionError(f"not connected to {self.host}:{self.port}")
         return self._sock
+
+
+def negotiate_version(
+    broker_versions: dict[int, tuple[int, int]], api_key: int, max_version: int | None = None
+) -> int:
+    """The highest version of `api_key` that this client (capped at `max_version`) and a broker
+    advertising `broker_versions` both support; UnsupportedVersionError when there is none."""
+    ours_min, ours_max = messages.REQUESTS[api_key].VALID_VERSIONS
+    if max_version is not None:
+        ours_max = min(ours_max, max_version)
+    theirs = broker_versions.get(int(api_key))
+    if theirs is None:
+        raise UnsupportedVersionError(f"broker does not support {_api_name(api_key)}")
+    low, high = max(ours_min, theirs[0]), min(ours_max, theirs[1])
+    if low > high:
+        raise UnsupportedVersionError(
+            f"{_api_name(api_key)}: client versions {ours_min}-{ours_max}, "
+            f"broker versions {theirs[0]}-{theirs[1]}"
+        )
+    return high
 
 
 def _api_name(api_key: int) -> str:

@@ -28,6 +28,7 @@ from onceflow.client.connection import (
     CLIENT_SOFTWARE_VERSION,
     encode_request_header,
     is_flexible,
+    negotiate_version,
 )
 from onceflow.client.errors import (
     BrokerResponseError,
@@ -144,19 +145,7 @@ class AsyncBrokerConnection(asyncio.Protocol):
 
     def api_version(self, api_key: int, max_version: int | None = None) -> int:
         """Highest version of `api_key` both sides support (capped at `max_version`)."""
-        ours_min, ours_max = messages.REQUESTS[api_key].VALID_VERSIONS
-        if max_version is not None:
-            ours_max = min(ours_max, max_version)
-        theirs = self.broker_versions.get(int(api_key))
-        if theirs is None:
-            raise UnsupportedVersionError(f"broker does not support {ApiKey(api_key).name}")
-        low, high = max(ours_min, theirs[0]), min(ours_max, theirs[1])
-        if low > high:
-            raise UnsupportedVersionError(
-                f"{ApiKey(api_key).name}: client versions {ours_min}-{ours_max}, "
-                f"broker versions {theirs[0]}-{theirs[1]}"
-            )
-        return high
+        return negotiate_version(self.broker_versions, api_key, max_version)
 
     def supports(self, api_key: int) -> bool:
         return int(api_key) in self.broker_versions

@@ -389,12 +389,16 @@ def encode_fixed_items(values, code: str) -> bytes:
 
 
 def skip_tagged_fields(buf, pos: int) -> int:
-    """Skip a whole tagged-field section; returns the position after it."""
-    count, pos = read_uvarint(buf, pos)
-    for _ in range(count):
-        _tag, pos = read_uvarint(buf, pos)
-        size, pos = read_uvarint(buf, pos)
-        pos = _checked_end(buf, pos, size)
+    """Skip a whole tagged-field section; returns the position after it. Raises DecodeError
+    (never IndexError) on a truncated section, so response-header parsing can call it as is."""
+    try:
+        count, pos = read_uvarint(buf, pos)
+        for _ in range(count):
+            _tag, pos = read_uvarint(buf, pos)
+            size, pos = read_uvarint(buf, pos)
+            pos = _checked_end(buf, pos, size)
+    except IndexError as exc:
+        raise DecodeError("truncated tagged fields") from exc
     return pos
 
 

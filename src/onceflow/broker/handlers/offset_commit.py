@@ -35,20 +35,29 @@ def partition_exists(broker, topic: str, partition: int) -> bool:
     return broker.get_log(topic, partition) is not None
 
 
-async def handle_offset_commit(ctx, header, request) -> OffsetCommitResponse:
-    """Commit offsets for a group."""
-    broker = ctx.broker
-    version = header.request_api_version
+def collect_offsets(
+    broker, topics, with_leader_epoch: bool
+) -> tuple[dict[TopicPartition, ErrorCode], dict[TopicPartition, OffsetAndMetadata]]:
+    """Split a commit request's partitions into UNKNOWN_TOPIC_OR_PARTITION errors (Kafka's API
+    layer answers those, not the coordinator) and the offsets to hand to the coordinator."""
     errors: dict[TopicPartition, ErrorCode] = {}
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-    for topic in request.topics:
+    for topic in topics:
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
             if not partition_exists(broker, topic.name, p.partition_index):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            epoch = p.committed_leader_epoch if version >= 6 else -1
+            epoch = p.committed_leader_epoch if with_leader_epoch else -1
             offsets[tp] = OffsetAndMetadata(p.committed_offset, epoch, p.committed_metadata or "")
+    return errors, offsets
+
+
+async def handle_offset_commit(ctx, header, request) -> OffsetCommitResponse:
+    """Commit offsets for a group."""
+    broker = ctx.broker
+    version = header.request_api_version
+    errors, offsets = collect_offsets(broker, request.topics, with_leader_epoch=version >= 6)
     if offsets:
         errors.update(
             await broker.group_coordinator.commit_offsets(

@@ -23,11 +23,10 @@ partition (KIP-890 part 2 server-side verification).
 
 from __future__ import annotations
 
-from onceflow.broker.handlers.offset_commit import partition_exists
-from onceflow.coordinator.group.offsets import OffsetAndMetadata, TopicPartition
+from onceflow.broker.handlers.offset_commit import collect_offsets
+from onceflow.coordinator.group.offsets import TopicPartition
 from onceflow.coordinator.txn.coordinator import compat_error
 from onceflow.protocol.api_keys import ApiKey
-from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.txn_offset_commit import TxnOffsetCommitResponse
 
 _Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
@@ -38,16 +37,7 @@ async def handle_txn_offset_commit(ctx, header, request) -> TxnOffsetCommitRespo
     """Stage a transaction's offsets for a group."""
     broker = ctx.broker
     version = header.request_api_version
-    errors: dict[TopicPartition, ErrorCode] = {}
-    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-    for topic in request.topics:
-        for p in topic.partitions:
-            tp = TopicPartition(topic.name, p.partition_index)
-            if not partition_exists(broker, topic.name, p.partition_index):
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            epoch = p.committed_leader_epoch if version >= 2 else -1
-            offsets[tp] = OffsetAndMetadata(p.committed_offset, epoch, p.committed_metadata or "")
+    errors, offsets = collect_offsets(broker, request.topics, with_leader_epoch=version >= 2)
     if offsets:
         results = await broker.group_coordinator.txn_offset_commit(
             request.transactional_id,
