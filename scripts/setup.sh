@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything onceflow needs on a fresh machine: a virtual environment in .venv with the
-# package and its test dependencies, and Debian's kcat for the interop tests. Safe to re-run.
+# package, its Spark extra and its test dependencies, Debian's kcat for the interop tests, and a
+# headless Java 17 runtime for PySpark when no `java` is on the PATH. Safe to re-run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,12 +10,24 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null
-.venv/bin/python -m pip install --quiet -e '.[test]'
+.venv/bin/python -m pip install --quiet -e '.[test,spark]'
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+apt_updated=""
+apt_install() {
+    if [ -z "$apt_updated" ]; then
+        $SUDO apt-get update -qq >/dev/null || echo "setup: apt-get update failed; trying the install anyway" >&2
+        apt_updated=1
+    fi
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
+}
 
 if ! command -v kcat >/dev/null 2>&1; then
-    SUDO=""
-    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     echo "setup: installing Debian's kcat" >&2
-    $SUDO apt-get update -qq >/dev/null || echo "setup: apt-get update failed; trying the install anyway" >&2
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq kcat >/dev/null
+    apt_install kcat
+fi
+if ! command -v java >/dev/null 2>&1; then
+    echo "setup: installing a headless Java 17 runtime for PySpark" >&2
+    apt_install openjdk-17-jre-headless
 fi

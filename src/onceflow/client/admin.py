@@ -12,14 +12,30 @@ ListOffsets, which goes to each partition's leader as named by Metadata.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from onceflow.client.connection import BrokerConnection, connect_bootstrap, raise_for_error
+from onceflow.client.connection import (
+    BrokerConnection,
+    UnsupportedVersionError,
+    connect_bootstrap,
+    raise_for_error,
+)
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages import REQUESTS
+
+GROUP_KEY = 0  # FindCoordinator key types
+TRANSACTION_KEY = 1
+_OFFSET_FETCH_SINGLE_GROUP_MAX = 7  # v8+ batches groups (KIP-709); one group is enough here
+_GROUP_RETRY_S = 0.05
+_COORDINATOR_MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
+_GROUP_RETRIABLE = _COORDINATOR_MOVED | {
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.UNSTABLE_OFFSET_COMMIT,
+}
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -132,6 +148,7 @@ class AdminClient:
         self.request_timeout_ms = int(config.get("request.timeout.ms", 30_000))
         self._conn: BrokerConnection | None = None
         self._leader_conns: dict[int, BrokerConnection] = {}
+        self._coordinators: dict[tuple[int, str], BrokerNode] = {}
 
     # ------------------------------------------------------------------ connections
 
@@ -290,6 +307,81 @@ class AdminClient:
             results.update(self._list_offsets_on(conn, batch, isolation_level))
         return results
 
+    # ------------------------------------------------------------------ consumer groups
+
+    def list_consumer_group_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition],
+        require_stable: bool = True,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, tuple[int, str] | None]:
+        """The group's committed (offset, metadata) per partition, None where nothing is
+        committed (OffsetFetch v7, sent to the group's coordinator). With `require_stable`
+        (KIP-447, Kafka's `requireStable` option) the broker answers UNSTABLE_OFFSET_COMMIT
+        while a transaction with offsets for the group is pending, and this call waits for
+        it to complete; so do coordinator moves and loads, up to `timeout` seconds (default
+        request.timeout.ms). Other errors raise the typed `KafkaError`."""
+        wanted = list(partitions)
+        deadline = time.monotonic() + (
+            self.request_timeout_ms / 1000 if timeout is None else timeout
+        )
+        cls = REQUESTS[ApiKey.OFFSET_FETCH]
+        by_topic: dict[str, list[int]] = {}
+        for tp in wanted:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        request = cls(
+            group_id=group_id,
+            topics=[
+                cls.OffsetFetchRequestTopic(name=t, partition_indexes=p)
+                for t, p in by_topic.items()
+            ],
+            require_stable=require_stable,
+        )
+        while True:
+            conn = self._coordinator_connection(GROUP_KEY, group_id, deadline)
+            version = min(conn.api_version(ApiKey.OFFSET_FETCH), _OFFSET_FETCH_SINGLE_GROUP_MAX)
+            if require_stable and version < 7:
+                raise UnsupportedVersionError("requireStable needs OffsetFetch v7 (Kafka 2.5+)")
+            response = conn.send(request, version)
+            codes = [response.error_code] + [
+                p.error_code for t in response.topics for p in t.partitions
+            ]
+            worst = next((c for c in codes if c != ErrorCode.NONE), ErrorCode.NONE)
+            if worst in _COORDINATOR_MOVED:
+                self._coordinators.pop((GROUP_KEY, group_id), None)
+            if _wait_retriable(worst, deadline, f"OffsetFetch for group {group_id}"):
+                continue
+            out: dict[TopicPartition, tuple[int, str] | None] = dict.fromkeys(wanted)
+            for t in response.topics:
+                for p in t.partitions:
+                    if p.committed_offset >= 0:
+                        out[TopicPartition(t.name, p.partition_index)] = (
+                            p.committed_offset,
+                            p.metadata or "",
+                        )
+            return out
+
+    def _coordinator_connection(self, key_type: int, key: str, deadline: float) -> BrokerConnection:
+        """A connection to the coordinator of a group (key_type 0) or transactional id (1)."""
+        node = self._coordinators.get((key_type, key))
+        cls = REQUESTS[ApiKey.FIND_COORDINATOR]
+        while node is None:
+            conn = self._connection()
+            version = min(conn.api_version(ApiKey.FIND_COORDINATOR), 5)
+            if version >= 4:
+                response = conn.send(cls(key_type=key_type, coordinator_keys=[key]), version)
+                c = response.coordinators[0]
+                code, node = c.error_code, BrokerNode(c.node_id, c.host, c.port)
+            else:
+                response = conn.send(cls(key=key, key_type=key_type), version)
+                code = response.error_code
+                node = BrokerNode(response.node_id, response.host, response.port)
+            if _wait_retriable(code, deadline, f"FindCoordinator for {key!r}"):
+                node = None
+        self._coordinators[(key_type, key)] = node
+        return self._node_connection(node)
+
     def _list_offsets_on(
         self,
         conn: BrokerConnection,
@@ -317,6 +409,17 @@ class AdminClient:
                     _code(p.error_code), p.offset, p.timestamp
                 )
         return out
+
+
+def _wait_retriable(code: int, deadline: float, what: str) -> bool:
+    """True to retry after a short pause (coordinator loading or moving, offsets pending a
+    transaction); raises on other errors or when `deadline` has passed."""
+    if code == ErrorCode.NONE:
+        return False
+    if code not in _GROUP_RETRIABLE or time.monotonic() >= deadline:
+        raise_for_error(code, what)
+    time.sleep(_GROUP_RETRY_S)
+    return True
 
 
 def _code(value: int) -> ErrorCode:

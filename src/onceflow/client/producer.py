@@ -250,6 +250,20 @@ class Producer:
         `timeout` seconds (default max.block.ms) bound the wait."""
         self._await(self._txn_manager("init_transactions").begin_init(), timeout)
 
+    def resume_transaction(self, producer_id: int, producer_epoch: int) -> None:
+        """Take over an open transaction of this transactional id that another producer
+        instance started and left open, identified by its `producer_id` and
+        `producer_epoch` (for two-phase commit: tasks write and leave the transaction open,
+        a coordinator process commits it; Flink's Kafka sink does the same). Call it on a
+        new producer instead of `init_transactions` (which would abort that transaction),
+        then call `commit_transaction` or `abort_transaction`; no records may be sent.
+
+        Kafka's answers make a repeated commit harmless: committing a transaction that is
+        already committed with the same id and epoch succeeds; one that was aborted, or
+        whose epoch was bumped since (a newer producer, a transaction timeout), raises
+        `ProducerFencedError` or `KafkaError(INVALID_TXN_STATE)`, and nothing is committed."""
+        self._txn_manager("resume_transaction").resume_transaction(producer_id, producer_epoch)
+
     def begin_transaction(self) -> None:
         """Start a transaction (no request: partitions join it as records go to them)."""
         self._txn_manager("begin_transaction").begin_transaction()

@@ -153,6 +153,7 @@ class TxnManager(TransactionManager):
         self.in_flight: TxnRequest | None = None
         self._queue: list[TxnRequest] = []
         self._pending: _PendingTransition | None = None
+        self.resumed = False  # resume_transaction: only EndTxn may follow
 
     # ------------------------------------------------------------------ state checks
 
@@ -205,6 +206,13 @@ class TxnManager(TransactionManager):
                 )
             return None
 
+    def _check_not_resumed(self, api: TxnApi) -> None:
+        if self.resumed:
+            raise IllegalStateError(
+                f"TransactionalId {self.transactional_id}: cannot call {api.value} on a "
+                "resumed transaction; only commit_transaction or abort_transaction"
+            )
+
     def _begin(self, api: TxnApi, target: ProducerState) -> TransactionalRequestResult:
         result = TransactionalRequestResult(api.value)
         self._transition(target)
@@ -226,6 +234,25 @@ class TxnManager(TransactionManager):
             )
             return result
 
+    def resume_transaction(self, producer_id: int, producer_epoch: int) -> None:
+        """Take over a transaction that another producer instance opened and left open
+        with this transactional id, `producer_id` and `producer_epoch` (as Flink's Kafka sink
+        does): no request is sent; the next `begin_commit` / `begin_abort` sends EndTxn with
+        that id and epoch. Allowed only before `init_transactions`. Records cannot be added:
+        the partitions already in the transaction are unknown here."""
+        if producer_id < 0 or not 0 <= producer_epoch <= 32767:
+            raise ValueError(f"invalid producer id/epoch {producer_id}/{producer_epoch}")
+        with self.lock:
+            self.check_call(TxnApi.INIT_TRANSACTIONS)  # only a fresh producer may resume
+            self._transition(_S.INITIALIZING)
+            self.producer_id, self.producer_epoch = producer_id, producer_epoch
+            self._reset_sequences()
+            self._clear_transaction()
+            self._transition(_S.READY)
+            self._transition(_S.IN_TRANSACTION)
+            self.transaction_started = True
+            self.resumed = True
+
     def begin_transaction(self) -> None:
         with self.lock:
             self.check_call(TxnApi.BEGIN_TRANSACTION)
@@ -236,6 +263,7 @@ class TxnManager(TransactionManager):
         the transaction is added with the next AddPartitionsToTxn."""
         with self.lock:
             self.check_call(TxnApi.SEND)
+            self._check_not_resumed(TxnApi.SEND)
             if tp not in self.partitions_in_transaction and tp not in self.pending_partitions:
                 self.new_partitions.add(tp)
 
@@ -247,6 +275,7 @@ class TxnManager(TransactionManager):
         """send_offsets_to_transaction: AddOffsetsToTxn, then TxnOffsetCommit."""
         with self.lock:
             self.check_call(TxnApi.SEND_OFFSETS_TO_TRANSACTION)
+            self._check_not_resumed(TxnApi.SEND_OFFSETS_TO_TRANSACTION)
             result = TransactionalRequestResult(TxnApi.SEND_OFFSETS_TO_TRANSACTION.value)
             self._enqueue(TxnRequest(_K.ADD_OFFSETS_TO_TXN, (group, dict(offsets)), result))
             return result
@@ -443,6 +472,7 @@ class TxnManager(TransactionManager):
         result.complete()
 
     def _clear_transaction(self) -> None:
+        self.resumed = False
         self.partitions_in_transaction.clear()
         self.pending_partitions.clear()
         self.new_partitions.clear()

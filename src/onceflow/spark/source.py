@@ -1,0 +1,309 @@
+"""The source: Spark's Kafka source schema and options over the onceflow client.
+
+Driver side, `KafkaStreamReader` plans micro-batches: the latest offsets are the last stable
+offsets (read_committed, the default) so a batch never ends inside an open transaction, and a
+re-planned batch (Spark reuses the offsets in its log) reads exactly the same records.
+`KafkaBatchReader` plans a batch query from startingOffsets to endingOffsets.
+
+Executor side, `read_range` reads `[from, until)` of one partition with a onceflow `Consumer`
+(assign, no group) and yields `pyarrow.RecordBatch`es in offset order; aborted records and
+control markers take offsets but give no rows, and the read stops at `until`, not at a row
+count. Offsets below the log start offset are data loss: an error naming the partition and
+offsets with failOnDataLoss=true (the default), else the gap is skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from onceflow.client.consumer import Consumer
+from onceflow.client.errors import OffsetOutOfRangeError
+from onceflow.spark.offsets import (
+    LATEST,
+    DataLossError,
+    OffsetRange,
+    OffsetResolver,
+    PartitionOffsets,
+    from_json,
+    plan_ranges,
+    rate_limit,
+    to_json,
+)
+from onceflow.spark.options import SourceOptions
+
+__all__ = ["KafkaBatchReader", "KafkaStreamReader", "read_range", "source_schema"]
+
+log = logging.getLogger(__name__)
+
+BASE_SCHEMA = (
+    "key binary, value binary, topic string, partition int, offset long, "
+    "timestamp timestamp, timestampType int"
+)
+HEADERS_FIELD = "headers array<struct<key: string, value: binary>>"
+ROWS_PER_ARROW_BATCH = 4096
+
+
+def source_schema(include_headers: bool) -> str:
+    """Spark's Kafka source schema (with `headers` when includeHeaders=true)."""
+    return f"{BASE_SCHEMA}, {HEADERS_FIELD}" if include_headers else BASE_SCHEMA
+
+
+class KafkaInputPartition(InputPartition):
+    """A read task: one `OffsetRange` (picklable)."""
+
+    def __init__(self, offset_range: OffsetRange):
+        super().__init__(offset_range)
+        self.range = offset_range
+
+
+def _arrow_schema(include_headers: bool) -> Any:
+    import pyarrow as pa
+
+    fields = [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),  # Spark's TimestampType in Arrow
+        ("timestampType", pa.int32()),
+    ]
+    if include_headers:
+        header = pa.struct([("key", pa.string()), ("value", pa.binary())])
+        fields.append(("headers", pa.list_(header)))
+    return pa.schema(fields)
+
+
+def _to_arrow(records: list[Any], schema: Any, include_headers: bool) -> Any:
+    """ConsumerRecords of one partition -> one RecordBatch with Spark's Kafka columns."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(records)
+    columns = list(zip(*records, strict=True))  # fields of ConsumerRecord, column-wise
+    first = records[0]
+    arrays = [
+        pa.array(columns[5], pa.binary()),
+        pa.array(columns[6], pa.binary()),
+        pa.array([first.topic] * n, pa.string()),
+        pa.array([first.partition] * n, pa.int32()),
+        pa.array(columns[2], pa.int64()),
+        pc.multiply(pa.array(columns[3], pa.int64()), 1000).cast(schema.field("timestamp").type),
+        pa.array(columns[4], pa.int32()),
+    ]
+    if include_headers:
+        arrays.append(
+            pa.array(
+                [[{"key": k, "value": v} for k, v in headers] for headers in columns[7]],
+                schema.field("headers").type,
+            )
+        )
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def read_range(options: SourceOptions, offset_range: OffsetRange) -> Iterator[Any]:
+    """Yield the records of `[from, until)` of one partition as Arrow record batches."""
+    r = offset_range
+    schema = _arrow_schema(options.include_headers)
+    config = {
+        **options.client,
+        "isolation.level": "read_committed" if options.read_committed else "read_uncommitted",
+        "auto.offset.reset": "none",
+        "enable.auto.commit": False,
+    }
+    config.pop("group.id", None)
+    timeout_s = options.poll_timeout_ms / 1000
+    consumer = Consumer(config)
+    try:
+        consumer.assign([(r.topic, r.partition, r.from_offset)])
+        position = r.from_offset
+        pending: list[Any] = []
+        last_progress = time.monotonic()
+        while position < r.until_offset:
+            try:
+                records = consumer.poll(
+                    timeout=min(timeout_s, 1.0), max_records=ROWS_PER_ARROW_BATCH
+                )
+            except OffsetOutOfRangeError:
+                position = _skip_lost(consumer, options, r, position)
+                continue
+            if records:
+                last_progress = time.monotonic()
+                if records[-1].offset >= r.until_offset:
+                    records = [x for x in records if x.offset < r.until_offset]
+                pending.extend(records)
+                if len(pending) >= ROWS_PER_ARROW_BATCH:
+                    yield _to_arrow(pending, schema, options.include_headers)
+                    pending = []
+            new_position = consumer.position((r.topic, r.partition))
+            if new_position != position:
+                last_progress = time.monotonic()
+                position = new_position
+            elif time.monotonic() - last_progress > timeout_s:
+                raise TimeoutError(
+                    f"Timed out reading {r.topic}-{r.partition} at offset {position} "
+                    f"(reading up to {r.until_offset}) after {timeout_s:.0f}s "
+                    "(kafkaConsumer.pollTimeoutMs)"
+                )
+        if pending:
+            yield _to_arrow(pending, schema, options.include_headers)
+    finally:
+        consumer.close()
+
+
+def _skip_lost(consumer: Consumer, options: SourceOptions, r: OffsetRange, position: int) -> int:
+    """The fetch position fell below the log start offset: fail, or skip to the start."""
+    resolver = OffsetResolver(options)
+    try:
+        earliest = resolver.earliest([(r.topic, r.partition)])[(r.topic, r.partition)]
+    finally:
+        resolver.close()
+    message = (
+        f"Cannot fetch offsets {position}..{r.until_offset} of {r.topic}-{r.partition}: the "
+        f"log now starts at {earliest}; records were removed (retention or DeleteRecords) "
+        "before the query read them."
+    )
+    if options.fail_on_data_loss:
+        raise DataLossError(
+            message + " Set failOnDataLoss=false to skip lost records instead of failing."
+        )
+    log.warning("%s Skipping them (failOnDataLoss=false).", message)
+    target = min(max(earliest, position), r.until_offset)
+    consumer.seek((r.topic, r.partition), target)
+    return target
+
+
+# ---------------------------------------------------------------------------------- streaming
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batch planning on the driver (one long-lived instance per query run)."""
+
+    def __init__(self, options: SourceOptions):
+        self.options = options
+        self.resolver = OffsetResolver(options)
+        self._available_now: PartitionOffsets | None = None
+        self._last_trigger = time.monotonic()
+        self._latest: PartitionOffsets | None = None
+
+    def initialOffset(self) -> dict:
+        """startingOffsets (or startingTimestamp/startingOffsetsByTimestamp) resolved."""
+        opts = self.options
+        partitions = self.resolver.partitions()
+        offsets = self.resolver.resolve(opts.starting, opts.starting_timestamps, partitions)
+        return to_json(offsets)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Trigger.AvailableNow: read up to the offsets available now, then stop."""
+        self._available_now = self._latest_available()
+
+    def _latest_available(self) -> PartitionOffsets:
+        partitions = self.resolver.partitions()
+        return self.resolver.latest(partitions)
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """The end of the next batch: the last stable offset of every partition (capped by
+        maxOffsetsPerTrigger / the AvailableNow target); partitions new since `start` begin
+        at offset 0. With minOffsetsPerTrigger, returns `start` (no batch) until enough
+        offsets are there or maxTriggerDelay has passed."""
+        begin = from_json(start)
+        if self._available_now is not None:
+            latest = dict(self._available_now)
+        else:
+            latest = self._latest_available()
+        self._check_lost_partitions(begin, latest)
+        for tp, offset in begin.items():  # never go back (a partition that disappeared)
+            latest[tp] = max(latest.get(tp, offset), offset)
+        self._latest = latest
+        if isinstance(limit, ReadMaxRows):
+            latest = rate_limit(begin, latest, limit.max_rows)
+        minimum = self.options.min_offsets_per_trigger
+        if minimum is not None and self._available_now is None:
+            available = sum(max(o - begin.get(tp, 0), 0) for tp, o in latest.items())
+            waited_ms = (time.monotonic() - self._last_trigger) * 1000
+            if available < minimum and waited_ms < self.options.max_trigger_delay_ms:
+                return start
+        if latest != begin:
+            self._last_trigger = time.monotonic()
+        return to_json(latest)
+
+    def _check_lost_partitions(self, begin: PartitionOffsets, latest: PartitionOffsets) -> None:
+        gone = sorted(set(begin) - set(latest))
+        if not gone:
+            return
+        message = f"Partitions {gone[:10]} are gone (topic deleted?); offsets were {begin}"
+        if self.options.fail_on_data_loss:
+            raise DataLossError(message + ". Set failOnDataLoss=false to go on without them.")
+        log.warning("%s; going on without them (failOnDataLoss=false)", message)
+
+    def reportLatestOffset(self) -> dict | None:
+        return None if self._latest is None else to_json(self._latest)
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        """Deterministic for the same offsets: a re-planned batch reads the same ranges."""
+        begin, until = from_json(start), from_json(end)
+        for tp, offset in until.items():
+            if offset < begin.get(tp, 0):
+                message = (
+                    f"{tp[0]}-{tp[1]}: end offset {offset} is below start offset "
+                    f"{begin[tp]} (was the topic deleted and recreated?)"
+                )
+                if self.options.fail_on_data_loss:
+                    raise DataLossError(message)
+                log.warning("%s; skipping it (failOnDataLoss=false)", message)
+        ranges = plan_ranges(begin, until, self.options.min_partitions)
+        return [KafkaInputPartition(r) for r in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return read_range(self.options, partition.range)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: the offsets live in Spark's checkpoint (as Spark's Kafka source)."""
+
+    def stop(self) -> None:
+        self.resolver.close()
+
+
+# ---------------------------------------------------------------------------------- batch
+
+
+class KafkaBatchReader(DataSourceReader):
+    """A batch query: every record from startingOffsets to endingOffsets, planned once."""
+
+    def __init__(self, options: SourceOptions):
+        self.options = options
+
+    def partitions(self) -> list[InputPartition]:
+        opts = self.options
+        resolver = OffsetResolver(opts)
+        try:
+            partitions = resolver.partitions()
+            start = resolver.resolve(opts.starting, opts.starting_timestamps, partitions)
+            end = resolver.resolve(opts.ending, opts.ending_timestamps, partitions, LATEST)
+        finally:
+            resolver.close()
+        ranges = plan_ranges(start, end, opts.min_partitions)
+        return [KafkaInputPartition(r) for r in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return read_range(self.options, partition.range)
