@@ -1,42 +1,75 @@
-"""`onceflow demo`: the embedded-broker round trip passes, and failures are one clear line."""
+"""`onceflow demo`: the Spark pipeline with every fault passes its exactly-once check; bad
+arguments are usage errors; failures are one clear line."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 
+import pytest
 
-def test_demo_round_trip_passes():
+
+@pytest.mark.slow
+def test_demo_with_all_faults_is_exactly_once():
+    """Short run: the driver SIGKILLed twice, the broker kill -9'd once, then the check."""
     result = subprocess.run(
-        [sys.executable, "-m", "onceflow", "demo", "--records", "3000"],
+        [sys.executable, "-m", "onceflow", "demo", "--records", "2000", "--faults", "all"],
         capture_output=True,
-        timeout=180,
+        timeout=600,
     )
     out = result.stdout.decode()
-    assert result.returncode == 0, result.stderr.decode()
-    assert "3000 records of 1024 B over 3 partitions" in out
-    assert "produce (confluent-kafka, acks=all)" in out and "MB/s" in out
-    assert "exactly-once check passed" in out
+    assert result.returncode == 0, out + result.stderr.decode()
+    assert "SIGKILLed at task.midway@1" in out
+    assert "SIGKILLed at driver.between_commits@2" in out
+    assert "the broker was kill -9'd and restarted" in out
+    for line in (
+        "duplicates:                    0",
+        "missing:                       0",
+        "aborted input seen in output:  0",
+        "open transactions left:        none",
+        "input orders (committed):      2000",
+        "output records:                2000",
+    ):
+        assert line in out, out
+    assert "exactly-once check PASSED" in out
 
 
-def test_demo_failure_is_one_line_and_exit_1(tmp_path):
-    blocker = tmp_path / "file"
-    blocker.write_text("not a directory")
+def test_demo_unreachable_bootstrap_is_one_line_and_exit_1():
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     result = subprocess.run(
-        [sys.executable, "-m", "onceflow", "demo", "--data-dir", str(blocker / "data")],
+        [sys.executable, "-m", "onceflow", "demo", "--bootstrap", f"127.0.0.1:{port}",
+         "--faults", "none"],
         capture_output=True,
         timeout=60,
-    )
+    )  # fmt: skip
     err = result.stderr.decode()
     assert result.returncode == 1
     assert err.startswith("onceflow demo: ") and err.count("\n") == 1, err
 
 
-def test_demo_rejects_bad_arguments():
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--records", "0"], b"--records >= 100"),
+        (["--bootstrap", "127.0.0.1:1", "--faults", "broker"], b"need the embedded broker"),
+        (["--faults", "bogus"], b"invalid choice"),
+    ],
+)
+def test_demo_rejects_bad_arguments(args, message):
     result = subprocess.run(
-        [sys.executable, "-m", "onceflow", "demo", "--records", "0"],
-        capture_output=True,
-        timeout=60,
+        [sys.executable, "-m", "onceflow", "demo", *args], capture_output=True, timeout=60
     )
     assert result.returncode == 2
-    assert b"--records >= 1" in result.stderr
+    assert message in result.stderr
+
+
+def test_demo_help_explains_what_it_shows():
+    result = subprocess.run(
+        [sys.executable, "-m", "onceflow", "demo", "--help"], capture_output=True, timeout=60
+    )
+    out = result.stdout.decode()
+    assert result.returncode == 0
+    assert "SIGKILLs the driver" in out and "read_committed" in out and "--faults" in out

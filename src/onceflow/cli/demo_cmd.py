@@ -1,31 +1,42 @@
-"""`onceflow demo`: a real Kafka client round trip through an embedded onceflow broker.
+"""`onceflow demo`: the exactly-once Spark pipeline on an embedded broker, crashed on purpose.
 
-Starts `onceflow broker` as a child process on a free port over a temporary data directory,
-creates a 3-partition topic with onceflow's AdminClient, produces numbered records with
-confluent-kafka (librdkafka, acks=all), reads them back with a confluent-kafka consumer using
-assign() (no consumer group), checks that every record came back exactly once, byte for byte,
-in per-partition order at consecutive offsets, prints a short summary and exits 0. Any failure
-prints one line to stderr and exits 1.
+What it shows, step by step:
+
+1. starts an embedded onceflow broker (or uses `--bootstrap HOST:PORT`, a onceflow or Apache
+   Kafka cluster) and creates an input and an output topic;
+2. feeds orders into the input topic in transactions, aborting every fifth transaction, so a
+   reader that is not read_committed would see orders that never happened;
+3. runs the consume-transform-produce job (`onceflow.spark.pipeline`: Spark Structured
+   Streaming, onceflow source -> validate and enrich -> exactly-once onceflow sink) as a
+   separate Spark driver process, SIGKILLs the driver at two different points of a
+   micro-batch (while tasks write; after the driver committed some of a batch's transactions
+   but not all), kill -9's the broker while a later batch is running, and restarts each from
+   its checkpoint / data directory until the job has processed all input;
+4. reads the output with a read_committed consumer and checks it: every committed order once,
+   duplicates 0, missing 0, aborted input never seen, no transaction left open; prints the
+   report and exits 1 if the check fails.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import selectors
+import math
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from onceflow.cli.embedded_broker import BrokerError, EmbeddedBroker
 from onceflow.client.admin import AdminClient, NewTopic
 from onceflow.client.connection import KafkaConnectionError, KafkaError, KafkaTimeoutError
 
-READY_PREFIX = "onceflow broker ready on "
-TOPIC = "onceflow-demo"
+FAULT_MODES = ("none", "driver", "broker", "all")
+DRIVER_FAULTS = ("task.midway@1", "driver.between_commits@2")
+MAX_RESTARTS = 6
 
 
 class DemoError(Exception):
@@ -36,230 +47,291 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register the `demo` sub-command."""
     parser = subparsers.add_parser(
         "demo",
-        help="round-trip records through an embedded broker with a real Kafka client",
-        description="Start an embedded broker, produce and consume with confluent-kafka, "
-        "verify exactly-once delivery and print a summary.",
+        help="run the exactly-once Spark pipeline on an embedded broker, with crashes",
+        description=__doc__.split("\n", 2)[2],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--records", type=int, default=10_000, help="records to send")
-    parser.add_argument("--record-size", type=int, default=1024, help="value size in bytes")
-    parser.add_argument("--partitions", type=int, default=3)
-    parser.add_argument("--data-dir", help="keep the broker's data here (default: a temp dir)")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds for each phase")
+    parser.add_argument("--records", type=int, default=20_000, help="orders to feed in")
+    parser.add_argument(
+        "--faults",
+        choices=FAULT_MODES,
+        default="all",
+        help="driver: SIGKILL the Spark driver twice; broker: kill -9 the broker once; "
+        "all (default): both",
+    )
+    parser.add_argument(
+        "--bootstrap", help="use this onceflow or Kafka cluster instead of an embedded broker"
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the data, checkpoint and logs, and say where"
+    )
+    parser.add_argument("--partitions", type=int, default=3, help="partitions of each topic")
+    parser.add_argument("--master", default="local[2]", help="Spark master of the driver")
+    parser.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds for each phase or driver run"
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of `onceflow demo`; returns the exit code."""
-    if args.records < 1 or args.record_size < 16 or args.partitions < 1:
-        print(
-            "onceflow demo: need --records >= 1, --record-size >= 16, --partitions >= 1",
-            file=sys.stderr,
-        )
+    if args.records < 100 or args.partitions < 1:
+        print("onceflow demo: need --records >= 100 and --partitions >= 1", file=sys.stderr)
         return 2
-    temp = None if args.data_dir else tempfile.mkdtemp(prefix="onceflow-demo-")
-    data_dir = Path(args.data_dir or temp)
-    broker = None
+    if args.bootstrap and args.faults in ("broker", "all"):
+        print("onceflow demo: --faults broker/all need the embedded broker", file=sys.stderr)
+        return 2
+    workdir = Path(tempfile.mkdtemp(prefix="onceflow-demo-"))
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    demo = Demo(args, workdir)
     try:
-        broker = EmbeddedBroker(data_dir, args.timeout)
-        summary = run_round_trip(broker.address, args)
-        print(summary)
-        return 0
-    except DemoError as exc:
+        report = demo.run()
+        print(report.text(), flush=True)
+        return 0 if report.ok else 1
+    except (DemoError, BrokerError, OSError, KafkaError, TimeoutError) as exc:
         print(f"onceflow demo: {exc}", file=sys.stderr)
         return 1
-    except OSError as exc:
-        print(f"onceflow demo: {exc}", file=sys.stderr)
-        return 1
+    except KeyboardInterrupt:
+        print("onceflow demo: interrupted", file=sys.stderr)
+        return 130
     finally:
-        if broker is not None:
-            broker.stop()
-        if temp is not None:
-            shutil.rmtree(temp, ignore_errors=True)
+        demo.close()
+        signal.signal(signal.SIGTERM, previous)
+        if args.keep:
+            print(f"onceflow demo: kept data, checkpoint and logs in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
-class EmbeddedBroker:
-    """`onceflow broker` as a child process on 127.0.0.1 and a free port."""
+def _exit_on_sigterm(_signum: int, _frame: Any) -> None:
+    raise SystemExit(143)  # runs the finally blocks: the driver and broker are stopped
 
-    def __init__(self, data_dir: Path, timeout: float):
-        data_dir.mkdir(parents=True, exist_ok=True)
-        self.stderr_path = data_dir / "broker.stderr.log"
-        cmd = [
-            sys.executable,
-            "-m",
-            "onceflow",
-            "broker",
-            "--data-dir",
-            str(data_dir / "data"),
-            "--listen",
-            "127.0.0.1:0",
-            "--log-level",
-            "WARNING",
+
+@dataclass
+class Report:
+    records: int = 0
+    aborted_inputs: int = 0
+    aborted_transactions: int = 0
+    outputs: int = 0
+    problems: list[str] = field(default_factory=list)
+    duplicates: int = 0
+    missing: int = 0
+    aborted_seen: int = 0
+    open_transactions: bool = False
+    batches: int = 0
+    driver_runs: list[str] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)
+    pipeline_seconds: float = 0.0
+    bootstrap: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and not self.open_transactions
+
+    def text(self) -> str:
+        rate = self.records / self.pipeline_seconds if self.pipeline_seconds else 0.0
+        lines = [
+            f"onceflow demo: exactly-once Spark pipeline via {self.bootstrap}",
+            f"  input orders (committed):      {self.records}",
+            f"  aborted input orders:          {self.aborted_inputs} "
+            f"in {self.aborted_transactions} aborted transactions",
+            f"  output records:                {self.outputs}",
+            f"  duplicates:                    {self.duplicates}",
+            f"  missing:                       {self.missing}",
+            f"  aborted input seen in output:  {self.aborted_seen}",
+            f"  open transactions left:        {'yes' if self.open_transactions else 'none'}",
+            f"  micro-batches committed:       {self.batches}",
+            f"  driver runs:                   {len(self.driver_runs)}",
         ]
-        with open(self.stderr_path, "ab") as stderr:
-            self.proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-        self.address = self._wait_ready(timeout)
+        lines += [f"    {i + 1}. {outcome}" for i, outcome in enumerate(self.driver_runs)]
+        lines.append(
+            f"  throughput (incl. restarts):   {rate:,.0f} orders/s "
+            f"over {self.pipeline_seconds:.1f} s"
+        )
+        lines.append(
+            "  time per phase:                "
+            + ", ".join(f"{k} {v:.1f} s" for k, v in self.phases.items())
+        )
+        verdict = "PASSED" if self.ok else "FAILED: " + "; ".join(self.problems)
+        lines.append(f"  exactly-once check {verdict}")
+        return "\n".join(lines)
 
-    def _wait_ready(self, timeout: float) -> str:
-        deadline = time.monotonic() + timeout
-        buffer = b""
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.proc.stdout, selectors.EVENT_READ)
-            while b"\n" not in buffer:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise DemoError(
-                        f"the broker did not start within {timeout:.0f}s{self._stderr_tail()}"
-                    )
-                if not selector.select(remaining):
-                    continue
-                chunk = os.read(self.proc.stdout.fileno(), 4096)
-                if not chunk:
-                    raise DemoError(
-                        f"the broker exited with status {self.proc.wait()}{self._stderr_tail()}"
-                    )
-                buffer += chunk
-        line = buffer.split(b"\n", 1)[0].decode(errors="replace")
-        if not line.startswith(READY_PREFIX):
-            raise DemoError(f"unexpected broker output {line!r}")
-        return line[len(READY_PREFIX) :].strip()
 
-    def _stderr_tail(self) -> str:
+class Demo:
+    """The demo's steps; `close()` stops whatever is still running."""
+
+    def __init__(self, args: argparse.Namespace, workdir: Path):
+        self.args = args
+        self.workdir = workdir
+        self.broker: EmbeddedBroker | None = None
+        self.driver: Any = None
+        self.report = Report()
+        suffix = "" if not args.bootstrap else f"-{int(time.time())}"
+        self.input, self.output = f"orders{suffix}", f"orders-validated{suffix}"
+        self.committed_ids: list[int] = []
+
+    def say(self, text: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+    def run(self) -> Report:
+        phases = self.report.phases
+        start = time.monotonic()
+        self.bootstrap = self._start_broker()
+        self._create_topics()
+        phases["setup"] = time.monotonic() - start
+        start = time.monotonic()
+        self._feed()
+        phases["feed"] = time.monotonic() - start
+        start = time.monotonic()
+        self._run_pipeline()
+        phases["pipeline"] = self.report.pipeline_seconds = time.monotonic() - start
+        start = time.monotonic()
+        self._check()
+        phases["check"] = time.monotonic() - start
+        return self.report
+
+    def close(self) -> None:
+        if self.driver is not None and self.driver.proc.poll() is None:
+            self.driver.kill()
+        if self.broker is not None:
+            self.broker.stop()
+
+    # ------------------------------------------------------------------ steps
+
+    def _start_broker(self) -> str:
+        if self.args.bootstrap:
+            self.report.bootstrap = self.args.bootstrap
+            return self.args.bootstrap
+        self.say("starting an embedded onceflow broker")
+        self.broker = EmbeddedBroker(self.workdir / "broker", self.args.timeout)
+        self.report.bootstrap = f"an embedded broker on {self.broker.address}"
+        return self.broker.address
+
+    def _create_topics(self) -> None:
         try:
-            lines = self.stderr_path.read_text(errors="replace").strip().splitlines()
-        except OSError:
-            return ""
-        return f": {lines[-1]}" if lines else ""
+            with AdminClient({"bootstrap.servers": self.bootstrap}) as admin:
+                topics = [NewTopic(t, self.args.partitions, 1) for t in (self.input, self.output)]
+                for name, result in admin.create_topics(topics).items():
+                    if not result.ok:
+                        raise DemoError(f"cannot create topic {name!r}: {result.error_code.name}")
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            raise DemoError(f"cannot reach {self.bootstrap}: {exc}") from exc
+        self.say(
+            f"created topics {self.input} and {self.output} ({self.args.partitions} partitions)"
+        )
 
-    def stop(self) -> None:
-        """SIGTERM, then SIGKILL after 15 s."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+    def _feed(self) -> None:
+        from onceflow.spark.orders import feed_orders
 
+        n = self.args.records
+        self.say(f"feeding {n} orders in transactions of 100, aborting every 5th transaction")
+        marks = {n * k // 4 for k in range(1, 4)}
 
-def _value(seq: int, size: int) -> bytes:
-    head = b"%010d|" % seq
-    body = (b"onceflow demo record %d " % seq) * (size // 20 + 1)
-    return head + body[: size - len(head)]
+        def progress(done: int) -> None:
+            if any(done >= m > done - 100 for m in marks):
+                self.say(f"  fed {done}/{n} orders")
 
+        fed = feed_orders(self.bootstrap, self.input, n, progress=progress)
+        self.committed_ids = fed.committed_ids
+        self.report.records = len(fed.committed_ids)
+        self.report.aborted_inputs = len(fed.aborted_ids)
+        self.report.aborted_transactions = fed.aborted_transactions
 
-def run_round_trip(bootstrap: str, args: argparse.Namespace) -> str:
-    """Create the topic, produce, consume, verify; returns the summary text."""
-    try:
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-        from confluent_kafka import KafkaError as RdKafkaError
-    except ImportError as exc:
-        raise DemoError("the demo needs confluent-kafka (pip install confluent-kafka)") from exc
+    def _driver_args(self, faults: str) -> list[str]:
+        per_trigger = math.ceil(self.args.records * 1.25 / 8)  # about 8 micro-batches
+        return [
+            "--bootstrap", self.bootstrap, "--input", self.input, "--output", self.output,
+            "--checkpoint", str(self.workdir / "checkpoint"), "--master", self.args.master,
+            "--max-offsets-per-trigger", str(per_trigger),
+            "--faults", faults, "--faults-dir", str(self.workdir / "faults"),
+        ]  # fmt: skip
 
-    n, size, partitions = args.records, args.record_size, args.partitions
-    try:
-        with AdminClient({"bootstrap.servers": bootstrap, "client.id": "onceflow-demo"}) as admin:
-            result = admin.create_topics([NewTopic(TOPIC, partitions, 1)])[TOPIC]
-    except (KafkaConnectionError, KafkaTimeoutError, KafkaError) as exc:
-        raise DemoError(f"cannot create topic {TOPIC!r}: {exc}") from exc
-    if not result.ok:
-        raise DemoError(f"cannot create topic {TOPIC!r}: {result.error_code.name}")
+    def committed_batches(self) -> int:
+        commits = self.workdir / "checkpoint" / "commits"
+        return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.is_dir() else 0
 
-    # produce
-    failures: list[str] = []
-    acked = 0
+    def _run_pipeline(self) -> None:
+        from onceflow.spark.supervisor import DriverProcess
 
-    def on_delivery(err, _msg) -> None:
-        nonlocal acked
-        if err is None:
-            acked += 1
-        elif len(failures) < 3:
-            failures.append(str(err))
+        mode = self.args.faults
+        driver_faults = list(DRIVER_FAULTS) if mode in ("driver", "all") else []
+        broker_fault = mode in ("broker", "all")
+        log = self.workdir / "driver.log"
+        self.say(f"running the Spark pipeline (driver output in {log})")
+        for run_number in range(1, len(DRIVER_FAULTS) + MAX_RESTARTS + 1):
+            faults = driver_faults.pop(0) if driver_faults else ""
+            kill_broker_after = None
+            if broker_fault and not faults:
+                kill_broker_after = self.committed_batches() + 1
+            note = f"; will SIGKILL it at {faults}" if faults else ""
+            note += "; will kill -9 the broker mid-run" if kill_broker_after else ""
+            self.say(f"driver run {run_number}: starting{note}")
+            self.driver = DriverProcess(self._driver_args(faults), log, self.workdir / "faults")
+            watch = _RunWatch(self, kill_broker_after)
+            outcome = self.driver.wait(self.args.timeout, on_tick=watch)
+            self.driver = None
+            if watch.broker_killed:
+                broker_fault = False
+            if outcome.fault:
+                text = f"SIGKILLed at {outcome.fault} after {outcome.seconds:.1f} s"
+            elif outcome.exit_code == 0:
+                text = f"finished all input after {outcome.seconds:.1f} s"
+            else:
+                text = f"failed (exit {outcome.exit_code}) after {outcome.seconds:.1f} s"
+            if watch.broker_killed:
+                text += " (the broker was kill -9'd and restarted during this run)"
+            self.report.driver_runs.append(text)
+            self.say(f"driver run {run_number}: {text}")
+            if outcome.exit_code == 0 and not driver_faults:
+                if broker_fault:
+                    self.report.driver_runs.append("(the broker kill was skipped: too few batches)")
+                self.report.batches = self.committed_batches()
+                return
+        raise DemoError(f"the pipeline did not finish after {run_number} driver runs; see {log}")
 
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "linger.ms": 5,
-            "message.timeout.ms": int(args.timeout * 1000),
-        }
-    )
-    start = time.monotonic()
-    for seq in range(n):
-        while True:
-            try:
-                producer.produce(
-                    TOPIC, _value(seq, size), partition=seq % partitions, on_delivery=on_delivery
-                )
-                break
-            except BufferError:
-                producer.poll(0.05)
-        producer.poll(0)
-    left = producer.flush(args.timeout)
-    produce_s = time.monotonic() - start
-    if left or failures or acked != n:
-        raise DemoError(f"produce: {acked} of {n} acknowledged; {left} unsent; {failures}")
+    def kill_broker(self) -> None:
+        if self.broker is None:
+            raise DemoError("no embedded broker to kill")
+        self.say("  kill -9 of the broker")
+        self.broker.kill9()
+        self.broker.restart()
+        self.say("  broker restarted on the same port and data directory")
 
-    # consume
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "onceflow-demo",
-            "enable.auto.commit": False,
-            "enable.partition.eof": False,
-        }
-    )
-    consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(partitions)])
-    seen: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
-    total = 0
-    start = time.monotonic()
-    deadline = start + args.timeout
-    try:
-        while total < n and time.monotonic() < deadline:
-            for msg in consumer.consume(num_messages=10_000, timeout=0.5):
-                if msg.error() is not None and msg.error().code() != RdKafkaError._PARTITION_EOF:
-                    raise DemoError(f"consume: {msg.error()}")
-                if msg.error() is None:
-                    seen[msg.partition()].append((msg.offset(), msg.value()))
-                    total += 1
-    finally:
-        consumer.close()
-    consume_s = time.monotonic() - start
+    def _check(self) -> None:
+        from onceflow.spark.orders import check_output, end_offsets, read_committed
 
-    problems = verify(seen, n, size, partitions)
-    if problems:
-        raise DemoError("exactly-once check failed: " + "; ".join(problems[:3]))
-    mb = n * size / 1e6
-    return (
-        f"onceflow demo: {n} records of {size} B over {partitions} partitions "
-        f"({mb:.1f} MB) via {bootstrap}\n"
-        f"  produce (confluent-kafka, acks=all): {produce_s:.2f} s, {mb / produce_s:.1f} MB/s\n"
-        f"  consume (confluent-kafka, assign):   {consume_s:.2f} s, {mb / consume_s:.1f} MB/s\n"
-        f"  exactly-once check passed: every record once, in order, at consecutive offsets"
-    )
+        self.say("checking the output with a read_committed consumer")
+        parts = self.args.partitions
+        records = read_committed(self.bootstrap, self.output, parts, self.args.timeout)
+        check = check_output(records, self.committed_ids)
+        report = self.report
+        report.outputs = check.outputs
+        report.duplicates, report.missing = len(check.duplicates), len(check.missing)
+        report.aborted_seen = len(check.aborted_seen)
+        report.problems = check.problems()
+        lso = end_offsets(self.bootstrap, self.output, parts, read_committed=True)
+        hw = end_offsets(self.bootstrap, self.output, parts, read_committed=False)
+        report.open_transactions = lso != hw
+        if report.open_transactions:
+            report.problems.append(f"open transactions on the output: LSO {lso}, HW {hw}")
 
 
-def verify(
-    seen: dict[int, list[tuple[int, bytes]]], n: int, size: int, partitions: int
-) -> list[str]:
-    """Problems with what was consumed; empty when each record came back exactly once."""
-    problems = []
-    for partition, got in seen.items():
-        want = range(partition, n, partitions)
-        if [o for o, _ in got] != list(range(len(got))):
-            problems.append(f"partition {partition}: offsets not consecutive from 0")
-        if len(got) != len(want):
-            problems.append(f"partition {partition}: {len(got)} records, expected {len(want)}")
-            continue
-        for (offset, value), seq in zip(got, want, strict=True):
-            if value != _value(seq, size):
-                problems.append(f"partition {partition} offset {offset}: wrong record")
-                break
-    return problems
+class _RunWatch:
+    """Called while a driver runs: reports committed batches, kills the broker once the
+    batch count reaches `kill_broker_after`."""
+
+    def __init__(self, demo: Demo, kill_broker_after: int | None):
+        self.demo = demo
+        self.kill_broker_after = kill_broker_after
+        self.batches = demo.committed_batches()
+        self.broker_killed = False
+
+    def __call__(self) -> None:
+        batches = self.demo.committed_batches()
+        if batches != self.batches:
+            self.batches = batches
+            self.demo.say(f"  micro-batches committed: {batches}")
+        if self.kill_broker_after is not None and not self.broker_killed:
+            if batches >= self.kill_broker_after:
+                self.broker_killed = True
+                self.demo.kill_broker()

@@ -78,6 +78,8 @@ def fault_point(
         os._exit(17)
     if faults_dir:
         Path(faults_dir).mkdir(parents=True, exist_ok=True)
-        (Path(faults_dir) / where).write_text(str(os.getpid()))
+        tmp = Path(faults_dir) / f".{where}.{os.getpid()}"
+        tmp.write_text(str(os.getpid()))
+        tmp.rename(Path(faults_dir) / where)  # appears whole: the supervisor reads the pid
     while True:  # hang until killed
         time.sleep(3600)

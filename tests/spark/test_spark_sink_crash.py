@@ -1,0 +1,212 @@
+"""The exactly-once sink under crashes: each test runs the demo pipeline as separate Spark
+driver processes, SIGKILLs them at the sink's fault points (onceflow.spark.faults), restarts
+them from the checkpoint and checks the output topic with a read_committed consumer: every
+committed input order exactly once, nothing from aborted input, no open transaction left."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pipeline_helpers import (
+    Pipeline,
+    assert_exactly_once,
+    end_offsets,
+    output_problems,
+    read_output,
+)
+from support.broker import BrokerProcess
+
+pytestmark = pytest.mark.slow
+
+ORDERS = 900
+PER_TRIGGER = ["--max-offsets-per-trigger", "300"]  # about 4 batches of 3 tasks each
+
+
+@pytest.fixture
+def pipeline(tmp_path: Path) -> Pipeline:
+    broker = BrokerProcess(tmp_path / "broker" / "data")
+    try:
+        p = Pipeline(broker.bootstrap, tmp_path)
+        p.broker = broker  # type: ignore[attr-defined]
+        p.create_topics()
+        p.feed(ORDERS)
+        yield p
+    finally:
+        broker.stop()
+
+
+def _expect_fault(p: Pipeline, point: str, faults: str, **kw: str) -> None:
+    outcome = p.run(*PER_TRIGGER, faults=faults, **kw)
+    assert outcome.fault is not None and outcome.fault.startswith(point), (outcome, p.log_tail())
+
+
+def _finish(p: Pipeline, **kw: str) -> None:
+    outcome = p.run(*PER_TRIGGER, **kw)
+    assert outcome.exit_code == 0, (outcome, p.log_tail())
+
+
+def test_driver_killed_at_every_sink_crash_point(pipeline: Pipeline) -> None:
+    """One query, killed six times in batch 1 at successive points, then finished: before
+    writing, mid-write, prepared, before the commit, between commits (some tasks'
+    transactions committed, others not), after the commits but before Spark recorded the
+    batch. After each crash the read_committed output has no duplicate and nothing of batch
+    1 before Spark committed it."""
+    p = pipeline
+    points = [
+        "task.start@1",
+        "task.midway@1",
+        "task.prepared@1",
+        "driver.before_commit@1",
+        "driver.between_commits@1",
+        "driver.after_commit@1",
+    ]
+    for point in points:
+        _expect_fault(p, point, point)
+        records = read_output(p.bootstrap, p.output, p.partitions)
+        problems = output_problems(records, p.committed_ids, complete=False)
+        assert not problems, (point, problems)
+        assert p.committed_batches() == 1, point  # batch 1 is never recorded as done
+    _finish(p)
+    assert p.committed_batches() >= 3
+    assert_exactly_once(p)
+
+
+def test_task_failures_are_retried_exactly_once(pipeline: Pipeline) -> None:
+    """local[2,3]: a task that raises mid-write and a Python worker that dies after preparing
+    are retried by Spark (new attempts fence the old ones); the query finishes in one run."""
+    p = pipeline
+    faults = "task.midway@1:0=raise,task.prepared@2:1=exit"
+    outcome = p.run(*PER_TRIGGER, faults=faults, master="local[2,3]")
+    assert outcome.exit_code == 0, (outcome, p.log_tail())
+    assert "FaultInjected" in p.log.read_text(errors="replace")
+    assert_exactly_once(p)
+
+
+def test_failed_batch_is_aborted_and_leaves_no_open_transaction(pipeline: Pipeline) -> None:
+    """local[2] (no task retries): a task fails after the other tasks prepared their
+    transactions; Spark aborts the batch, the query stops, nothing of the batch is visible
+    and the abort left no open transaction (LSO == HW). A restart finishes exactly once."""
+    p = pipeline
+    outcome = p.run(*PER_TRIGGER, faults="task.prepared@1:2=raise")
+    assert outcome.exit_code not in (0, None), (outcome, p.log_tail())
+    assert p.committed_batches() == 1
+    lso = end_offsets(p.bootstrap, p.output, p.partitions, True)
+    hw = end_offsets(p.bootstrap, p.output, p.partitions, False)
+    assert lso == hw, f"the aborted batch left open transactions: LSO {lso} HW {hw}"
+    records = read_output(p.bootstrap, p.output, p.partitions)
+    assert not output_problems(records, p.committed_ids, complete=False)
+    _finish(p)
+    assert_exactly_once(p)
+
+
+def test_broker_killed_mid_batch(pipeline: Pipeline) -> None:
+    """kill -9 of the broker while batch 1's tasks are writing, restart on the same port;
+    the driver is restarted as often as it fails (at most 3 times)."""
+    p = pipeline
+    broker: BrokerProcess = p.broker  # type: ignore[attr-defined]
+    driver = p.driver(*PER_TRIGGER, faults="task.midway@1:0")
+    outcome = driver.wait(240)
+    assert outcome.fault == "task.midway@1:0", (outcome, p.log_tail())  # noqa: S101
+    # the fault point stopped the driver with batch 1 in flight: kill the broker too
+    broker.kill()
+    broker.restart()
+    for _attempt in range(3):
+        outcome = p.run(*PER_TRIGGER)
+        if outcome.exit_code == 0:
+            break
+    assert outcome.exit_code == 0, (outcome, p.log_tail())
+    assert_exactly_once(p)
+
+
+def test_local_cluster_separate_executors(pipeline: Pipeline) -> None:
+    """local-cluster[2,1,1024]: executors are separate JVMs; the driver is killed between
+    commits and restarted."""
+    p = pipeline
+    master = "local-cluster[2,1,1024]"
+    _expect_fault(p, "driver.between_commits@1", "driver.between_commits@1", master=master)
+    _finish(p, master=master)
+    assert_exactly_once(p)
+
+
+ZOMBIE = """
+import json, sys, time
+from pathlib import Path
+import pyarrow as pa
+from onceflow.spark.options import parse_sink_options
+from onceflow.spark.orders import validated_value
+from onceflow.spark.twophase import TaskInfo, commit_batch, default_prefix, write_task
+from onceflow.spark.twophase import query_id_from_checkpoint
+
+bootstrap, output, checkpoint, go_file, ids = sys.argv[1:6]
+ids = json.loads(ids)
+options = parse_sink_options({"kafka.bootstrap.servers": bootstrap, "topic": output})
+query_id = query_id_from_checkpoint(checkpoint)
+
+def rows():
+    values = [json.dumps(validated_value(i)).encode() for i in ids]
+    keys = [f"order-{i}".encode() for i in ids]
+    half = len(ids) // 2
+    yield pa.RecordBatch.from_pydict({"key": keys[:half], "value": values[:half]})
+    print("paused", flush=True)
+    while not Path(go_file).exists():   # the test SIGSTOPs us here, then lets us go
+        time.sleep(0.05)
+    yield pa.RecordBatch.from_pydict({"key": keys[half:], "value": values[half:]})
+
+info = TaskInfo(query_id, batch_id=1, partition_id=0, attempt=0)
+try:
+    message = write_task(options, info, default_prefix(query_id), rows())
+    commit_batch(options, [message], 1)
+    print("zombie committed", flush=True)
+except Exception as exc:
+    print(f"zombie fenced: {type(exc).__name__}: {exc}", flush=True)
+"""
+
+
+def test_zombie_attempt_is_fenced(pipeline: Pipeline, tmp_path: Path) -> None:
+    """A task attempt for batch 1, partition 0 that wrote half of its rows and was paused
+    (SIGSTOP) wakes up after the restarted query re-ran and committed batch 1: its writes
+    and its commit are fenced (a newer epoch of the same transactional id), so its rows,
+    the same orders as task 0's share, never reach the output a second time."""
+    p = pipeline
+    _expect_fault(p, "driver.before_commit@1", "driver.before_commit@1")
+    batch_ids = _batch_partition_ids(p, batch=1, partition=0)
+    go_file = tmp_path / "zombie-go"
+    zombie = subprocess.Popen(
+        [sys.executable, "-c", ZOMBIE, p.bootstrap, p.output, str(p.checkpoint), str(go_file),
+         json.dumps(batch_ids)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert zombie.stdout.readline().strip() == "paused"
+        os.kill(zombie.pid, signal.SIGSTOP)
+        _finish(p)  # the query re-runs batch 1 and finishes while the zombie sleeps
+        go_file.touch()
+        os.kill(zombie.pid, signal.SIGCONT)
+        result = zombie.communicate(timeout=120)[0]
+    finally:
+        zombie.kill()
+    assert "zombie fenced" in result, result
+    assert_exactly_once(p)
+
+
+def _batch_partition_ids(p: Pipeline, batch: int, partition: int) -> list[int]:
+    """The committed order ids in batch `batch`'s offset range of input `partition`, read
+    from the checkpoint's offset log (what task `partition` of that batch writes)."""
+
+    def offsets(n: int) -> dict:
+        lines = (p.checkpoint / "offsets" / str(n)).read_text().splitlines()
+        return json.loads(lines[-1])[p.input]
+
+    start, end = offsets(batch - 1)[str(partition)], offsets(batch)[str(partition)]
+    records = read_output(p.bootstrap, p.input, p.partitions)
+    return [
+        int(r.key.decode().split("-")[1])
+        for r in records
+        if r.partition == partition and start <= r.offset < end
+    ]
