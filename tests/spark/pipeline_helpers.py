@@ -3,6 +3,7 @@ at fault points, and check the output topic exactly once."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,6 +65,24 @@ class Pipeline:
             return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
+
+    def batch_end_offsets(self, batch: int) -> dict[int, int]:
+        """The input end offsets of `batch` per partition, from the checkpoint's offset log."""
+        lines = (self.checkpoint / "offsets" / str(batch)).read_text().splitlines()
+        return {int(p): o for p, o in json.loads(lines[-1])[self.input].items()}
+
+    def input_ids(self, start: dict[int, int], end: dict[int, int]) -> list[tuple[int, int]]:
+        """(partition, order id) of the committed input orders in `[start, end)` per partition."""
+        records = read_committed(self.bootstrap, self.input, self.partitions)
+        return [
+            (r.partition, int(r.key.decode().split("-")[1]))
+            for r in records
+            if start.get(r.partition, 0) <= r.offset < end.get(r.partition, 0)
+        ]
+
+    def output_ids(self) -> list[int]:
+        records = read_committed(self.bootstrap, self.output, self.partitions)
+        return [json.loads(r.value)["id"] for r in records]
 
     def committed_batches(self) -> int:
         """How many batches Spark has recorded as done (files in <checkpoint>/commits)."""

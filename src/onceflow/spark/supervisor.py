@@ -38,6 +38,8 @@ class DriverProcess:
 
     def __init__(self, args: list[str], log_path: Path, faults_dir: Path | None = None):
         self.faults_dir = faults_dir
+        for stale in self._fault_files():  # left by a run killed meanwhile
+            stale.unlink()
         self.started = time.monotonic()
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYSPARK_PYTHON": sys.executable}
         with open(log_path, "ab") as log:
@@ -88,5 +90,5 @@ class DriverProcess:
             except (ProcessLookupError, PermissionError):
                 pass
         self.proc.wait()
-        for path in fault_files or []:
+        for path in self._fault_files():  # every task that reached a point, not just the first
             path.unlink(missing_ok=True)

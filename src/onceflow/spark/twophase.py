@@ -287,8 +287,7 @@ def _already_committed(options: SinkOptions, txn_id: str, batch_id: int, timeout
 
 
 def _init_error(exc: KafkaError, options: SinkOptions, txn_id: str) -> BaseException:
-    code = getattr(exc, "error_code", None)
-    if code == ErrorCode.INVALID_TRANSACTION_TIMEOUT:
+    if exc.code == ErrorCode.INVALID_TRANSACTION_TIMEOUT:
         return RuntimeError(
             f"The broker refused transaction.timeout.ms={options.transaction_timeout_ms} for "
             f"{txn_id}: it is above the broker's transaction.max.timeout.ms. Lower the sink "

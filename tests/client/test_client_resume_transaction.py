@@ -1,0 +1,136 @@
+"""Two-phase commit with the onceflow client against a live broker (what the Spark sink uses):
+
+- `Producer.resume_transaction(producer_id, epoch)` on a new producer commits or aborts a
+  transaction another producer instance opened and left open; committing it again is
+  harmless; a stale epoch is fenced; a resumed transaction takes no records;
+- `AdminClient.list_consumer_group_offsets(require_stable=True)` waits while offsets of the
+  group are pending in a transaction and then returns the committed (offset, metadata).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from client.client_support import FAST_GROUP_BROKER, read_all, txn_producer
+from client.helpers import create_topic
+
+from onceflow.client.admin import AdminClient, TopicPartition
+from onceflow.client.errors import IllegalStateError, KafkaError, ProducerFencedError
+from onceflow.client.txn_manager import OffsetAndMetadata
+from onceflow.spark.orders import end_offsets
+
+TIMEOUT = 30
+
+
+@pytest.fixture
+def txn_broker(broker_factory):
+    broker = broker_factory(FAST_GROUP_BROKER)
+    create_topic(broker.bootstrap, "out", 2)
+    return broker
+
+
+def _prepare(bootstrap: str, txn_id: str, values: list[bytes], group: str | None = None):
+    """Open a transaction with `values` (and a group offset), flush, close without ending it;
+    returns (producer id, epoch)."""
+    producer = txn_producer(bootstrap, txn_id)
+    producer.init_transactions(TIMEOUT)
+    producer.begin_transaction()
+    for i, value in enumerate(values):
+        producer.send("out", value, partition=i % 2)
+    if group is not None:
+        offsets = {("out", 0): OffsetAndMetadata(7, "batch 6")}
+        producer.send_offsets_to_transaction(offsets, group, TIMEOUT)
+    producer.flush(TIMEOUT)
+    ids = producer.producer_id, producer.producer_epoch
+    producer.close(timeout=0)
+    return ids
+
+
+def _resume(bootstrap: str, txn_id: str, ids: tuple[int, int]):
+    producer = txn_producer(bootstrap, txn_id)
+    producer.resume_transaction(*ids)
+    return producer
+
+
+def test_resumed_transaction_commits_and_a_second_commit_is_harmless(txn_broker):
+    bootstrap = txn_broker.bootstrap
+    values = [b"v%d" % i for i in range(20)]
+    ids = _prepare(bootstrap, "two-phase", values)
+    assert read_all(bootstrap, "out", 2, "read_committed", quiet_s=0.5) == []
+    for _attempt in range(2):  # the second commit is a driver re-running commit()
+        producer = _resume(bootstrap, "two-phase", ids)
+        producer.commit_transaction(TIMEOUT)
+        producer.close()
+    got = read_all(bootstrap, "out", 2, "read_committed", expect=20)
+    assert sorted(r.value for r in got) == sorted(values)
+    assert end_offsets(bootstrap, "out", 2, True) == end_offsets(bootstrap, "out", 2, False)
+
+
+def test_resumed_transaction_aborts(txn_broker):
+    bootstrap = txn_broker.bootstrap
+    ids = _prepare(bootstrap, "two-phase-abort", [b"x"] * 5)
+    producer = _resume(bootstrap, "two-phase-abort", ids)
+    producer.abort_transaction(TIMEOUT)
+    producer.close()
+    assert read_all(bootstrap, "out", 2, "read_committed", quiet_s=0.5) == []
+    assert end_offsets(bootstrap, "out", 2, True) == end_offsets(bootstrap, "out", 2, False)
+
+
+def test_resume_with_a_stale_epoch_is_fenced(txn_broker):
+    bootstrap = txn_broker.bootstrap
+    ids = _prepare(bootstrap, "two-phase-fenced", [b"zombie"] * 5)
+    newer = txn_producer(bootstrap, "two-phase-fenced")
+    newer.init_transactions(TIMEOUT)  # fences the epoch and aborts the open transaction
+    newer.close()
+    producer = _resume(bootstrap, "two-phase-fenced", ids)
+    with pytest.raises((ProducerFencedError, KafkaError)):
+        producer.commit_transaction(TIMEOUT)
+    producer.close()
+    assert read_all(bootstrap, "out", 2, "read_committed", quiet_s=0.5) == []
+
+
+def test_resumed_transaction_takes_no_records_and_needs_a_fresh_producer(txn_broker):
+    bootstrap = txn_broker.bootstrap
+    producer = _resume(txn_broker.bootstrap, "two-phase-misuse", (1000, 0))
+    with pytest.raises(IllegalStateError):
+        producer.send("out", b"late", partition=0)
+    with pytest.raises(IllegalStateError):
+        producer.send_offsets_to_transaction({("out", 0): 1}, "g", TIMEOUT)
+    producer.close()
+    used = txn_producer(bootstrap, "two-phase-misuse-2")
+    used.init_transactions(TIMEOUT)
+    with pytest.raises(IllegalStateError):
+        used.resume_transaction(used.producer_id, used.producer_epoch)
+    used.close()
+    with pytest.raises(ValueError):
+        txn_producer(bootstrap, "two-phase-misuse-3").resume_transaction(-1, 0)
+
+
+def test_group_offsets_wait_for_a_pending_transaction(txn_broker):
+    bootstrap = txn_broker.bootstrap
+    tp = TopicPartition("out", 0)
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        assert admin.list_consumer_group_offsets("marker-group", [tp]) == {tp: None}
+    ids = _prepare(bootstrap, "two-phase-offsets", [b"r"], group="marker-group")
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        with pytest.raises(KafkaError):  # UNSTABLE_OFFSET_COMMIT until the transaction ends
+            admin.list_consumer_group_offsets("marker-group", [tp], timeout=0.5)
+        assert admin.list_consumer_group_offsets("marker-group", [tp], require_stable=False) == {
+            tp: None
+        }
+
+        def commit_later() -> None:
+            time.sleep(0.5)
+            producer = _resume(bootstrap, "two-phase-offsets", ids)
+            producer.commit_transaction(TIMEOUT)
+            producer.close()
+
+        thread = threading.Thread(target=commit_later)
+        thread.start()
+        try:
+            got = admin.list_consumer_group_offsets("marker-group", [tp], timeout=TIMEOUT)
+        finally:
+            thread.join()
+    assert got == {tp: (7, "batch 6")}

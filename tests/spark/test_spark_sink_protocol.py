@@ -1,0 +1,171 @@
+"""The sink's two-phase protocol without Spark (tasks and driver calls made directly, against a
+live broker), its column checks, and the speculation and transaction-timeout refusals."""
+
+from __future__ import annotations
+
+import types
+
+import pyarrow as pa
+import pytest
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+from support.broker import BrokerProcess
+
+import onceflow.spark
+from onceflow.client.admin import AdminClient, NewTopic
+from onceflow.spark.options import OptionError, parse_sink_options
+from onceflow.spark.orders import end_offsets, read_committed
+from onceflow.spark.sink import validate_sink_schema
+from onceflow.spark.twophase import (
+    AlreadyCommitted,
+    NothingToCommit,
+    PreparedTransaction,
+    SinkCommitError,
+    TaskInfo,
+    abort_batch,
+    commit_batch,
+    write_task,
+)
+
+
+@pytest.fixture(scope="module")
+def sink_broker(tmp_path_factory):
+    broker = BrokerProcess(
+        tmp_path_factory.mktemp("sink") / "data",
+        {"transaction.max.timeout.ms": 400_000, "transaction.state.log.num.partitions": 4},
+    )
+    with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+        for name in ("sink-a", "sink-b", "sink-c", "sink-d"):
+            assert admin.create_topics([NewTopic(name, 2, 1)])[name].ok
+    yield broker
+    broker.stop()
+
+
+def _options(bootstrap: str, topic: str, **extra: str):
+    return parse_sink_options({"kafka.bootstrap.servers": bootstrap, "topic": topic, **extra})
+
+
+def _batches(values: list[bytes], size: int = 10):
+    for i in range(0, len(values), size):
+        chunk = values[i : i + size]
+        yield pa.RecordBatch.from_pydict({"key": [b"k"] * len(chunk), "value": chunk})
+
+
+def test_prepared_tasks_commit_once_even_when_the_driver_commits_twice(sink_broker):
+    bootstrap = sink_broker.bootstrap
+    options = _options(bootstrap, "sink-a")
+    values = [[b"p0-%d" % i for i in range(25)], [b"p1-%d" % i for i in range(30)]]
+    messages = [
+        write_task(options, TaskInfo("q1", 0, p, 0), "test-q1", _batches(values[p]))
+        for p in range(2)
+    ]
+    assert all(isinstance(m, PreparedTransaction) for m in messages)
+    assert read_committed(bootstrap, "sink-a", 2) == []  # nothing visible before the commit
+    commit_batch(options, messages, 0)
+    commit_batch(options, messages, 0)  # a restarted driver commits the batch again
+    # a re-run of the batch finds its markers and writes nothing
+    rerun = write_task(options, TaskInfo("q1", 0, 0, 0), "test-q1", _batches(values[0]))
+    assert isinstance(rerun, AlreadyCommitted)
+    got = sorted(r.value for r in read_committed(bootstrap, "sink-a", 2))
+    assert got == sorted(values[0] + values[1])
+    assert end_offsets(bootstrap, "sink-a", 2, True) == end_offsets(bootstrap, "sink-a", 2, False)
+
+
+def test_abort_fences_tasks_that_returned_nothing(sink_broker):
+    """A task that died after writing (no message) leaves an open transaction; abort_batch
+    aborts it through the transactional id derived from the prefix."""
+    bootstrap = sink_broker.bootstrap
+    options = _options(bootstrap, "sink-b")
+    write_task(options, TaskInfo("q2", 3, 0, 0), "test-q2", _batches([b"lost"] * 20))
+    lso, hw = (end_offsets(bootstrap, "sink-b", 2, c) for c in (True, False))
+    assert lso != hw  # the prepared transaction pins the last stable offset
+    abort_batch(options, [None], 3, "test-q2")
+    assert end_offsets(bootstrap, "sink-b", 2, True) == end_offsets(bootstrap, "sink-b", 2, False)
+    assert read_committed(bootstrap, "sink-b", 2) == []
+
+
+def test_commit_refuses_a_batch_with_a_failed_task(sink_broker):
+    options = _options(sink_broker.bootstrap, "sink-c")
+    with pytest.raises(SinkCommitError, match="no commit message from tasks \\[1\\]"):
+        commit_batch(options, [NothingToCommit(0, 0), None], 5)
+
+
+def test_empty_task_opens_no_transaction(sink_broker):
+    options = _options(sink_broker.bootstrap, "sink-c")
+    message = write_task(options, TaskInfo("q3", 0, 0, 0), "test-q3", iter([]))
+    assert message == NothingToCommit(0, 0)
+
+
+def test_transaction_timeout_above_the_broker_maximum_is_a_clear_error(sink_broker):
+    options = _options(
+        sink_broker.bootstrap, "sink-d", **{"kafka.transaction.timeout.ms": "600000"}
+    )
+    with pytest.raises(RuntimeError, match="transaction.max.timeout.ms"):
+        write_task(options, TaskInfo("q4", 0, 0, 0), "test-q4", _batches([b"x"]))
+
+
+def test_at_least_once_writes_without_transactions(sink_broker):
+    bootstrap = sink_broker.bootstrap
+    options = _options(bootstrap, "sink-d", deliveryGuarantee="at_least_once")
+    message = write_task(options, TaskInfo("q5", 0, 1, 0), "unused", _batches([b"a"] * 12))
+    assert message == NothingToCommit(1, 12)
+    assert len(read_committed(bootstrap, "sink-d", 2)) == 12
+
+
+FIELDS = {
+    "value": StructField("value", BinaryType()),
+    "svalue": StructField("value", StringType()),
+    "key": StructField("key", StringType()),
+    "topic": StructField("topic", StringType()),
+    "partition": StructField("partition", IntegerType()),
+    "bad_partition": StructField("partition", LongType()),
+    "headers": StructField(
+        "headers",
+        ArrayType(
+            StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+        ),
+    ),
+    "bad_headers": StructField("headers", ArrayType(StringType())),
+    "bad_key": StructField("key", IntegerType()),
+}
+
+
+@pytest.mark.parametrize(
+    "columns, options, error",
+    [
+        (["value", "key", "partition", "headers"], {"topic": "t"}, None),
+        (["svalue", "topic"], {"progressTopic": "t"}, None),
+        (["svalue", "topic"], {"deliveryGuarantee": "at_least_once"}, None),
+        (["key"], {"topic": "t"}, "Required attribute 'value'"),
+        (["value"], {}, "topic option required"),
+        (["value", "topic"], {}, "progressTopic"),
+        (["value", "bad_partition"], {"topic": "t"}, "partition attribute type must be int"),
+        (["value", "bad_headers"], {"topic": "t"}, "headers attribute type"),
+        (["value", "bad_key"], {"topic": "t"}, "key attribute type"),
+    ],
+)
+def test_sink_columns_are_checked_at_start(columns, options, error):
+    schema = StructType([FIELDS[c] for c in columns])
+    parsed = parse_sink_options({"kafka.bootstrap.servers": "x:1", **options})
+    if error is None:
+        validate_sink_schema(schema, parsed)
+    else:
+        with pytest.raises(OptionError, match=error):
+            validate_sink_schema(schema, parsed)
+
+
+def test_register_refuses_speculation():
+    conf = {"spark.speculation": "true"}
+    spark = types.SimpleNamespace(
+        sparkContext=types.SimpleNamespace(getConf=lambda: conf),
+        dataSource=types.SimpleNamespace(register=lambda cls: pytest.fail("registered")),
+    )
+    with pytest.raises(onceflow.spark.SpeculationError, match="spark.speculation=false"):
+        onceflow.spark.register(spark)
