@@ -362,6 +362,52 @@ class AdminClient:
                         )
             return out
 
+    def alter_consumer_group_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, tuple[int, str]],
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Commit (offset, metadata) per partition for a group with no active members, as
+        Kafka's `alterConsumerGroupOffsets` does (OffsetCommit with generation -1, sent to the
+        group's coordinator; v9 at most, so it stays a classic-protocol commit). Returns the
+        error code per partition (NONE when stored); a group with active members answers
+        UNKNOWN_MEMBER_ID. Coordinator moves and loads are retried up to `timeout`."""
+        deadline = time.monotonic() + (
+            self.request_timeout_ms / 1000 if timeout is None else timeout
+        )
+        cls = REQUESTS[ApiKey.OFFSET_COMMIT]
+        topic_cls = cls.OffsetCommitRequestTopic
+        by_topic: dict[str, list[Any]] = {}
+        for tp, (offset, metadata) in offsets.items():
+            by_topic.setdefault(tp.topic, []).append(
+                topic_cls.OffsetCommitRequestPartition(
+                    partition_index=tp.partition,
+                    committed_offset=offset,
+                    committed_metadata=metadata,
+                )
+            )
+        request = cls(
+            group_id=group_id,
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            topics=[topic_cls(name=t, partitions=ps) for t, ps in by_topic.items()],
+        )
+        while True:
+            conn = self._coordinator_connection(GROUP_KEY, group_id, deadline)
+            response = conn.send(request, min(conn.api_version(ApiKey.OFFSET_COMMIT), 9))
+            out = {
+                TopicPartition(t.name, p.partition_index): _code(p.error_code)
+                for t in response.topics
+                for p in t.partitions
+            }
+            worst = next((c for c in out.values() if c in _GROUP_RETRIABLE), ErrorCode.NONE)
+            if worst in _COORDINATOR_MOVED:
+                self._coordinators.pop((GROUP_KEY, group_id), None)
+            if worst == ErrorCode.NONE or time.monotonic() >= deadline:
+                return out
+            time.sleep(_GROUP_RETRY_S)
+
     def _coordinator_connection(self, key_type: int, key: str, deadline: float) -> BrokerConnection:
         """A connection to the coordinator of a group (key_type 0) or transactional id (1)."""
         node = self._coordinators.get((key_type, key))

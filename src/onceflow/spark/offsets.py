@@ -10,12 +10,15 @@ partitions as Spark does, `plan_ranges` cuts the ranges into tasks (minPartition
 from __future__ import annotations
 
 import itertools
+import logging
 import math
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from onceflow.client.admin import AdminClient, OffsetSpec, TopicPartition
+from onceflow.client.connection import KafkaTimeoutError
 from onceflow.protocol.errors import ErrorCode
 from onceflow.spark.options import SourceOptions
 
@@ -29,6 +32,9 @@ __all__ = [
     "rate_limit",
     "to_json",
 ]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 EARLIEST = -2
 LATEST = -1
@@ -128,13 +134,27 @@ class OffsetResolver:
             self._admin.close()
             self._admin = None
 
+    def _retrying(self, call: Callable[[AdminClient], T]) -> T:
+        """`call(admin)`, retried on a lost connection or a timeout with a new connection
+        (Spark's fetchOffset.numRetries and fetchOffset.retryIntervalMs)."""
+        for attempt in range(self.options.fetch_offset_retries + 1):
+            try:
+                return call(self.admin)
+            except (OSError, KafkaTimeoutError) as exc:
+                self.close()
+                if attempt == self.options.fetch_offset_retries:
+                    raise
+                log.warning("fetching offsets failed (%s); retrying", exc)
+                time.sleep(self.options.fetch_offset_retry_interval_ms / 1000)
+        raise AssertionError("unreachable")
+
     def partitions(self) -> list[tuple[str, int]]:
         """Every partition of the query's topics (assign: exactly the named ones)."""
         opts = self.options
         if opts.assign is not None:
             return sorted((t, p) for t, ps in opts.assign.items() for p in ps)
         names = list(opts.subscribe) if opts.subscribe is not None else None
-        described = self.admin.describe_topics(names)
+        described = self._retrying(lambda admin: admin.describe_topics(names))
         out = []
         for name, topic in described.items():
             if topic.error_code != ErrorCode.NONE or topic.is_internal or not opts.matches(name):
@@ -151,7 +171,7 @@ class OffsetResolver:
         if not specs:
             return {}
         isolation = 1 if self.options.read_committed else 0
-        results = self.admin.list_offsets(specs, isolation_level=isolation)
+        results = self._retrying(lambda admin: admin.list_offsets(specs, isolation_level=isolation))
         out = {}
         for tp, result in results.items():
             if result.error_code != ErrorCode.NONE:

@@ -85,6 +85,11 @@ def _int(options: Mapping[str, str], key: str, minimum: int = 1) -> int | None:
     return number
 
 
+def _int_or(options: Mapping[str, str], key: str, default: int) -> int:
+    value = _int(options, key, minimum=0)
+    return default if value is None else value
+
+
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h)?\s*$")
 _UNIT_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
 
@@ -123,6 +128,9 @@ class SourceOptions:
     include_headers: bool
     poll_timeout_ms: int
     read_committed: bool
+    group_id: str | None  # kafka.group.id: commit each finished batch's offsets to this group
+    fetch_offset_retries: int
+    fetch_offset_retry_interval_ms: int
 
     def matches(self, topic: str) -> bool:
         """Whether a topic belongs to the query (subscribe, subscribePattern or assign)."""
@@ -221,6 +229,7 @@ def parse_source_options(options: Mapping[str, str], batch: bool) -> SourceOptio
     strategy = options.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
     if strategy not in ("error", "latest"):
         raise OptionError("Option 'startingOffsetsByTimestampStrategy' must be error or latest")
+    group_id = client.pop("group.id", None)  # the reader itself never joins a group
     isolation = client.pop("isolation.level", READ_COMMITTED).strip().lower()
     if isolation not in (READ_COMMITTED, READ_UNCOMMITTED):
         raise OptionError(
@@ -247,6 +256,9 @@ def parse_source_options(options: Mapping[str, str], batch: bool) -> SourceOptio
         include_headers=_bool(options, "includeheaders", False),
         poll_timeout_ms=_int(options, "kafkaconsumer.polltimeoutms") or DEFAULT_POLL_TIMEOUT_MS,
         read_committed=isolation == READ_COMMITTED,
+        group_id=group_id,
+        fetch_offset_retries=_int_or(options, "fetchoffset.numretries", 3),
+        fetch_offset_retry_interval_ms=_int_or(options, "fetchoffset.retryintervalms", 1000),
     )
 
 

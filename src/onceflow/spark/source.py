@@ -31,8 +31,9 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from onceflow.client.admin import TopicPartition
 from onceflow.client.consumer import Consumer
-from onceflow.client.errors import OffsetOutOfRangeError
+from onceflow.client.errors import KafkaError, OffsetOutOfRangeError
 from onceflow.spark.offsets import (
     LATEST,
     DataLossError,
@@ -126,7 +127,6 @@ def read_range(options: SourceOptions, offset_range: OffsetRange) -> Iterator[An
         "auto.offset.reset": "none",
         "enable.auto.commit": False,
     }
-    config.pop("group.id", None)
     timeout_s = options.poll_timeout_ms / 1000
     consumer = Consumer(config)
     try:
@@ -278,7 +278,22 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_range(self.options, partition.range)
 
     def commit(self, end: dict) -> None:
-        """Nothing to do: the offsets live in Spark's checkpoint (as Spark's Kafka source)."""
+        """Spark finished the batches up to `end`. The offsets that matter live in Spark's
+        checkpoint; with kafka.group.id they are also committed to that consumer group, so
+        Kafka's lag tools show the query's position (best effort: Spark calls this when the
+        next batch starts, and a failure is only logged)."""
+        group = self.options.group_id
+        if not group:
+            return
+        offsets = {TopicPartition(t, p): (o, "") for (t, p), o in from_json(end).items()}
+        try:
+            errors = self.resolver.admin.alter_consumer_group_offsets(group, offsets)
+        except (OSError, KafkaError, TimeoutError) as exc:
+            log.warning("could not commit offsets to group %s: %s", group, exc)
+            return
+        failed = {f"{tp.topic}-{tp.partition}": e.name for tp, e in errors.items() if e != 0}
+        if failed:
+            log.warning("could not commit offsets to group %s: %s", group, failed)
 
     def stop(self) -> None:
         self.resolver.close()
