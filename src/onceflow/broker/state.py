@@ -28,6 +28,7 @@ from onceflow.broker.transactions import BrokerTransactions
 from onceflow.coordinator.group.config import GroupConfig
 from onceflow.coordinator.group.coordinator import GroupCoordinator
 from onceflow.coordinator.producer_id import ProducerIdManager, ProducerIdStateError
+from onceflow.log.fsutil import DirectoryLock
 from onceflow.log.manager import LogManager, TopicInfo, TopicResult
 from onceflow.log.partition import PartitionLog
 
@@ -59,6 +60,7 @@ class BrokerState:
         # The transaction coordinator; `await transactions.start()` on the loop before serving.
         self.transactions = BrokerTransactions(self, dict(config.items()))
         self.stopping = False
+        self.lock: DirectoryLock | None = None  # the data directory's, set by `open`
         self._names_by_id: dict[uuid.UUID, str] = {}
         self._seen_lso: dict[tuple[str, int], int] = {}
         self.committer.add_listener(self._flushed)
@@ -71,15 +73,22 @@ class BrokerState:
         (also for an unreadable producer-id block file: ids that may repeat are worse than not
         starting).
         """
-        meta = load_or_create(config.data_dir, config.node_id)
+        lock = DirectoryLock(config.data_dir)  # before anything reads or writes the directory
         try:
-            producer_ids = ProducerIdManager(config.data_dir)
-        except ProducerIdStateError as exc:
-            raise OSError(f"cannot load producer ids: {exc}") from exc
-        logs = LogManager(config.data_dir, config.log_properties())
-        logs.start()
+            meta = load_or_create(config.data_dir, config.node_id)
+            try:
+                producer_ids = ProducerIdManager(config.data_dir)
+            except ProducerIdStateError as exc:
+                raise OSError(f"cannot load producer ids: {exc}") from exc
+            logs = LogManager(config.data_dir, config.log_properties())
+            logs.start()
+        except BaseException:
+            lock.release()
+            raise
         address = advertised or config.advertised_listener or config.listener
-        return cls(config, meta.cluster_id, logs, address, producer_ids)
+        state = cls(config, meta.cluster_id, logs, address, producer_ids)
+        state.lock = lock
+        return state
 
     # -- partitions ----------------------------------------------------------------------------
 
@@ -172,3 +181,6 @@ class BrokerState:
         await self.transactions.close()
         await self.group_coordinator.shutdown()
         await self.logs.shutdown()
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
