@@ -41,13 +41,24 @@ def pipeline(tmp_path: Path) -> Pipeline:
         broker.stop()
 
 
+# A driver run that fails before reaching its goal (a Spark hiccup on a loaded machine, such
+# as a Python worker that could not connect back in time) is one more crash: run it again.
+EXTRA_RUNS = 2
+
+
 def _expect_fault(p: Pipeline, point: str, faults: str, **kw: str) -> None:
-    outcome = p.run(*PER_TRIGGER, faults=faults, **kw)
+    for _attempt in range(1 + EXTRA_RUNS):
+        outcome = p.run(*PER_TRIGGER, faults=faults, **kw)
+        if outcome.fault is not None:
+            break
     assert outcome.fault is not None and outcome.fault.startswith(point), (outcome, p.log_tail())
 
 
 def _finish(p: Pipeline, **kw: str) -> None:
-    outcome = p.run(*PER_TRIGGER, **kw)
+    for _attempt in range(1 + EXTRA_RUNS):
+        outcome = p.run(*PER_TRIGGER, **kw)
+        if outcome.exit_code == 0:
+            break
     assert outcome.exit_code == 0, (outcome, p.log_tail())
 
 

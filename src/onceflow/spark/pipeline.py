@@ -90,6 +90,8 @@ def session(master: str, app_name: str = "onceflow-pipeline", **conf: str) -> An
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
+        # a loaded machine can be slower than the default 15 s for a worker's handshake
+        .config("spark.python.authenticate.socketTimeout", "60s")
     )
     for key, value in conf.items():
         builder = builder.config(key.replace("_", "."), value)
