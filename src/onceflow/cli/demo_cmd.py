@@ -122,6 +122,8 @@ class Report:
     driver_runs: list[str] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)
     pipeline_seconds: float = 0.0
+    last_run_rows: int = 0  # the final driver run, by Spark's batch durations
+    last_run_seconds: float = 0.0
     bootstrap: str = ""
 
     @property
@@ -148,6 +150,12 @@ class Report:
             f"  throughput (incl. restarts):   {rate:,.0f} orders/s "
             f"over {self.pipeline_seconds:.1f} s"
         )
+        if self.last_run_seconds:
+            lines.append(
+                f"  throughput (last run, Spark):  "
+                f"{self.last_run_rows / self.last_run_seconds:,.0f} orders/s "
+                f"({self.last_run_rows} input rows in {self.last_run_seconds:.1f} s of batches)"
+            )
         lines.append(
             "  time per phase:                "
             + ", ".join(f"{k} {v:.1f} s" for k, v in self.phases.items())
@@ -282,12 +290,25 @@ class Demo:
                 text += " (the broker was kill -9'd and restarted during this run)"
             self.report.driver_runs.append(text)
             self.say(f"driver run {run_number}: {text}")
+            if outcome.exit_code == 0:
+                self._read_summary(log)
             if outcome.exit_code == 0 and not driver_faults:
                 if broker_fault:
                     self.report.driver_runs.append("(the broker kill was skipped: too few batches)")
                 self.report.batches = self.committed_batches()
                 return
         raise DemoError(f"the pipeline did not finish after {run_number} driver runs; see {log}")
+
+    def _read_summary(self, log: Path) -> None:
+        """Spark's own batch durations of the last run (without JVM start-up and restarts)."""
+        from onceflow.spark.pipeline import SUMMARY_PREFIX
+
+        for line in reversed(log.read_text(errors="replace").splitlines()):
+            if line.startswith(SUMMARY_PREFIX):
+                fields = dict(f.split("=") for f in line[len(SUMMARY_PREFIX) :].split())
+                self.report.last_run_rows = int(fields["rows"])
+                self.report.last_run_seconds = int(fields["ms"]) / 1000
+                return
 
     def kill_broker(self) -> None:
         if self.broker is None:

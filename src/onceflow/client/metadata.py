@@ -134,6 +134,8 @@ class Metadata:
         self.need_update = True
         self.last_refresh = 0.0
         self.last_attempt = 0.0
+        self.last_failure = 0.0
+        self.new_topics = False  # a topic was added since the last refresh
         self.last_error: BaseException | None = None
         self._changed = threading.Condition()
 
@@ -143,7 +145,7 @@ class Metadata:
             new = set(topics) - self.wanted
             if new:
                 self.wanted |= new
-                self.need_update = True
+                self.need_update = self.new_topics = True
             return bool(new)
 
     def request_update(self) -> None:
@@ -151,8 +153,12 @@ class Metadata:
         self.need_update = True
 
     def time_to_next_update(self, now: float) -> float:
-        """Seconds until a refresh is due (0 when due now), honouring retry.backoff.ms."""
-        backoff = self.last_attempt + self.retry_backoff_ms / 1000 - now
+        """Seconds until a refresh is due (0 when due now), honouring retry.backoff.ms: after
+        any attempt, except that a topic new since the last refresh waits only for the
+        backoff after a failed attempt (a producer's first send to a topic should not sit out
+        the backoff of the bootstrap refresh it had nothing to do with)."""
+        since = self.last_failure if self.new_topics else self.last_attempt
+        backoff = since + self.retry_backoff_ms / 1000 - now
         if self.need_update:
             return max(backoff, 0.0)
         return max(self.last_refresh + self.max_age_ms / 1000 - now, backoff, 0.0)
@@ -164,6 +170,7 @@ class Metadata:
             self.version += 1
             self.last_refresh = self.last_attempt = now
             self.last_error = None
+            self.new_topics = False
             self.need_update = any(
                 topic in cluster.topics
                 and cluster.topics[topic].error_code == ErrorCode.LEADER_NOT_AVAILABLE
@@ -174,7 +181,7 @@ class Metadata:
     def failed_update(self, error: BaseException, now: float) -> None:
         """A refresh attempt failed; the next one waits retry.backoff.ms."""
         with self._changed:
-            self.last_attempt = now
+            self.last_attempt = self.last_failure = now
             self.last_error = error
             self._changed.notify_all()
 
@@ -204,7 +211,9 @@ class Metadata:
                     raise KafkaTimeoutError(
                         f"Topic {topic} not present in metadata after {timeout_s * 1000:.0f} ms."
                     )
-                self.wanted.add(topic)
+                if topic not in self.wanted:
+                    self.wanted.add(topic)
+                    self.new_topics = True
                 self.need_update = True
                 request_update()
                 self._changed.wait(min(remaining, 0.1))

@@ -25,6 +25,7 @@ from typing import Any
 __all__ = ["build_query", "main", "session"]
 
 ORDER_SCHEMA = "id long, customer string, amount_cents long, quantity int"
+SUMMARY_PREFIX = "onceflow pipeline finished:"  # last line of a run that processed everything
 
 
 def build_query(spark: Any, args: argparse.Namespace) -> Any:
@@ -122,6 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         query = build_query(spark, args)
         query.awaitTermination()
+        progress = query.recentProgress
+        rows = sum(p["numInputRows"] for p in progress)
+        millis = sum(p["durationMs"].get("triggerExecution", 0) for p in progress)
+        print(f"{SUMMARY_PREFIX} batches={len(progress)} rows={rows} ms={millis}", flush=True)
         return 0
     finally:
         spark.stop()
