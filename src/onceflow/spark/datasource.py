@@ -52,6 +52,12 @@ class OnceflowDataSource(DataSource):
         return KafkaStreamReader(parse_source_options(self.options, batch=False))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        """Batch writes append (`.mode("append")`; PySpark's Python data sources know no
+        ErrorIfExists, Spark's Kafka sink's default); a topic cannot be overwritten."""
+        if overwrite:
+            raise OptionError(
+                'Save mode Overwrite is not allowed for Kafka topics; use .mode("append")'
+            )
         options = parse_sink_options(self.options)
         validate_sink_schema(schema, options)
         return KafkaBatchWriter(options)
