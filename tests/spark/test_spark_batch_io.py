@@ -67,6 +67,7 @@ def test_batch_read_matches_a_read_committed_consumer(session, batch_broker):
         values = [b"t%d-%d" % (txn, i) for i in range(rng.randint(1, 40))]
         for value in values:
             producer.send("mixed", value, key=value[:3], headers=[("h", value)])
+        producer.flush(30)  # aborted records too must be in the log
         if rng.random() < 0.33:
             producer.abort_transaction(30)
             aborted.update(values)

@@ -106,6 +106,7 @@ def feed_orders(
                     bad = ABORTED_BASE + rng.randrange(10**9)
                     producer.send(topic, order_value(bad, padding), key=f"order-{bad}")
                     result.aborted_ids.append(bad)
+                producer.flush(60)  # in the log before the abort: a reader must skip them
                 producer.abort_transaction(60)
                 result.aborted_transactions += 1
     finally:

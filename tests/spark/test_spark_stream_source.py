@@ -1,0 +1,178 @@
+"""The streaming source in a real local Spark session: maxOffsetsPerTrigger spreads a backlog
+over several batches in per-partition order; an open transaction holds the stream at its first
+offset until it ends; partitions added while the query runs are read from offset 0; a deleted
+topic stops the query with failOnDataLoss=true and is skipped with false."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+
+import pytest
+from support.broker import BrokerProcess
+
+from onceflow.client.admin import AdminClient, NewTopic
+from onceflow.client.producer import Producer
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def stream_broker(tmp_path_factory):
+    broker = BrokerProcess(tmp_path_factory.mktemp("stream") / "data")
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="module")
+def session():
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    import onceflow.spark
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    onceflow.spark.register(spark)
+    yield spark
+    spark.stop()
+
+
+def _topic(bootstrap: str, name: str, partitions: int) -> None:
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        assert admin.create_topics([NewTopic(name, partitions, 1)])[name].ok
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes], partitions: int) -> None:
+    with Producer({"bootstrap.servers": bootstrap}) as producer:
+        for i, value in enumerate(values):
+            producer.send(topic, value, partition=i % partitions)
+        producer.flush(30)
+
+
+class Collector:
+    """foreachBatch target: (batch id, partition, offset, value) of every row, in order."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, int, int, bytes]] = []
+
+    def __call__(self, df, batch_id: int) -> None:
+        for r in df.collect():
+            self.rows.append((batch_id, r.partition, r.offset, bytes(r.value)))
+
+    def values(self) -> list[bytes]:
+        return [row[3] for row in self.rows]
+
+
+def _start(session, bootstrap: str, topic: str, collector: Collector, tmp_path, **options):
+    reader = (
+        session.readStream.format("onceflow")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return (
+        reader.load()
+        .writeStream.foreachBatch(collector)
+        .option("checkpointLocation", str(tmp_path / f"cp-{uuid.uuid4().hex}"))
+        .start()
+    )
+
+
+def test_max_offsets_per_trigger_keeps_partition_order(session, stream_broker, tmp_path):
+    bootstrap = stream_broker.bootstrap
+    _topic(bootstrap, "backlog", 3)
+    values = [b"%d" % i for i in range(600)]
+    _produce(bootstrap, "backlog", values, 3)
+    collector = Collector()
+    query = _start(session, bootstrap, "backlog", collector, tmp_path, maxOffsetsPerTrigger="100")
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert sorted(collector.values()) == sorted(values)
+    batches = {row[0] for row in collector.rows}
+    assert len(batches) >= 6  # 600 offsets, at most 100 a batch
+    for partition in range(3):
+        offsets = [row[2] for row in collector.rows if row[1] == partition]
+        assert offsets == list(range(200)), partition
+
+
+def test_open_transaction_holds_the_stream(session, stream_broker, tmp_path):
+    bootstrap = stream_broker.bootstrap
+    _topic(bootstrap, "held", 1)
+    _produce(bootstrap, "held", [b"before-%d" % i for i in range(10)], 1)
+    txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": "holder"})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    for i in range(5):
+        txn.send("held", b"txn-%d" % i, partition=0)
+    txn.flush(30)
+    _produce(bootstrap, "held", [b"after-%d" % i for i in range(10)], 1)  # committed, later
+    collector = Collector()
+    query = _start(session, bootstrap, "held", collector, tmp_path)
+    try:
+        query.processAllAvailable()
+        assert collector.values() == [b"before-%d" % i for i in range(10)]
+        txn.commit_transaction(30)
+        query.processAllAvailable()
+    finally:
+        query.stop()
+        txn.close()
+    later = [b"txn-%d" % i for i in range(5)] + [b"after-%d" % i for i in range(10)]
+    assert collector.values() == [b"before-%d" % i for i in range(10)] + later
+
+
+def test_new_partitions_are_read_from_the_start(session, stream_broker, tmp_path):
+    bootstrap = stream_broker.bootstrap
+    _topic(bootstrap, "growing", 1)
+    _produce(bootstrap, "growing", [b"p0-%d" % i for i in range(5)], 1)
+    collector = Collector()
+    query = _start(session, bootstrap, "growing", collector, tmp_path)
+    try:
+        query.processAllAvailable()
+        with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+            assert admin.create_partitions({"growing": 3})["growing"].ok
+        with Producer({"bootstrap.servers": bootstrap}) as producer:
+            for partition in (1, 2):
+                for i in range(4):
+                    producer.send("growing", b"p%d-%d" % (partition, i), partition=partition)
+            producer.flush(30)
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    got = sorted((row[1], row[2]) for row in collector.rows)
+    assert got == [(0, o) for o in range(5)] + [(p, o) for p in (1, 2) for o in range(4)]
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_deleted_topic(session, stream_broker, tmp_path, fail_on_data_loss):
+    bootstrap = stream_broker.bootstrap
+    topic = f"doomed-{fail_on_data_loss}".lower()
+    _topic(bootstrap, topic, 2)
+    _produce(bootstrap, topic, [b"x"] * 6, 2)
+    collector = Collector()
+    query = _start(
+        session, bootstrap, topic, collector, tmp_path, failOnDataLoss=str(fail_on_data_loss)
+    )
+    try:
+        query.processAllAvailable()
+        assert len(collector.rows) == 6
+        with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+            assert admin.delete_topics([topic])[topic].ok
+        if fail_on_data_loss:
+            with pytest.raises(Exception, match=f"{topic}") as failure:
+                query.processAllAvailable()
+            assert "failOnDataLoss" in str(failure.value)
+        else:
+            query.processAllAvailable()
+            assert query.isActive and query.exception() is None
+    finally:
+        query.stop()
