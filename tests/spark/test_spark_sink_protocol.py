@@ -91,6 +91,24 @@ def test_abort_fences_tasks_that_returned_nothing(sink_broker):
     assert read_committed(bootstrap, "sink-b", 2) == []
 
 
+@pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])
+def test_a_record_the_broker_rejects_fails_the_task(sink_broker, guarantee):
+    """A batch over the topic's max.message.bytes is refused by the broker: the task raises,
+    and in exactly_once mode its transaction is aborted (nothing visible, nothing open)."""
+    bootstrap = sink_broker.bootstrap
+    topic = f"small-{guarantee}".replace("_", "-")
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        new = NewTopic(topic, 1, 1, config={"max.message.bytes": "2000"})
+        assert admin.create_topics([new])[topic].ok
+    options = _options(bootstrap, topic, deliveryGuarantee=guarantee)
+    values = [b"small"] * 5 + [b"x" * 5000]
+    with pytest.raises(Exception, match="MESSAGE_TOO_LARGE|RECORD_LIST_TOO_LARGE|too large"):
+        write_task(options, TaskInfo("q6", 0, 0, 0), f"test-q6-{guarantee}", _batches(values, 1))
+    if guarantee == "exactly_once":
+        assert read_committed(bootstrap, topic, 1) == []
+        assert end_offsets(bootstrap, topic, 1, True) == end_offsets(bootstrap, topic, 1, False)
+
+
 def test_commit_refuses_a_batch_with_a_failed_task(sink_broker):
     options = _options(sink_broker.bootstrap, "sink-c")
     with pytest.raises(SinkCommitError, match="no commit message from tasks \\[1\\]"):

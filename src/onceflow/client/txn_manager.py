@@ -259,8 +259,15 @@ class TxnManager(TransactionManager):
             self._transition(_S.IN_TRANSACTION)
 
     def maybe_add_partition(self, tp: tuple[str, int]) -> None:
-        """Before a record goes to `tp`: raise unless in a transaction; a partition new to
-        the transaction is added with the next AddPartitionsToTxn."""
+        """Before a record goes to `tp` (after `check_call(SEND)`): a partition new to the
+        transaction is added with the next AddPartitionsToTxn. A partition already added or
+        being added needs nothing, so the common case takes no lock."""
+        if (
+            tp in self.partitions_in_transaction
+            or tp in self.pending_partitions
+            or tp in self.new_partitions
+        ):
+            return
         with self.lock:
             self.check_call(TxnApi.SEND)
             self._check_not_resumed(TxnApi.SEND)

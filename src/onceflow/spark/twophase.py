@@ -212,10 +212,9 @@ def write_task(
             log.info("%s: batch %d already committed; writing nothing", txn_id, info.batch_id)
             return AlreadyCommitted(txn_id, info.batch_id, info.partition_id)
         producer.begin_transaction()
-        delivery = _Delivery()
 
         def send(topic: str, value: Any, key: Any, partition: Any, headers: Any) -> None:
-            producer.send(topic, value, key, partition, headers, on_delivery=delivery)
+            producer.send(topic, value, key, partition, headers)
 
         count = send_arrow_batch(first, options.topic, send)
         if fault:
@@ -225,10 +224,11 @@ def write_task(
         )
         for batch in rows:
             count += send_arrow_batch(batch, options.topic, send)
+        # a record that failed makes the transaction abortable: after the flush, the next
+        # transactional call raises TransactionAbortableError (no per-record callbacks needed)
+        producer.flush(timeout)
         marker = OffsetAndMetadata(info.batch_id + 1, MARKER_METADATA.format(batch=info.batch_id))
         producer.send_offsets_to_transaction({marker_partition(options): marker}, txn_id, timeout)
-        producer.flush(timeout)
-        delivery.check()
         fault_point(
             fault,
             options.faults_dir,
@@ -300,7 +300,10 @@ def _abort_quietly(producer: Producer) -> None:
     """A failing task aborts its own transaction, so it does not pin the last stable offset
     until the timeout (if it cannot, the next attempt's InitProducerId aborts it)."""
     try:
-        if producer.txn is not None and producer.txn.state.name == "IN_TRANSACTION":
+        if producer.txn is not None and producer.txn.state.name in (
+            "IN_TRANSACTION",
+            "ABORTABLE_ERROR",
+        ):
             producer.abort_transaction(5)
     except Exception as exc:  # noqa: BLE001 - best effort; the original error matters
         log.warning("could not abort %s: %s", producer.transactional_id, exc)

@@ -1,0 +1,244 @@
+"""Spark connector throughput, side by side in one run (1 KiB records, local[2], broker here).
+
+    .venv/bin/python bench/spark_eos.py                 # 100k records, 2 rounds
+    .venv/bin/python bench/spark_eos.py --records 200000 --rounds 3
+
+Measures, alternating the order of the variants each round:
+
+- source: `spark.read.format("onceflow")` of a 3-partition topic into the `noop` sink, vs the
+  onceflow Consumer reading the same records (read_committed, assign) -> ratio (target >= 0.7);
+- sink: `spark.range` with a 1 KiB value column written with `format("onceflow")` (batch, Arrow
+  writer, exactly_once), vs the onceflow Producer's idempotent throughput on the same records
+  -> ratio (target >= 0.7);
+- end to end: a streaming query, onceflow source -> projection -> onceflow sink, AvailableNow
+  with maxOffsetsPerTrigger, with deliveryGuarantee exactly_once and at_least_once: rows/s,
+  MB/s, the ratio (target: exactly_once <= 10% slower) and the median time Spark spends in
+  addBatch per micro-batch in each mode (the difference is the exactly-once latency per
+  batch; target <= 50 ms).
+
+Appends the run to bench/results/spark_eos.json and prints a summary. JVM start-up is
+excluded: only the actions and the queries are timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from support.broker import BrokerProcess  # noqa: E402
+
+from onceflow.client.admin import AdminClient, NewTopic  # noqa: E402
+from onceflow.client.consumer import Consumer  # noqa: E402
+from onceflow.client.producer import Producer  # noqa: E402
+from onceflow.spark.orders import end_offsets  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results" / "spark_eos.json"
+PARTITIONS = 3
+VALUE = 1024
+
+
+def produce(bootstrap: str, topic: str, n: int) -> float:
+    """The onceflow Producer (idempotent, the default) sending n 1 KiB values; seconds."""
+    value = b"x" * VALUE
+    start = time.perf_counter()
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as producer:
+        for i in range(n):
+            producer.send(topic, value, partition=i % PARTITIONS)
+        producer.flush(120)
+    return time.perf_counter() - start
+
+
+def consume(bootstrap: str, topic: str, n: int) -> float:
+    """The onceflow Consumer reading n records (read_committed); seconds."""
+    start = time.perf_counter()
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "max.poll.records": 4096,
+        }
+    )
+    got = 0
+    try:
+        consumer.assign([(topic, p, 0) for p in range(PARTITIONS)])
+        while got < n:
+            got += len(consumer.poll(1.0))
+    finally:
+        consumer.close()
+    return time.perf_counter() - start
+
+
+def spark_read(spark, bootstrap: str, topic: str) -> float:
+    start = time.perf_counter()
+    (
+        spark.read.format("onceflow")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .load()
+        .write.format("noop")
+        .mode("overwrite")
+        .save()
+    )
+    return time.perf_counter() - start
+
+
+def spark_write(spark, bootstrap: str, topic: str, n: int) -> float:
+    df = spark.range(0, n, 1, PARTITIONS).selectExpr(f"unhex(repeat('78', {VALUE})) as value")
+    start = time.perf_counter()
+    df.write.format("onceflow").mode("append").option("kafka.bootstrap.servers", bootstrap).option(
+        "topic", topic
+    ).save()
+    return time.perf_counter() - start
+
+
+def spark_stream(
+    spark, bootstrap: str, source: str, sink: str, guarantee: str, per_trigger: int, cp: Path
+) -> tuple[float, int, list[int]]:
+    """AvailableNow stream source -> sink; (seconds, rows, addBatch ms of each batch)."""
+    query = (
+        spark.readStream.format("onceflow")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", per_trigger)
+        .load()
+        .selectExpr("key", "value")
+        .writeStream.format("onceflow")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", sink)
+        .option("deliveryGuarantee", guarantee)
+        .option("checkpointLocation", str(cp))
+        .trigger(availableNow=True)
+    )
+    start = time.perf_counter()
+    running = query.start()
+    running.awaitTermination()
+    seconds = time.perf_counter() - start
+    progress = running.recentProgress
+    rows = sum(p["numInputRows"] for p in progress)
+    add_batch = [p["durationMs"].get("addBatch", 0) for p in progress if p["numInputRows"]]
+    return seconds, rows, add_batch
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    n = args.records
+    mb = n * VALUE / 1e6
+    workdir = Path(tempfile.mkdtemp(prefix="onceflow-bench-spark-"))
+    broker = BrokerProcess(workdir / "data", log_level="WARNING")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from onceflow.spark.pipeline import session
+
+    spark = session("local[2]")
+    rates: dict[str, list[float]] = {}
+    add_batch: dict[str, list[int]] = {"exactly_once": [], "at_least_once": []}
+
+    def record(name: str, seconds: float, rows: int = n) -> None:
+        rates.setdefault(name, []).append(rows / seconds)
+
+    try:
+        bootstrap = broker.bootstrap
+        topics = ["input"] + [f"{kind}-{r}" for r in range(args.rounds) for kind in
+                              ("produced", "written", "eos", "alo")]  # fmt: skip
+        with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+            for result in admin.create_topics(
+                [NewTopic(t, PARTITIONS, 1) for t in topics]
+            ).values():
+                result.raise_for_error()
+        produce(bootstrap, "input", n)
+        spark_read(spark, bootstrap, "input")  # warm the JVM and the Python workers
+        for r in range(args.rounds):
+            flip = r % 2 == 1
+            for step in ["consumer", "source"] if not flip else ["source", "consumer"]:
+                if step == "consumer":
+                    record("consumer", consume(bootstrap, "input", n))
+                else:
+                    record("source", spark_read(spark, bootstrap, "input"))
+            for step in ["producer", "sink"] if not flip else ["sink", "producer"]:
+                if step == "producer":
+                    record("producer", produce(bootstrap, f"produced-{r}", n))
+                else:
+                    record("sink", spark_write(spark, bootstrap, f"written-{r}", n))
+            modes = ["exactly_once", "at_least_once"]
+            for mode in modes if not flip else modes[::-1]:
+                topic = f"{'eos' if mode == 'exactly_once' else 'alo'}-{r}"
+                seconds, rows, batches = spark_stream(
+                    spark, bootstrap, "input", topic, mode, n // 10, workdir / f"cp-{topic}"
+                )
+                record(mode, seconds, rows)
+                add_batch[mode].extend(batches)
+                written = sum(end_offsets(bootstrap, topic, PARTITIONS, True))
+                if mode == "exactly_once" and written < n:
+                    raise RuntimeError(f"exactly_once wrote {written} offsets for {n} rows")
+    finally:
+        spark.stop()
+        broker.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    added_ms = statistics.median(add_batch["exactly_once"]) - statistics.median(
+        add_batch["at_least_once"]
+    )
+    ratios = {
+        "source_to_consumer": med["source"] / med["consumer"],
+        "sink_to_producer": med["sink"] / med["producer"],
+        "exactly_once_to_at_least_once": med["exactly_once"] / med["at_least_once"],
+    }
+    summary = (
+        f"spark_eos {n} x 1 KiB: source {med['source']:,.0f} rows/s = "
+        f"{ratios['source_to_consumer']:.2f}x consumer ({med['consumer']:,.0f}); sink "
+        f"{med['sink']:,.0f} rows/s = {ratios['sink_to_producer']:.2f}x producer "
+        f"({med['producer']:,.0f}); end to end exactly_once {med['exactly_once']:,.0f} rows/s "
+        f"({med['exactly_once'] * VALUE / 1e6:.0f} MB/s) = "
+        f"{ratios['exactly_once_to_at_least_once']:.2f}x at_least_once "
+        f"({med['at_least_once']:,.0f}); exactly-once adds {added_ms:.0f} ms per batch "
+        f"(median addBatch {statistics.median(add_batch['exactly_once']):.0f} vs "
+        f"{statistics.median(add_batch['at_least_once']):.0f} ms)"
+    )
+    run = {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "load_average": os.getloadavg(),
+        "config": {
+            "records": n,
+            "value_bytes": VALUE,
+            "rounds": args.rounds,
+            "mb": mb,
+            "master": "local[2]",
+            "max_offsets_per_trigger": n // 10,
+        },  # fmt: skip
+        "rows_per_s": rates,
+        "median_rows_per_s": med,
+        "add_batch_ms": add_batch,
+        "exactly_once_added_ms_per_batch": added_ms,
+        "ratios": ratios,
+        "targets": {
+            "source_to_consumer": ">= 0.7",
+            "sink_to_producer": ">= 0.7",
+            "exactly_once_to_at_least_once": ">= 0.9",
+            "added_ms": "<= 50",
+        },  # fmt: skip
+        "summary": summary,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    history = json.loads(args.out.read_text()) if args.out.exists() else []
+    history.append(run)
+    args.out.write_text(json.dumps(history, indent=2) + "\n")
+    print(summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
