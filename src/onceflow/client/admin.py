@@ -183,6 +183,7 @@ class AdminClient:
                 conn.close()
         self._conn = None
         self._leader_conns.clear()
+        self._coordinators.clear()
 
     def __enter__(self) -> AdminClient:
         return self

@@ -276,13 +276,33 @@ def marker_partition(options: SinkOptions) -> tuple[str, int]:
     return (topic, MARKER_PARTITION)
 
 
+_admins: dict[tuple[tuple[str, str], ...], AdminClient] = {}  # per worker process
+
+
+def _admin(options: SinkOptions) -> AdminClient:
+    """An AdminClient kept for the life of the Python worker: Spark reuses workers across
+    batches, so the connection and the coordinator lookup are paid once, not per task."""
+    key = tuple(sorted(options.client.items()))
+    admin = _admins.get(key)
+    if admin is None:
+        admin = _admins[key] = AdminClient(options.client)
+    return admin
+
+
 def _already_committed(options: SinkOptions, txn_id: str, batch_id: int, timeout: float) -> bool:
     topic, partition = marker_partition(options)
-    with AdminClient(options.client) as admin:
+    tp = TopicPartition(topic, partition)
+    admin = _admin(options)
+    try:
         committed = admin.list_consumer_group_offsets(
-            txn_id, [TopicPartition(topic, partition)], require_stable=True, timeout=timeout
+            txn_id, [tp], require_stable=True, timeout=timeout
         )
-    marker = committed.get(TopicPartition(topic, partition))
+    except (OSError, KafkaError):  # a connection kept from an earlier batch may be stale
+        admin.close()
+        committed = admin.list_consumer_group_offsets(
+            txn_id, [tp], require_stable=True, timeout=timeout
+        )
+    marker = committed.get(tp)
     return marker is not None and marker[0] >= batch_id + 1
 
 
@@ -322,9 +342,11 @@ def commit_batch(options: SinkOptions, messages: Sequence[Any], batch_id: int) -
     prepared = [m for m in messages if isinstance(m, PreparedTransaction)]
     if not prepared:
         return
-    _commit_one(options, prepared[0])
-    fault_point(options.faults, options.faults_dir, "driver.between_commits", batch_id)
-    rest = prepared[1:]
+    rest = prepared
+    if options.faults:  # commit one alone first, so a fault can fall between two commits
+        _commit_one(options, prepared[0])
+        fault_point(options.faults, options.faults_dir, "driver.between_commits", batch_id)
+        rest = prepared[1:]
     if rest:
         with ThreadPoolExecutor(min(len(rest), COMMIT_THREADS)) as pool:
             list(pool.map(lambda m: _commit_one(options, m), rest))
