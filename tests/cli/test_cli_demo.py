@@ -3,9 +3,12 @@ arguments are usage errors; failures are one clear line."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -73,3 +76,36 @@ def test_demo_help_explains_what_it_shows():
     out = result.stdout.decode()
     assert result.returncode == 0
     assert "SIGKILLs the driver" in out and "read_committed" in out and "--faults" in out
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if text in line and "ps -eo" not in line]
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_driver_and_the_broker_and_cleans_up():
+    """Issue 8: SIGTERM while the Spark driver runs leaves no broker, driver or temp dir."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "onceflow", "demo", "--records", "2000", "--faults", "none"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    workdir = None
+    try:
+        for line in proc.stdout:
+            if "driver output in " in line:
+                workdir = line.split("driver output in ", 1)[1].split("/driver.log")[0]
+            if "driver run 1: starting" in line:
+                break
+        assert workdir is not None
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 143
+    finally:
+        proc.kill()
+    deadline = time.monotonic() + 30
+    while _processes_mentioning(workdir) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _processes_mentioning(workdir) == []
+    assert not os.path.exists(workdir)

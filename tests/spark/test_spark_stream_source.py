@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import uuid
 
 import pytest
@@ -176,3 +177,43 @@ def test_deleted_topic(session, stream_broker, tmp_path, fail_on_data_loss):
             assert query.isActive and query.exception() is None
     finally:
         query.stop()
+
+
+def test_offsets_removed_by_retention(session, tmp_path):
+    """A read that starts below the log start offset (retention removed the records): an error
+    naming the partition and offsets with failOnDataLoss=true, the rest with false."""
+    from onceflow.client.admin import OffsetSpec, TopicPartition
+
+    broker = BrokerProcess(tmp_path / "trimmed", {"log.retention.check.interval.ms": 200})
+    try:
+        bootstrap = broker.bootstrap
+        with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+            config = {"segment.bytes": "2000", "retention.bytes": "3000"}
+            assert admin.create_topics([NewTopic("trimmed", 1, 1, config=config)])["trimmed"].ok
+            with Producer({"bootstrap.servers": bootstrap}) as producer:
+                for i in range(100):  # one batch each, so that segments roll
+                    producer.send("trimmed", b"r%03d" % i + b"." * 200, partition=0).result(30)
+            tp = TopicPartition("trimmed", 0)
+            deadline = time.monotonic() + 30
+            while (start := admin.list_offsets({tp: OffsetSpec.earliest()})[tp].offset) == 0:
+                assert time.monotonic() < deadline, "retention never ran"
+                time.sleep(0.2)
+
+        def read(fail_on_data_loss: str):
+            return (
+                session.read.format("onceflow")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", "trimmed")
+                .option("startingOffsets", '{"trimmed": {"0": 0}}')
+                .option("failOnDataLoss", fail_on_data_loss)
+                .load()
+                .collect()
+            )
+
+        with pytest.raises(Exception, match="trimmed-0") as failure:
+            read("true")
+        assert "Set failOnDataLoss=false" in str(failure.value)
+        offsets = sorted(r.offset for r in read("false"))  # retention may have moved on
+        assert offsets and offsets[0] >= start and offsets == list(range(offsets[0], 100))
+    finally:
+        broker.stop()
