@@ -6,12 +6,9 @@ nothing open; Overwrite is refused."""
 
 from __future__ import annotations
 
-import os
 import random
-import sys
 
 import pytest
-from support.broker import BrokerProcess
 
 from onceflow.client.admin import AdminClient, NewTopic
 from onceflow.client.producer import Producer
@@ -20,38 +17,13 @@ from onceflow.spark.orders import end_offsets, read_committed
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def batch_broker(tmp_path_factory):
-    broker = BrokerProcess(tmp_path_factory.mktemp("batch") / "data")
-    yield broker
-    broker.stop()
-
-
-@pytest.fixture(scope="module")
-def session():
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    import onceflow.spark
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    onceflow.spark.register(spark)
-    yield spark
-    spark.stop()
-
-
 def _topic(bootstrap: str, name: str, partitions: int = 3) -> None:
     with AdminClient({"bootstrap.servers": bootstrap}) as admin:
         assert admin.create_topics([NewTopic(name, partitions, 1)])[name].ok
 
 
-def test_batch_read_matches_a_read_committed_consumer(session, batch_broker):
-    bootstrap = batch_broker.bootstrap
+def test_batch_read_matches_a_read_committed_consumer(session, module_broker):
+    bootstrap = module_broker.bootstrap
     _topic(bootstrap, "mixed")
     rng = random.Random(11)
     producers = [
@@ -96,8 +68,8 @@ def test_batch_read_matches_a_read_committed_consumer(session, batch_broker):
     assert all(r.headers == [("h", r.value)] and r.topic == "mixed" for r in rows)
 
 
-def test_batch_read_with_offsets_json(session, batch_broker):
-    bootstrap = batch_broker.bootstrap
+def test_batch_read_with_offsets_json(session, module_broker):
+    bootstrap = module_broker.bootstrap
     _topic(bootstrap, "ranged", 2)
     with Producer({"bootstrap.servers": bootstrap}) as producer:
         for i in range(40):
@@ -115,8 +87,8 @@ def test_batch_read_with_offsets_json(session, batch_broker):
     assert got == [(0, 5), (0, 6), (0, 7)] + [(1, o) for o in range(20)]
 
 
-def test_batch_write_each_row_once(session, batch_broker):
-    bootstrap = batch_broker.bootstrap
+def test_batch_write_each_row_once(session, module_broker):
+    bootstrap = module_broker.bootstrap
     _topic(bootstrap, "written")
     df = session.range(1000).selectExpr(
         "cast(id as string) as key", "concat('value-', cast(id as string)) as value"
@@ -129,17 +101,17 @@ def test_batch_write_each_row_once(session, batch_broker):
     assert end_offsets(bootstrap, "written", 3, True) == end_offsets(bootstrap, "written", 3, False)
 
 
-def test_overwrite_is_refused(session, batch_broker):
+def test_overwrite_is_refused(session, module_broker):
     df = session.range(3).selectExpr("cast(id as string) as value")
     with pytest.raises(Exception, match="Overwrite is not allowed"):
         df.write.format("onceflow").mode("overwrite").option(
-            "kafka.bootstrap.servers", batch_broker.bootstrap
+            "kafka.bootstrap.servers", module_broker.bootstrap
         ).option("topic", "written").save()
 
 
-def test_failed_batch_write_leaves_nothing(session, batch_broker):
+def test_failed_batch_write_leaves_nothing(session, module_broker):
     """A task fails after others wrote their share: the driver aborts every transaction."""
-    bootstrap = batch_broker.bootstrap
+    bootstrap = module_broker.bootstrap
     _topic(bootstrap, "failed-write")
     df = session.range(0, 300, 1, 3).selectExpr(
         "cast(id as string) as value",

@@ -5,8 +5,6 @@ topic stops the query with failOnDataLoss=true and is skipped with false."""
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 import uuid
 
@@ -17,31 +15,6 @@ from onceflow.client.admin import AdminClient, NewTopic
 from onceflow.client.producer import Producer
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def stream_broker(tmp_path_factory):
-    broker = BrokerProcess(tmp_path_factory.mktemp("stream") / "data")
-    yield broker
-    broker.stop()
-
-
-@pytest.fixture(scope="module")
-def session():
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    import onceflow.spark
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    onceflow.spark.register(spark)
-    yield spark
-    spark.stop()
 
 
 def _topic(bootstrap: str, name: str, partitions: int) -> None:
@@ -87,8 +60,8 @@ def _start(session, bootstrap: str, topic: str, collector: Collector, tmp_path, 
     )
 
 
-def test_max_offsets_per_trigger_keeps_partition_order(session, stream_broker, tmp_path):
-    bootstrap = stream_broker.bootstrap
+def test_max_offsets_per_trigger_keeps_partition_order(session, module_broker, tmp_path):
+    bootstrap = module_broker.bootstrap
     _topic(bootstrap, "backlog", 3)
     values = [b"%d" % i for i in range(600)]
     _produce(bootstrap, "backlog", values, 3)
@@ -106,8 +79,8 @@ def test_max_offsets_per_trigger_keeps_partition_order(session, stream_broker, t
         assert offsets == list(range(200)), partition
 
 
-def test_open_transaction_holds_the_stream(session, stream_broker, tmp_path):
-    bootstrap = stream_broker.bootstrap
+def test_open_transaction_holds_the_stream(session, module_broker, tmp_path):
+    bootstrap = module_broker.bootstrap
     _topic(bootstrap, "held", 1)
     _produce(bootstrap, "held", [b"before-%d" % i for i in range(10)], 1)
     txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": "holder"})
@@ -131,8 +104,8 @@ def test_open_transaction_holds_the_stream(session, stream_broker, tmp_path):
     assert collector.values() == [b"before-%d" % i for i in range(10)] + later
 
 
-def test_new_partitions_are_read_from_the_start(session, stream_broker, tmp_path):
-    bootstrap = stream_broker.bootstrap
+def test_new_partitions_are_read_from_the_start(session, module_broker, tmp_path):
+    bootstrap = module_broker.bootstrap
     _topic(bootstrap, "growing", 1)
     _produce(bootstrap, "growing", [b"p0-%d" % i for i in range(5)], 1)
     collector = Collector()
@@ -154,8 +127,8 @@ def test_new_partitions_are_read_from_the_start(session, stream_broker, tmp_path
 
 
 @pytest.mark.parametrize("fail_on_data_loss", [True, False])
-def test_deleted_topic(session, stream_broker, tmp_path, fail_on_data_loss):
-    bootstrap = stream_broker.bootstrap
+def test_deleted_topic(session, module_broker, tmp_path, fail_on_data_loss):
+    bootstrap = module_broker.bootstrap
     topic = f"doomed-{fail_on_data_loss}".lower()
     _topic(bootstrap, topic, 2)
     _produce(bootstrap, topic, [b"x"] * 6, 2)
