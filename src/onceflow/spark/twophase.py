@@ -190,10 +190,14 @@ def write_task(
     options: SinkOptions, info: TaskInfo, prefix: str, batches: Iterable[Any]
 ) -> WriterCommitMessage:
     """Phase one for one task (see the module docstring)."""
-    fault = options.faults
-    fault_point(
-        fault, options.faults_dir, "task.start", info.batch_id, info.partition_id, info.attempt
-    )
+
+    def fault(point: str) -> None:
+        fault_point(
+            options.faults, options.faults_dir, point, info.batch_id, info.partition_id,
+            info.attempt,
+        )  # fmt: skip
+
+    fault("task.start")
     rows = _non_empty(batches)
     first = next(rows, None)
     if first is None:
@@ -212,31 +216,18 @@ def write_task(
             log.info("%s: batch %d already committed; writing nothing", txn_id, info.batch_id)
             return AlreadyCommitted(txn_id, info.batch_id, info.partition_id)
         producer.begin_transaction()
-
-        def send(topic: str, value: Any, key: Any, partition: Any, headers: Any) -> None:
-            producer.send(topic, value, key, partition, headers)
-
-        count = send_arrow_batch(first, options.topic, send)
-        if fault:
+        count = send_arrow_batch(first, options.topic, producer.send)
+        if options.faults:
             producer.flush(timeout)  # so that a crash at task.midway leaves records behind
-        fault_point(
-            fault, options.faults_dir, "task.midway", info.batch_id, info.partition_id, info.attempt
-        )
+        fault("task.midway")
         for batch in rows:
-            count += send_arrow_batch(batch, options.topic, send)
+            count += send_arrow_batch(batch, options.topic, producer.send)
         # a record that failed makes the transaction abortable: after the flush, the next
         # transactional call raises TransactionAbortableError (no per-record callbacks needed)
         producer.flush(timeout)
         marker = OffsetAndMetadata(info.batch_id + 1, MARKER_METADATA.format(batch=info.batch_id))
         producer.send_offsets_to_transaction({marker_partition(options): marker}, txn_id, timeout)
-        fault_point(
-            fault,
-            options.faults_dir,
-            "task.prepared",
-            info.batch_id,
-            info.partition_id,
-            info.attempt,
-        )
+        fault("task.prepared")
         return PreparedTransaction(
             txn_id, producer.producer_id, producer.producer_epoch, info.batch_id,
             info.partition_id, count,
