@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from onceflow.client.completed_fetch import READ_COMMITTED, READ_UNCOMMITTED, CompletedFetch
-from onceflow.records.batch import patch_base_offset
+from onceflow.records.batch import TimestampType, patch_base_offset
 from onceflow.records.builder import BatchBuilder
 from onceflow.records.control import ControlRecordType, build_control_batch
 from onceflow.records.errors import CorruptRecordError
@@ -138,3 +138,61 @@ def test_empty_and_none_records() -> None:
     for records in (None, b""):
         fetch = CompletedFetch("t", 0, 7, records)
         assert fetch.take(10) == [] and fetch.exhausted and fetch.last_fetched_offset == 7
+
+
+def _rows_of(chunk) -> list[tuple]:
+    """FetchedColumns -> (offset, timestamp, timestamp type, key, value, headers) rows."""
+    names = ("offsets", "timestamps", "timestamp_types", "keys", "values", "headers")
+    return list(zip(*(getattr(chunk, name) for name in names), strict=True))
+
+
+def _rows(records) -> list[tuple]:
+    return [
+        (r.offset, r.timestamp, r.timestamp_type, r.key, r.value, r.headers) for r in records
+    ]
+
+
+def _mixed_log() -> tuple[bytes, list[tuple[int, int]]]:
+    """Transactions, keys, headers, log-append time and a compressed batch in one record set."""
+    data, aborted = _transactions()
+    log = Log()
+    log.data, log.next_offset = bytearray(data), 9
+    for kwargs in ({"timestamp_type": TimestampType.LOG_APPEND_TIME}, {"compression": 1}, {}):
+        builder = BatchBuilder(**kwargs)
+        for i in range(5):
+            builder.append(2000 + i, b"k%d" % i, b"v" * (i * 40), [("h", b"x")] if i else [])
+        log._append(builder.build())
+    return bytes(log.data), aborted
+
+
+@pytest.mark.parametrize("isolation", [READ_UNCOMMITTED, READ_COMMITTED])
+@pytest.mark.parametrize("fetch_offset", [0, 3, 11, 16])
+@pytest.mark.parametrize("limit", [1, 4, 1000])
+def test_take_columns_hands_out_what_take_does(isolation, fetch_offset, limit) -> None:
+    data, aborted = _mixed_log()
+
+    def fetch() -> CompletedFetch:
+        return CompletedFetch(
+            "t", 3, fetch_offset, data, isolation_level=isolation, aborted_transactions=aborted
+        )
+
+    by_rows, by_columns = fetch(), fetch()
+    expected = _rows(by_rows.take(1000))
+    got, positions = [], []
+    while not by_columns.exhausted:
+        chunk = by_columns.take_columns(limit)
+        assert (chunk.topic, chunk.partition) == ("t", 3)
+        assert len(chunk.offsets) < limit + 5  # whole batches: at most one batch more
+        got += _rows_of(chunk)
+        positions.append(by_columns.next_offset)
+    assert got == expected and len(expected) >= 8
+    assert positions == sorted(positions) and by_columns.next_offset == by_rows.next_offset
+
+
+def test_take_columns_after_a_partial_take_continues_at_the_position() -> None:
+    data, aborted = _mixed_log()
+    rows = CompletedFetch("t", 0, 0, data).take(1000)
+    fetch = CompletedFetch("t", 0, 0, data)
+    head = fetch.take(12)  # stops inside the log-append-time batch
+    rest = fetch.take_columns(1000)
+    assert _rows(head) + _rows_of(rest) == _rows(rows)

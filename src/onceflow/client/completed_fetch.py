@@ -18,6 +18,7 @@ A truncated last batch (the broker may cut a record set at the size limit) is ig
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Iterable
 from typing import NamedTuple
@@ -25,9 +26,9 @@ from typing import NamedTuple
 from onceflow.records.batch import BatchHeader, TimestampType, split_complete_batches, verify_crc
 from onceflow.records.control import ControlRecordType, parse_control_record
 from onceflow.records.errors import CorruptRecordError
-from onceflow.records.record import decode_records
+from onceflow.records.record import RecordColumns, decode_batch_columns, decode_records
 
-__all__ = ["CompletedFetch", "ConsumerRecord"]
+__all__ = ["CompletedFetch", "ConsumerRecord", "FetchedColumns"]
 
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
@@ -45,6 +46,50 @@ class ConsumerRecord(NamedTuple):
     value: bytes | None
     headers: list[tuple[str, bytes | None]]
     leader_epoch: int
+
+
+class FetchedColumns(NamedTuple):
+    """Records of one partition as parallel lists, in offset order (`Consumer.poll_columns`):
+    entry i of every list belongs to the same record."""
+
+    topic: str
+    partition: int
+    offsets: list[int]
+    timestamps: list[int]
+    timestamp_types: list[int]
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    headers: list[list[tuple[str, bytes | None]]]
+
+    @classmethod
+    def empty(cls, topic: str, partition: int) -> FetchedColumns:
+        return cls(topic, partition, [], [], [], [], [], [])
+
+    def add(self, record: ConsumerRecord) -> None:
+        self.offsets.append(record.offset)
+        self.timestamps.append(record.timestamp)
+        self.timestamp_types.append(record.timestamp_type)
+        self.keys.append(record.key)
+        self.values.append(record.value)
+        self.headers.append(record.headers)
+
+    def add_batch(self, header: BatchHeader, columns: RecordColumns, position: int) -> None:
+        """The decoded records of one batch from offset `position` on."""
+        base_offset = header.base_offset
+        first = 0
+        if base_offset < position:  # a fetch that starts inside the batch
+            first = bisect.bisect_left(columns.offset_deltas, position - base_offset)
+        deltas = columns.offset_deltas[first:] if first else columns.offset_deltas
+        self.offsets.extend([base_offset + delta for delta in deltas])
+        if header.timestamp_type == TimestampType.LOG_APPEND_TIME:
+            self.timestamps.extend([header.max_timestamp] * len(deltas))
+        else:
+            base = header.base_timestamp
+            self.timestamps.extend([base + delta for delta in columns.timestamp_deltas[first:]])
+        self.timestamp_types.extend([int(header.timestamp_type)] * len(deltas))
+        self.keys.extend(columns.keys[first:])
+        self.values.extend(columns.values[first:])
+        self.headers.extend(columns.headers[first:])
 
 
 class CompletedFetch:
@@ -149,10 +194,32 @@ class CompletedFetch:
         self._pending_index = index
         self.next_offset = position
 
+    def take_columns(self, max_records: int) -> FetchedColumns:
+        """Like `take`, as parallel lists, whole batches at a time: stops after the batch
+        that reaches `max_records`."""
+        out = FetchedColumns.empty(self.topic, self.partition)
+        if self._pending_index < len(self._pending):  # what a `take` left of its batch
+            for record in self.take(len(self._pending) - self._pending_index):
+                out.add(record)
+        while len(out.offsets) < max_records and self._batch_index < len(self._batches):
+            header, batch = self._batches[self._batch_index]
+            self._batch_index += 1
+            if self._readable(header, batch):
+                out.add_batch(header, decode_batch_columns(batch), self.next_offset)
+                self.next_offset = header.next_offset
+        return out
+
     def _open_batch(self, header: BatchHeader, batch: memoryview) -> None:
         """Make `batch` current, or step over it (below the position, control, aborted)."""
+        if self._readable(header, batch):
+            self._current = header
+            self._pending = decode_records(batch)
+            self._pending_index = 0
+
+    def _readable(self, header: BatchHeader, batch: memoryview) -> bool:
+        """Whether `batch` has records to hand out; if not, the position steps over it."""
         if header.next_offset <= self.next_offset:
-            return
+            return False
         if self.check_crcs and not verify_crc(batch, header):
             raise CorruptRecordError(
                 f"record batch at offset {header.base_offset} of {self.topic}-{self.partition} "
@@ -166,16 +233,14 @@ class CompletedFetch:
                 if header.producer_id in self._aborted_producers and _is_abort_marker(batch):
                     self._aborted_producers.discard(header.producer_id)
                 self.next_offset = header.next_offset
-                return
+                return False
             if header.is_transactional and header.producer_id in self._aborted_producers:
                 self.next_offset = header.next_offset
-                return
+                return False
         elif header.is_control:
             self.next_offset = header.next_offset
-            return
-        self._current = header
-        self._pending = decode_records(batch)
-        self._pending_index = 0
+            return False
+        return True
 
 
 def _is_abort_marker(batch: memoryview) -> bool:

@@ -26,10 +26,10 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from onceflow.client.completed_fetch import ConsumerRecord
+from onceflow.client.completed_fetch import CompletedFetch, ConsumerRecord, FetchedColumns
 from onceflow.client.config import consumer_config
 from onceflow.client.errors import (
     ConfigException,
@@ -50,10 +50,25 @@ from onceflow.client.txn_manager import (
     normalize_offsets,
 )
 
-__all__ = ["Consumer", "ConsumerRecord", "TopicPartition"]
+__all__ = ["Consumer", "ConsumerRecord", "FetchedColumns", "TopicPartition"]
 
 log = logging.getLogger(__name__)
 _ids = itertools.count(1)
+
+
+# (fetch, max records) -> (items for the caller, how many records they hold)
+_Take = Callable[[CompletedFetch, int], tuple[list, int]]
+
+
+def _take_records(fetch: CompletedFetch, limit: int) -> tuple[list, int]:
+    records = fetch.take(limit)
+    return records, len(records)
+
+
+def _take_columns(fetch: CompletedFetch, limit: int) -> tuple[list, int]:
+    columns = fetch.take_columns(limit)
+    n = len(columns.offsets)
+    return ([columns] if n else []), n
 
 
 def _normalize(item: Any) -> tuple[TopicPartition, int | None]:
@@ -264,6 +279,19 @@ class Consumer:
     def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list[ConsumerRecord]:
         """Records fetched for the assigned partitions, waiting up to `timeout` seconds for
         some; at most `max_records` (default max.poll.records)."""
+        return self._poll(timeout, max_records, _take_records)
+
+    def poll_columns(
+        self, timeout: float = 0.0, max_records: int | None = None
+    ) -> list[FetchedColumns]:
+        """onceflow extension: `poll` for bulk readers that build columns. The same records,
+        in the same order and with the same positions, as one `FetchedColumns` (parallel lists
+        of offsets, timestamps, keys, values, headers) per run of one partition's records,
+        instead of one `ConsumerRecord` per record. Whole record batches are handed out, so a
+        call may return up to one batch more than `max_records`."""
+        return self._poll(timeout, max_records, _take_columns)
+
+    def _poll(self, timeout: float, max_records: int | None, take: _Take) -> list:
         self._check_open()
         limit = max_records or self.max_poll_records
         deadline = time.monotonic() + max(timeout, 0.0)
@@ -276,10 +304,10 @@ class Consumer:
             group.maybe_auto_commit()
         self._io.wakeup()
         while True:
-            records = self._drain(limit)
-            if records:
+            out = self._drain(limit, take)
+            if out:
                 self._io.wakeup()
-                return records
+                return out
             with subs.lock:
                 for tp, state in subs.assignment.items():
                     self._raise_partition_error(tp, state)
@@ -292,11 +320,12 @@ class Consumer:
                     return []
                 subs.changed.wait(remaining)
 
-    def _drain(self, limit: int) -> list[ConsumerRecord]:
+    def _drain(self, limit: int, take: _Take) -> list:
         """Take up to `limit` records from the buffered fetches, advancing positions."""
         subs = self.subscriptions
-        out: list[ConsumerRecord] = []
-        while len(out) < limit:
+        out: list = []
+        count = 0
+        while count < limit:
             with subs.lock:
                 if not subs.completed:
                     break
@@ -308,11 +337,12 @@ class Consumer:
                     continue
                 if fetch.next_offset < state.position:
                     fetch.next_offset = state.position
-            records = fetch.take(limit - len(out))  # decode outside the lock
+            taken, n = take(fetch, limit - count)  # decode outside the lock
             with subs.lock:
                 if state.generation == generation:
                     state.position = fetch.next_offset
-                    out.extend(records)
+                    out.extend(taken)
+                    count += n
                     if fetch.exhausted:
                         subs.completed.popleft()
                         state.buffered -= 1

@@ -31,6 +31,10 @@ from onceflow.records.varint import (
 __all__ = [
     "Header",
     "Record",
+    "RecordColumns",
+    "decode_batch_columns",
+    "decode_columns",
+    "decode_into",
     "decode_record",
     "decode_records",
     "decode_records_body",
@@ -96,17 +100,7 @@ def _read_bytes(buf, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
     return bytes(buf[pos : pos + length]), pos + length
 
 
-def decode_record(buf, pos: int) -> tuple[Record, int]:
-    """Decode the record starting at `pos` of `buf`; returns `(record, next_pos)`."""
-    length, pos = decode_varint(buf, pos)
-    end = pos + length
-    if length < 1 or end > len(buf):
-        raise CorruptRecordError(f"record length {length} at position {pos} is invalid")
-    pos += 1  # attributes: unused in v2
-    timestamp_delta, pos = decode_varlong(buf, pos)
-    offset_delta, pos = decode_varint(buf, pos)
-    key, pos = _read_bytes(buf, pos, end, "key")
-    value, pos = _read_bytes(buf, pos, end, "value")
+def _read_headers(buf, pos: int, end: int) -> tuple[list[Header], int]:
     count, pos = decode_varint(buf, pos)
     if count < 0:
         raise CorruptRecordError(f"record has invalid header count {count}")
@@ -121,33 +115,146 @@ def decode_record(buf, pos: int) -> tuple[Record, int]:
             raise CorruptRecordError("record header key is not UTF-8") from None
         header_value, pos = _read_bytes(buf, pos, end, "header value")
         headers.append((header_key, header_value))
-    if pos != end:
+    return headers, pos
+
+
+def _absent(size: int, what: str) -> None:
+    """A key or value that is not there: null (-1), or a length the record cannot hold."""
+    if size == -1:
+        return None
+    if size < -1:
+        raise CorruptRecordError(f"record {what} has invalid length {size}")
+    raise CorruptRecordError(f"record {what} of {size} bytes overruns the record")
+
+
+class RecordColumns(NamedTuple):
+    """Decoded records as parallel lists, one entry per record (see `decode_into`)."""
+
+    offset_deltas: list[int]
+    timestamp_deltas: list[int]
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    headers: list[Sequence[Header]]
+
+    @classmethod
+    def empty(cls) -> RecordColumns:
+        return cls([], [], [], [], [])
+
+
+def decode_into(buf: bytes, pos: int, count: int, out: RecordColumns) -> int:
+    """Decode `count` records of `buf` from `pos`, appending their fields to `out`; returns
+    the position after the last one.
+
+    This is the one record decoder: the row form (`decode_record`, `decode_records_body`) is
+    built on it. Lengths and deltas that fit one byte are decoded inline, so a record costs a
+    few byte reads and two slices; anything longer goes through `decode_varint`.
+    """
+    offset_deltas, timestamp_deltas = out.offset_deltas, out.timestamp_deltas
+    keys, values, all_headers = out.keys, out.values, out.headers
+    buf_end = len(buf)
+    try:
+        for index in range(count):
+            if pos >= buf_end:
+                raise CorruptRecordError(f"batch declares {count} records but holds only {index}")
+            byte = buf[pos]
+            if byte < 0x80:
+                length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            elif buf[pos + 1] < 0x80:  # two bytes: records of 64 B to 8 KiB
+                length = byte & 0x7F | buf[pos + 1] << 7
+                length, pos = (length >> 1) ^ -(length & 1), pos + 2
+            else:
+                length, pos = decode_varint(buf, pos)
+            end = pos + length
+            if length < 1 or end > buf_end:
+                raise CorruptRecordError(f"record length {length} at position {pos} is invalid")
+            pos += 1  # attributes: unused in v2
+            byte = buf[pos]
+            if byte < 0x80:
+                timestamp_delta, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            else:
+                timestamp_delta, pos = decode_varlong(buf, pos)
+            byte = buf[pos]
+            if byte < 0x80:
+                offset_delta, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            else:
+                offset_delta, pos = decode_varint(buf, pos)
+            byte = buf[pos]
+            if byte < 0x80:
+                size, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            else:
+                size, pos = decode_varint(buf, pos)
+            if size >= 0 and pos + size <= end:
+                key = buf[pos : pos + size]
+                pos += size
+            elif size == -1:
+                key = None
+            else:
+                key = _absent(size, "key")
+            byte = buf[pos]
+            if byte < 0x80:
+                size, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            elif buf[pos + 1] < 0x80:  # two bytes: values of 64 B to 8 KiB
+                size = byte & 0x7F | buf[pos + 1] << 7
+                size, pos = (size >> 1) ^ -(size & 1), pos + 2
+            else:
+                size, pos = decode_varint(buf, pos)
+            if size >= 0 and pos + size <= end:
+                value = buf[pos : pos + size]
+                pos += size
+            else:
+                value = _absent(size, "value")
+            if buf[pos] == 0:  # no headers
+                headers: Sequence[Header] = []
+                pos += 1
+            else:
+                headers, pos = _read_headers(buf, pos, end)
+            if pos != end:
+                raise CorruptRecordError(
+                    f"record declared {length} bytes but its fields take {length - (end - pos)}"
+                )
+            offset_deltas.append(offset_delta)
+            timestamp_deltas.append(timestamp_delta)
+            keys.append(key)
+            values.append(value)
+            all_headers.append(headers)
+    except IndexError:
+        raise CorruptRecordError(f"record truncated at position {pos}") from None
+    return pos
+
+
+def _as_bytes(buf) -> bytes:
+    return buf if isinstance(buf, bytes) else bytes(buf)
+
+
+def decode_record(buf, pos: int) -> tuple[Record, int]:
+    """Decode the record starting at `pos` of `buf`; returns `(record, next_pos)`."""
+    columns = RecordColumns.empty()
+    pos = decode_into(_as_bytes(buf), pos, 1, columns)
+    return Record(*(column[0] for column in columns)), pos
+
+
+def decode_columns(body, count: int) -> RecordColumns:
+    """Decode exactly `count` records filling `body` (the uncompressed records section)."""
+    if count < 0:
+        raise CorruptRecordError(f"invalid record count {count}")
+    body = _as_bytes(body)
+    columns = RecordColumns.empty()
+    pos = decode_into(body, 0, count, columns)
+    if pos != len(body):
         raise CorruptRecordError(
-            f"record declared {length} bytes but its fields take {length - (end - pos)}"
+            f"{len(body) - pos} bytes remain after the batch's {count} records"
         )
-    return Record(offset_delta, timestamp_delta, key, value, headers), pos
+    return columns
 
 
 def decode_records_body(body, count: int) -> list[Record]:
     """Decode exactly `count` records filling `body` (the uncompressed records section)."""
-    if count < 0:
-        raise CorruptRecordError(f"invalid record count {count}")
-    records = []
-    pos, end = 0, len(body)
-    for _ in range(count):
-        if pos >= end:
-            raise CorruptRecordError(
-                f"batch declares {count} records but holds only {len(records)}"
-            )
-        record, pos = decode_record(body, pos)
-        records.append(record)
-    if pos != end:
-        raise CorruptRecordError(f"{end - pos} bytes remain after the batch's {count} records")
-    return records
+    return list(map(Record, *decode_columns(body, count)))
 
 
-def decode_records(batch) -> list[Record]:
-    """Decode every record of a whole v2 batch, decompressing when its codec says so."""
+def decode_batch_columns(batch) -> RecordColumns:
+    """Decode every record of a whole v2 batch as columns, decompressing when its codec says
+    so."""
     header = parse_header(batch)
     view = memoryview(batch)
     if header.total_size != len(view):
@@ -155,4 +262,9 @@ def decode_records(batch) -> list[Record]:
             f"batch length {header.total_size} does not match the {len(view)} bytes given"
         )
     body = decompress(header.compression, view[RECORDS_OFFSET:])
-    return decode_records_body(body, header.records_count)
+    return decode_columns(body, header.records_count)
+
+
+def decode_records(batch) -> list[Record]:
+    """Decode every record of a whole v2 batch, decompressing when its codec says so."""
+    return list(map(Record, *decode_batch_columns(batch)))

@@ -14,6 +14,7 @@ offsets with failOnDataLoss=true (the default), else the gap is skipped.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import time
 from collections.abc import Iterator
@@ -32,7 +33,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from onceflow.client.admin import TopicPartition
-from onceflow.client.consumer import Consumer
+from onceflow.client.consumer import Consumer, FetchedColumns
 from onceflow.client.errors import KafkaError, OffsetOutOfRangeError
 from onceflow.spark.offsets import (
     LATEST,
@@ -90,31 +91,44 @@ def _arrow_schema(include_headers: bool) -> Any:
     return pa.schema(fields)
 
 
-def _to_arrow(records: list[Any], schema: Any, include_headers: bool) -> Any:
-    """ConsumerRecords of one partition -> one RecordBatch with Spark's Kafka columns."""
+def _to_arrow(chunks: list[FetchedColumns], schema: Any, include_headers: bool) -> Any:
+    """Runs of one partition's records -> one RecordBatch with Spark's Kafka columns."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    n = len(records)
-    columns = list(zip(*records, strict=True))  # fields of ConsumerRecord, column-wise
-    first = records[0]
+    def column(name: str) -> list:
+        if len(chunks) == 1:
+            return getattr(chunks[0], name)
+        return [x for chunk in chunks for x in getattr(chunk, name)]
+
+    offsets = column("offsets")
+    n = len(offsets)
+    first = chunks[0]
     arrays = [
-        pa.array(columns[5], pa.binary()),
-        pa.array(columns[6], pa.binary()),
+        pa.array(column("keys"), pa.binary()),
+        pa.array(column("values"), pa.binary()),
         pa.array([first.topic] * n, pa.string()),
         pa.array([first.partition] * n, pa.int32()),
-        pa.array(columns[2], pa.int64()),
-        pc.multiply(pa.array(columns[3], pa.int64()), 1000).cast(schema.field("timestamp").type),
-        pa.array(columns[4], pa.int32()),
+        pa.array(offsets, pa.int64()),
+        pc.multiply(pa.array(column("timestamps"), pa.int64()), 1000).cast(
+            schema.field("timestamp").type
+        ),
+        pa.array(column("timestamp_types"), pa.int32()),
     ]
     if include_headers:
         arrays.append(
             pa.array(
-                [[{"key": k, "value": v} for k, v in headers] for headers in columns[7]],
+                [[{"key": k, "value": v} for k, v in headers] for headers in column("headers")],
                 schema.field("headers").type,
             )
         )
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _before(chunk: FetchedColumns, until: int) -> FetchedColumns:
+    """The part of `chunk` below offset `until` (offsets are ascending)."""
+    cut = bisect.bisect_left(chunk.offsets, until)
+    return FetchedColumns(chunk.topic, chunk.partition, *(c[:cut] for c in chunk[2:]))
 
 
 def read_range(options: SourceOptions, offset_range: OffsetRange) -> Iterator[Any]:
@@ -132,24 +146,25 @@ def read_range(options: SourceOptions, offset_range: OffsetRange) -> Iterator[An
     try:
         consumer.assign([(r.topic, r.partition, r.from_offset)])
         position = r.from_offset
-        pending: list[Any] = []
+        pending: list[FetchedColumns] = []
+        pending_rows = 0
         last_progress = time.monotonic()
         while position < r.until_offset:
             try:
-                records = consumer.poll(
+                chunks = consumer.poll_columns(
                     timeout=min(timeout_s, 1.0), max_records=ROWS_PER_ARROW_BATCH
                 )
             except OffsetOutOfRangeError:
                 position = _skip_lost(consumer, options, r, position)
                 continue
-            if records:
-                last_progress = time.monotonic()
-                if records[-1].offset >= r.until_offset:
-                    records = [x for x in records if x.offset < r.until_offset]
-                pending.extend(records)
-                if len(pending) >= ROWS_PER_ARROW_BATCH:
-                    yield _to_arrow(pending, schema, options.include_headers)
-                    pending = []
+            for chunk in chunks:
+                if chunk.offsets[-1] >= r.until_offset:
+                    chunk = _before(chunk, r.until_offset)
+                pending.append(chunk)
+                pending_rows += len(chunk.offsets)
+            if pending_rows >= ROWS_PER_ARROW_BATCH:
+                yield _to_arrow(pending, schema, options.include_headers)
+                pending, pending_rows = [], 0
             new_position = consumer.position((r.topic, r.partition))
             if new_position != position:
                 last_progress = time.monotonic()
@@ -160,7 +175,7 @@ def read_range(options: SourceOptions, offset_range: OffsetRange) -> Iterator[An
                     f"(reading up to {r.until_offset}) after {timeout_s:.0f}s "
                     "(kafkaConsumer.pollTimeoutMs)"
                 )
-        if pending:
+        if pending_rows:
             yield _to_arrow(pending, schema, options.include_headers)
     finally:
         consumer.close()
