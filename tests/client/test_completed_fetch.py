@@ -147,9 +147,7 @@ def _rows_of(chunk) -> list[tuple]:
 
 
 def _rows(records) -> list[tuple]:
-    return [
-        (r.offset, r.timestamp, r.timestamp_type, r.key, r.value, r.headers) for r in records
-    ]
+    return [(r.offset, r.timestamp, r.timestamp_type, r.key, r.value, r.headers) for r in records]
 
 
 def _mixed_log() -> tuple[bytes, list[tuple[int, int]]]:

@@ -42,9 +42,11 @@ _CORRELATION_ID = struct.Struct(">i")
 
 @dataclass
 class ProxyStats:
-    """Counters, by api key: requests seen from clients, requests cut, connections accepted."""
+    """Counters, by api key: requests seen from clients, requests cut, connections accepted;
+    and the versions seen of each api key."""
 
     requests_seen: collections.Counter[int] = field(default_factory=collections.Counter)
+    versions_seen: dict[int, set[int]] = field(default_factory=dict)
     requests_cut: collections.Counter[int] = field(default_factory=collections.Counter)
     connections: int = 0
 
@@ -180,10 +182,16 @@ class KafkaProxy:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    def _decide_cut(self, api_key: int) -> bool:
+    def versions(self, api_key: int) -> set[int]:
+        """The versions of `api_key` that clients have sent so far."""
+        with self._lock:
+            return set(self.stats.versions_seen.get(api_key, ()))
+
+    def _decide_cut(self, api_key: int, api_version: int) -> bool:
         """Count a request and decide whether to cut after forwarding it."""
         with self._lock:
             self.stats.requests_seen[api_key] += 1
+            self.stats.versions_seen.setdefault(api_key, set()).add(api_version)
             rule = self._rule
             if rule is None or (rule.api_keys is not None and api_key not in rule.api_keys):
                 return False
@@ -255,8 +263,8 @@ class KafkaProxy:
                 body = await client_reader.readexactly(size)
             except (asyncio.IncompleteReadError, ConnectionError):
                 return
-            api_key, _api_version, correlation_id = _REQUEST_HEADER.unpack_from(body)
-            cut = self._decide_cut(api_key)
+            api_key, api_version, correlation_id = _REQUEST_HEADER.unpack_from(body)
+            cut = self._decide_cut(api_key, api_version)
             up_writer.write(size_bytes + body)
             await up_writer.drain()
             if cut:

@@ -41,6 +41,7 @@ from onceflow.client.io_thread import IOThread
 from onceflow.client.network import NetworkClient
 from onceflow.client.producer_state import ProduceAction, TransactionManager
 from onceflow.client.txn_manager import TxnManager
+from onceflow.client.txn_requests import PRODUCE_TV1_MAX
 from onceflow.client.txn_sender import TxnRequestSender
 from onceflow.client.txn_states import ProducerState
 from onceflow.protocol import messages
@@ -190,7 +191,8 @@ class Sender:
 
     def send_produce_request(self, conn: Any, batches: list[ProducerBatch]) -> None:
         cls = messages.REQUESTS[ApiKey.PRODUCE]
-        version = conn.api_version(ApiKey.PRODUCE)
+        in_transaction = self.txn is not None and self.txn.transactional_id is not None
+        version = conn.api_version(ApiKey.PRODUCE, PRODUCE_TV1_MAX if in_transaction else None)
         cluster = self.metadata.cluster
         if version >= _PRODUCE_TOPIC_ID_VERSION and any(
             cluster.topic_id(b.tp[0]) is None for b in batches

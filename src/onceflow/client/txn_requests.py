@@ -24,9 +24,12 @@ from onceflow.protocol.errors import ErrorCode
 
 __all__ = [
     "DEFAULT_ACTIONS",
+    "END_TXN_TV1_MAX",
     "ERROR_ACTIONS",
     "GROUP",
+    "PRODUCE_TV1_MAX",
     "TRANSACTION",
+    "TXN_OFFSET_COMMIT_TV1_MAX",
     "TransactionalRequestResult",
     "TxnAction",
     "TxnRequest",
@@ -36,6 +39,14 @@ __all__ = [
 
 GROUP = 0  # FindCoordinator key types
 TRANSACTION = 1
+
+# The client speaks transaction version 1 (KIP-890 part 1: the epoch is bumped only on
+# recovery), so, as the message specs require, it never uses the versions that mean
+# version 2 (the broker then adds partitions and offsets implicitly): within a transaction
+# Produce stays <= v11, TxnOffsetCommit <= v4 and EndTxn <= v4.
+PRODUCE_TV1_MAX: Final = 11
+TXN_OFFSET_COMMIT_TV1_MAX: Final = 4
+END_TXN_TV1_MAX: Final = 4
 
 
 class TxnRequestKind(IntEnum):

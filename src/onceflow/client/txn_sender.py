@@ -24,7 +24,12 @@ from onceflow.client.errors import (
 )
 from onceflow.client.network import AsyncBrokerConnection, NetworkClient
 from onceflow.client.txn_manager import TxnManager
-from onceflow.client.txn_requests import TxnRequest, TxnRequestKind
+from onceflow.client.txn_requests import (
+    END_TXN_TV1_MAX,
+    TXN_OFFSET_COMMIT_TV1_MAX,
+    TxnRequest,
+    TxnRequestKind,
+)
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
@@ -153,7 +158,7 @@ class TxnRequestSender:
             producer_epoch=txn.producer_epoch,
             committed=request.data,
         )
-        version = conn.api_version(ApiKey.END_TXN, max_version=4)
+        version = conn.api_version(ApiKey.END_TXN, END_TXN_TV1_MAX)
         response = await conn.send(message, version, timeout_s=timeout)
         return {None: response.error_code}, {}
 
@@ -206,7 +211,8 @@ class TxnRequestSender:
             group_instance_id=group.group_instance_id,
             topics=[topic_cls(name=t, partitions=ps) for t, ps in by_topic.items()],
         )
-        response = await conn.send(message, timeout_s=timeout)
+        version = conn.api_version(ApiKey.TXN_OFFSET_COMMIT, TXN_OFFSET_COMMIT_TV1_MAX)
+        response = await conn.send(message, version, timeout_s=timeout)
         codes: dict[Any, int] = dict.fromkeys(offsets, int(ErrorCode.UNKNOWN_SERVER_ERROR))
         for topic in response.topics:
             for p in topic.partitions:
