@@ -1,4 +1,5 @@
-"""Fixtures shared by all tests: `broker` (a fresh broker process) and `broker_factory`."""
+"""Fixtures shared by all tests: `broker` (a fresh broker process), `broker_factory`, and
+`proxied` (a broker behind the fault-injecting proxy)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from support.broker import BrokerProcess  # noqa: E402
+from support.proxy import KafkaProxy  # noqa: E402
 
 
 @pytest.fixture
@@ -39,3 +41,15 @@ def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
 def broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
     """A broker process on a fresh data directory, stopped after the test."""
     return broker_factory()
+
+
+@pytest.fixture
+def proxied(
+    broker_factory: Callable[..., BrokerProcess],
+) -> Iterator[tuple[KafkaProxy, BrokerProcess]]:
+    """(proxy, broker) with the broker advertising the proxy's address, so clients that
+    bootstrap through the proxy send every request through it."""
+    with KafkaProxy() as proxy:
+        broker = broker_factory(advertised_listener=proxy.address)
+        proxy.set_upstream(broker.host, broker.port)
+        yield proxy, broker

@@ -10,25 +10,14 @@ The proxy between client and broker records the versions actually sent.
 
 from __future__ import annotations
 
-import pytest
 from client.client_support import txn_producer
 from client.helpers import create_topic
-from support.proxy import KafkaProxy
 
 from onceflow.client.producer import Producer
 from onceflow.client.txn_manager import ConsumerGroupMetadata
 
 PRODUCE, TXN_OFFSET_COMMIT, END_TXN = 0, 28, 26
 TIMEOUT = 30
-
-
-@pytest.fixture
-def proxied(broker_factory):
-    """(proxy, broker) with the broker advertising the proxy's address."""
-    with KafkaProxy() as proxy:
-        broker = broker_factory(advertised_listener=proxy.address)
-        proxy.set_upstream(broker.host, broker.port)
-        yield proxy, broker
 
 
 def test_transactional_producer_caps_produce_and_txn_offset_commit(proxied):

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import pytest
 from interop.workload import (
     Consumed,
     check_exact_round_trip,
@@ -18,19 +17,9 @@ from interop.workload import (
     create_topic,
     produce_confluent,
 )
-from support.proxy import KafkaProxy
 
 PRODUCE, FETCH, METADATA = 0, 1, 3
 PARTITIONS = 3
-
-
-@pytest.fixture
-def proxied(broker_factory):
-    """(proxy, broker) with the broker advertising the proxy's address."""
-    with KafkaProxy() as proxy:
-        broker = broker_factory(advertised_listener=proxy.address)
-        proxy.set_upstream(broker.host, broker.port)
-        yield proxy, broker
 
 
 def test_metadata_names_the_proxy_and_all_traffic_goes_through_it(proxied):
