@@ -8,10 +8,25 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import sys
 
 # name of the module in onceflow.cli that provides each sub-command, in the order help lists them
-SUBCOMMAND_MODULES = ("broker_cmd", "topics_cmd", "transactions_cmd", "demo_cmd")
+SUBCOMMAND_MODULES = (
+    "broker_cmd",
+    "topics_cmd",
+    "produce_cmd",
+    "consume_cmd",
+    "transactions_cmd",
+    "demo_cmd",
+)
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("onceflow")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
             "Exactly-once streaming: a Kafka-compatible broker, client and Spark connectors."
         ),
     )
+    parser.add_argument("--version", action="version", version=f"onceflow {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMAND_MODULES:
         try:
