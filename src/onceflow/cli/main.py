@@ -17,6 +17,7 @@ SUBCOMMAND_MODULES = (
     "topics_cmd",
     "produce_cmd",
     "consume_cmd",
+    "groups_cmd",
     "transactions_cmd",
     "demo_cmd",
 )

@@ -17,12 +17,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from onceflow.client import group_admin
 from onceflow.client.connection import (
     BrokerConnection,
     UnsupportedVersionError,
     connect_bootstrap,
     raise_for_error,
 )
+from onceflow.client.group_admin import GroupDescription, GroupListing
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages import REQUESTS
@@ -313,17 +315,18 @@ class AdminClient:
     def list_consumer_group_offsets(
         self,
         group_id: str,
-        partitions: Iterable[TopicPartition],
+        partitions: Iterable[TopicPartition] | None,
         require_stable: bool = True,
         timeout: float | None = None,
     ) -> dict[TopicPartition, tuple[int, str] | None]:
         """The group's committed (offset, metadata) per partition, None where nothing is
-        committed (OffsetFetch v7, sent to the group's coordinator). With `require_stable`
+        committed (every partition with an offset when `partitions` is None)
+        (OffsetFetch v7, sent to the group's coordinator). With `require_stable`
         (KIP-447, Kafka's `requireStable` option) the broker answers UNSTABLE_OFFSET_COMMIT
         while a transaction with offsets for the group is pending, and this call waits for
         it to complete; so do coordinator moves and loads, up to `timeout` seconds (default
         request.timeout.ms). Other errors raise the typed `KafkaError`."""
-        wanted = list(partitions)
+        wanted = [] if partitions is None else list(partitions)
         deadline = time.monotonic() + (
             self.request_timeout_ms / 1000 if timeout is None else timeout
         )
@@ -333,7 +336,9 @@ class AdminClient:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
         request = cls(
             group_id=group_id,
-            topics=[
+            topics=None
+            if partitions is None
+            else [
                 cls.OffsetFetchRequestTopic(name=t, partition_indexes=p)
                 for t, p in by_topic.items()
             ],
@@ -408,6 +413,18 @@ class AdminClient:
             if worst == ErrorCode.NONE or time.monotonic() >= deadline:
                 return out
             time.sleep(_GROUP_RETRY_S)
+
+    def list_groups(self) -> list[GroupListing]:
+        """Every consumer group on the cluster (ListGroups to each broker)."""
+        return group_admin.list_groups(self)
+
+    def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
+        """State, protocol and members (with their assigned partitions) of each group."""
+        return group_admin.describe_groups(self, list(group_ids))
+
+    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
+        """Delete groups without members, with their offsets; an error code per group."""
+        return group_admin.delete_groups(self, list(group_ids))
 
     def _coordinator_connection(self, key_type: int, key: str, deadline: float) -> BrokerConnection:
         """A connection to the coordinator of a group (key_type 0) or transactional id (1)."""

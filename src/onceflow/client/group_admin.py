@@ -1,0 +1,138 @@
+"""Consumer-group administration for `AdminClient`: ListGroups, DescribeGroups, DeleteGroups.
+
+Kafka's `listConsumerGroups`, `describeConsumerGroups` and `deleteConsumerGroups` for classic
+groups. ListGroups goes to every broker Metadata names; DescribeGroups and DeleteGroups go to
+each group's coordinator, retrying while the coordinator loads or moves (up to
+request.timeout.ms). Member assignments of `consumer` groups are decoded into partitions.
+The functions use the AdminClient's connections and coordinator cache (its private helpers:
+this module is its extension, split off to keep admin.py readable).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from onceflow.client.connection import raise_for_error
+from onceflow.client.consumer_protocol import decode_assignment
+from onceflow.client.metadata import TopicPartition
+from onceflow.protocol.api_keys import ApiKey
+from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.messages import REQUESTS
+
+if TYPE_CHECKING:
+    from onceflow.client.admin import AdminClient
+
+GROUP_KEY = 0  # FindCoordinator key type of groups
+
+__all__ = ["GroupDescription", "GroupListing", "MemberDescription"]
+
+_RETRIABLE = {
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR,
+}
+_RETRY_S = 0.1
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    """A group as DescribeGroups answers; state `Dead` for a group that does not exist."""
+
+    group_id: str
+    error_code: ErrorCode
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberDescription, ...]
+
+
+def list_groups(admin: AdminClient) -> list[GroupListing]:
+    """Every group on every broker, sorted by id."""
+    cls = REQUESTS[ApiKey.LIST_GROUPS]
+    out: dict[str, GroupListing] = {}
+    for node in admin.describe_cluster():
+        response = admin._node_connection(node).send(cls())
+        if response.error_code != ErrorCode.NONE:
+            raise_for_error(response.error_code, "ListGroups")
+        for g in response.groups:
+            out[g.group_id] = GroupListing(g.group_id, g.protocol_type, g.group_state)
+    return [out[g] for g in sorted(out)]
+
+
+def describe_groups(admin: AdminClient, group_ids: list[str]) -> dict[str, GroupDescription]:
+    cls = REQUESTS[ApiKey.DESCRIBE_GROUPS]
+    out = {}
+    for group_id in group_ids:
+        g = _send_to_coordinator(admin, group_id, cls(groups=[group_id])).groups[0]
+        members = tuple(
+            MemberDescription(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                tuple(decode_assignment(m.member_assignment))
+                if g.protocol_type == "consumer" and m.member_assignment
+                else (),
+            )
+            for m in g.members
+        )
+        out[group_id] = GroupDescription(
+            group_id,
+            _code(g.error_code),
+            g.group_state,
+            g.protocol_type,
+            g.protocol_data,
+            members,
+        )
+    return out
+
+
+def delete_groups(admin: AdminClient, group_ids: list[str]) -> dict[str, ErrorCode]:
+    """DeleteGroups per group: NONE, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, ..."""
+    cls = REQUESTS[ApiKey.DELETE_GROUPS]
+    out = {}
+    for group_id in group_ids:
+        response = _send_to_coordinator(admin, group_id, cls(groups_names=[group_id]))
+        out[group_id] = _code(response.results[0].error_code)
+    return out
+
+
+def _send_to_coordinator(admin: AdminClient, group_id: str, request):
+    """Send to the group's coordinator, retrying coordinator loads and moves."""
+    deadline = time.monotonic() + admin.request_timeout_ms / 1000
+    while True:
+        conn = admin._coordinator_connection(GROUP_KEY, group_id, deadline)
+        response = conn.send(request)
+        codes = [getattr(response, "error_code", 0)]
+        codes += [g.error_code for g in getattr(response, "groups", ())]
+        codes += [r.error_code for r in getattr(response, "results", ())]
+        retry = next((c for c in codes if c in _RETRIABLE), None)
+        if retry is None or time.monotonic() >= deadline:
+            return response
+        admin._coordinators.pop((GROUP_KEY, group_id), None)
+        time.sleep(_RETRY_S)
+
+
+def _code(value: int) -> ErrorCode:
+    try:
+        return ErrorCode(value)
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
