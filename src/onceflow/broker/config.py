@@ -72,6 +72,7 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = _defs(
     ConfigDef("log.flush.interval.ms", "long", None, 0),
     ConfigDef("log.message.timestamp.type", "str", "CreateTime"),
     ConfigDef("min.insync.replicas", "int", 1, 1),
+    ConfigDef("compression.type", "str", "producer", None, "codec topics are stored with"),
     ConfigDef("group.initial.rebalance.delay.ms", "int", 3000, 0),
     ConfigDef("group.min.session.timeout.ms", "int", 6000, 0),
     ConfigDef("group.max.session.timeout.ms", "int", 1800000, 0),

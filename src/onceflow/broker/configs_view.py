@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from onceflow.broker.config import BROKER_CONFIGS, BrokerConfig, describe_value
-from onceflow.log.config import BROKER_TO_TOPIC_REVERSE
+from onceflow.log.config import BROKER_TO_TOPIC_REVERSE, TOPIC_CONFIG_TYPES
 
 
 class ConfigSource(IntEnum):
@@ -38,19 +38,13 @@ class ConfigType(IntEnum):
     LIST = 7
 
 
-_TOPIC_TYPES = {
-    "segment.bytes": ConfigType.INT,
-    "segment.ms": ConfigType.LONG,
-    "segment.index.bytes": ConfigType.INT,
-    "index.interval.bytes": ConfigType.INT,
-    "retention.ms": ConfigType.LONG,
-    "retention.bytes": ConfigType.LONG,
-    "message.timestamp.type": ConfigType.STRING,
-    "max.message.bytes": ConfigType.INT,
-    "cleanup.policy": ConfigType.LIST,
-    "flush.messages": ConfigType.LONG,
-    "flush.ms": ConfigType.LONG,
-    "flush.on.ack": ConfigType.BOOLEAN,
+_TYPE_NAMES = {
+    "boolean": ConfigType.BOOLEAN,
+    "string": ConfigType.STRING,
+    "int": ConfigType.INT,
+    "long": ConfigType.LONG,
+    "double": ConfigType.DOUBLE,
+    "list": ConfigType.LIST,
 }
 # topic key -> broker keys that set it, most specific first (Kafka's synonym order)
 _BROKER_SYNONYMS = {
@@ -98,9 +92,7 @@ def topic_config_entries(config: BrokerConfig, log_config, overrides: dict[str, 
                 break
         source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
         entries.append(
-            ConfigEntry(
-                name, value, source, _TOPIC_TYPES.get(name, ConfigType.STRING), tuple(synonyms)
-            )
+            ConfigEntry(name, value, source, _TYPE_NAMES[TOPIC_CONFIG_TYPES[name]], tuple(synonyms))
         )
     return entries
 

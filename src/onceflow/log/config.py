@@ -65,7 +65,10 @@ def _to_timestamp_type(value: Any) -> str:
 
 def _bounded_int(low: int, high: int):
     def convert(value: Any) -> int:
-        number = int(str(value).strip()) if not isinstance(value, int) else value
+        try:
+            number = int(str(value).strip()) if not isinstance(value, int) else value
+        except ValueError:
+            raise ValueError(f"{value!r} is not a whole number") from None
         if isinstance(number, bool) or not low <= number <= high:
             raise ValueError(f"{value!r} is outside [{low}, {high}]")
         return number
@@ -73,21 +76,108 @@ def _bounded_int(low: int, high: int):
     return convert
 
 
-# topic-level key -> (dataclass field, converter)
-_TOPIC_KEYS: dict[str, tuple[str, Any]] = {
-    "segment.bytes": ("segment_bytes", _bounded_int(14, MAX_INT32)),
-    "segment.ms": ("segment_ms", _bounded_int(1, MAX_INT64)),
-    "segment.index.bytes": ("segment_index_bytes", _bounded_int(4, MAX_INT32)),
-    "index.interval.bytes": ("index_interval_bytes", _bounded_int(0, MAX_INT32)),
-    "retention.ms": ("retention_ms", _bounded_int(-1, MAX_INT64)),
-    "retention.bytes": ("retention_bytes", _bounded_int(-1, MAX_INT64)),
-    "message.timestamp.type": ("message_timestamp_type", _to_timestamp_type),
-    "max.message.bytes": ("max_message_bytes", _bounded_int(0, MAX_INT32)),
-    "cleanup.policy": ("cleanup_policy", _to_policy),
-    "flush.messages": ("flush_messages", _bounded_int(1, MAX_INT64)),
-    "flush.ms": ("flush_ms", _bounded_int(0, MAX_INT64)),
-    "flush.on.ack": ("flush_on_ack", _to_bool),
+def _bounded_float(low: float, high: float):
+    def convert(value: Any) -> float:
+        try:
+            number = float(str(value).strip())
+        except ValueError:
+            raise ValueError(f"{value!r} is not a number") from None
+        if not low <= number <= high:
+            raise ValueError(f"{value!r} is outside [{low}, {high}]")
+        return number
+
+    return convert
+
+
+def _choice(*allowed: str):
+    def convert(value: Any) -> str:
+        text = str(value).strip()
+        if text not in allowed:
+            raise ValueError(f"{value!r} is not one of {', '.join(allowed)}")
+        return text
+
+    return convert
+
+
+def _to_list(value: Any) -> str:
+    return ",".join(p.strip() for p in str(value).split(",") if p.strip())
+
+
+def _gzip_level(value: Any) -> int:
+    level = _bounded_int(-1, 9)(value)
+    if level == 0:
+        raise ValueError(f"{value!r} is not -1 or in [1, 9]")
+    return level
+
+
+def _remote_storage(value: Any) -> bool:
+    if _to_bool(value):
+        raise ValueError("tiered storage is not supported by this broker")
+    return False
+
+
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+# topic-level key -> (dataclass field, converter, DescribeConfigs type); Kafka's topic
+# configs with Kafka's validation. Applied on one node: segment/retention/flush/index keys,
+# cleanup.policy (compaction itself is not run), max.message.bytes, message.timestamp.type,
+# compression.type, message.timestamp.{before,after,difference}.max.ms and
+# min.insync.replicas. `ACCEPTED_ONLY` lists the keys that are validated, stored and
+# described but change nothing here (replication, throttling, the cleaner, tiered storage).
+_TOPIC_KEYS: dict[str, tuple[str, Any, str]] = {
+    "segment.bytes": ("segment_bytes", _bounded_int(14, MAX_INT32), "int"),
+    "segment.ms": ("segment_ms", _bounded_int(1, MAX_INT64), "long"),
+    "segment.index.bytes": ("segment_index_bytes", _bounded_int(4, MAX_INT32), "int"),
+    "index.interval.bytes": ("index_interval_bytes", _bounded_int(0, MAX_INT32), "int"),
+    "retention.ms": ("retention_ms", _bounded_int(-1, MAX_INT64), "long"),
+    "retention.bytes": ("retention_bytes", _bounded_int(-1, MAX_INT64), "long"),
+    "message.timestamp.type": ("message_timestamp_type", _to_timestamp_type, "string"),
+    "max.message.bytes": ("max_message_bytes", _bounded_int(0, MAX_INT32), "int"),
+    "cleanup.policy": ("cleanup_policy", _to_policy, "list"),
+    "flush.messages": ("flush_messages", _bounded_int(1, MAX_INT64), "long"),
+    "flush.ms": ("flush_ms", _bounded_int(0, MAX_INT64), "long"),
+    "flush.on.ack": ("flush_on_ack", _to_bool, "boolean"),
+    "compression.type": ("compression_type", _choice(*COMPRESSION_TYPES), "string"),
+    "message.timestamp.before.max.ms": (
+        "message_timestamp_before_max_ms",
+        _bounded_int(0, MAX_INT64),
+        "long",
+    ),
+    "message.timestamp.after.max.ms": (
+        "message_timestamp_after_max_ms",
+        _bounded_int(0, MAX_INT64),
+        "long",
+    ),
+    "message.timestamp.difference.max.ms": (
+        "message_timestamp_difference_max_ms",
+        _bounded_int(0, MAX_INT64),
+        "long",
+    ),
+    "min.insync.replicas": ("min_insync_replicas", _bounded_int(1, MAX_INT32), "int"),
+    # accepted only
+    "compression.gzip.level": ("compression_gzip_level", _gzip_level, "int"),
+    "compression.lz4.level": ("compression_lz4_level", _bounded_int(1, 17), "int"),
+    "compression.zstd.level": ("compression_zstd_level", _bounded_int(-131072, 22), "int"),
+    "delete.retention.ms": ("delete_retention_ms", _bounded_int(0, MAX_INT64), "long"),
+    "file.delete.delay.ms": ("file_delete_delay_ms", _bounded_int(0, MAX_INT64), "long"),
+    "follower.replication.throttled.replicas": ("follower_throttled", _to_list, "list"),
+    "leader.replication.throttled.replicas": ("leader_throttled", _to_list, "list"),
+    "local.retention.bytes": ("local_retention_bytes", _bounded_int(-2, MAX_INT64), "long"),
+    "local.retention.ms": ("local_retention_ms", _bounded_int(-2, MAX_INT64), "long"),
+    "max.compaction.lag.ms": ("max_compaction_lag_ms", _bounded_int(1, MAX_INT64), "long"),
+    "message.downconversion.enable": ("message_downconversion_enable", _to_bool, "boolean"),
+    "message.format.version": ("message_format_version", str, "string"),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _bounded_float(0, 1), "double"),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", _bounded_int(0, MAX_INT64), "long"),
+    "preallocate": ("preallocate", _to_bool, "boolean"),
+    "remote.storage.enable": ("remote_storage_enable", _remote_storage, "boolean"),
+    "remote.log.copy.disable": ("remote_log_copy_disable", _to_bool, "boolean"),
+    "remote.log.delete.on.disable": ("remote_log_delete_on_disable", _to_bool, "boolean"),
+    "segment.jitter.ms": ("segment_jitter_ms", _bounded_int(0, MAX_INT64), "long"),
+    "unclean.leader.election.enable": ("unclean_leader_election_enable", _to_bool, "boolean"),
 }
+ACCEPTED_ONLY = frozenset(list(_TOPIC_KEYS)[list(_TOPIC_KEYS).index("compression.gzip.level") :])
+TOPIC_CONFIG_TYPES: Mapping[str, str] = {key: entry[2] for key, entry in _TOPIC_KEYS.items()}
 
 # broker-level key -> topic-level key (Kafka's mapping, plus onceflow's log.flush.on.ack)
 BROKER_TO_TOPIC: Mapping[str, str] = {
@@ -103,6 +193,8 @@ BROKER_TO_TOPIC: Mapping[str, str] = {
     "log.flush.interval.messages": "flush.messages",
     "log.flush.interval.ms": "flush.ms",
     "log.flush.on.ack": "flush.on.ack",
+    "compression.type": "compression.type",
+    "min.insync.replicas": "min.insync.replicas",
 }
 
 # coarser broker keys, used only when the finer one is absent (Kafka's precedence)
@@ -131,6 +223,32 @@ class LogConfig:
     flush_messages: int | None = None
     flush_ms: int | None = None
     flush_on_ack: bool = True
+    compression_type: str = "producer"
+    message_timestamp_before_max_ms: int = MAX_INT64
+    message_timestamp_after_max_ms: int = MAX_INT64
+    message_timestamp_difference_max_ms: int = MAX_INT64
+    min_insync_replicas: int = 1
+    # accepted only (see ACCEPTED_ONLY)
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
+    delete_retention_ms: int = 86_400_000
+    file_delete_delay_ms: int = 60_000
+    follower_throttled: str = ""
+    leader_throttled: str = ""
+    local_retention_bytes: int = -2
+    local_retention_ms: int = -2
+    max_compaction_lag_ms: int = MAX_INT64
+    message_downconversion_enable: bool = True
+    message_format_version: str = "3.0-IV1"
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    preallocate: bool = False
+    remote_storage_enable: bool = False
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
+    segment_jitter_ms: int = 0
+    unclean_leader_election_enable: bool = False
 
     @property
     def delete_enabled(self) -> bool:
@@ -167,14 +285,17 @@ class LogConfig:
             values[key] = value
         fields: dict[str, Any] = {}
         for key, value in values.items():
-            field, convert = _TOPIC_KEYS[key]
-            fields[field] = convert(value)
+            field, convert, _type = _TOPIC_KEYS[key]
+            try:
+                fields[field] = convert(value)
+            except ValueError as exc:
+                raise ValueError(f"invalid value for {key}: {exc}") from None
         return dataclasses.replace(cls(), **fields)
 
     def to_topic_properties(self) -> dict[str, str]:
         """The effective values under their topic-level names (for DescribeConfigs)."""
         out: dict[str, str] = {}
-        for key, (field, _) in _TOPIC_KEYS.items():
+        for key, (field, _convert, _type) in _TOPIC_KEYS.items():
             value = getattr(self, field)
             if value is None:
                 continue
