@@ -66,3 +66,42 @@ def _tp(topic: str, partition: int, offset: int = -1001):
     from confluent_kafka import TopicPartition
 
     return TopicPartition(topic, partition, offset)
+
+
+TOPIC_OPS = {"READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "DESCRIBE_CONFIGS"}
+TOPIC_OPS |= {"ALTER_CONFIGS"}
+CLUSTER_OPS = {"CREATE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"}
+CLUSTER_OPS |= {"IDEMPOTENT_WRITE", "ALTER", "DESCRIBE"}
+GROUP_OPS = {"READ", "DESCRIBE", "DELETE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"}
+
+
+def _names(operations) -> set[str] | None:
+    return None if operations is None else {op.name for op in operations}
+
+
+def test_authorized_operations_are_every_supported_operation_when_asked(broker):
+    from confluent_kafka import Consumer, TopicCollection
+
+    _create(broker, "described")
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "described-group"})
+    try:  # a committed offset makes the group exist (Empty, no error)
+        consumer.commit(offsets=[_tp("described", 0, 0)], asynchronous=False)
+    finally:
+        consumer.close()
+    admin = _admin(broker)
+    for asked in (True, False):
+        topic = admin.describe_topics(
+            TopicCollection(["described"]), include_authorized_operations=asked
+        )["described"].result(30)
+        cluster = admin.describe_cluster(include_authorized_operations=asked).result(30)
+        group = admin.describe_consumer_groups(
+            ["described-group"], include_authorized_operations=asked
+        )["described-group"].result(30)
+        if asked:
+            assert _names(topic.authorized_operations) == TOPIC_OPS
+            assert _names(cluster.authorized_operations) == CLUSTER_OPS
+            assert _names(group.authorized_operations) == GROUP_OPS
+        else:  # the broker answers INT32_MIN, which librdkafka reports as no list at all
+            assert topic.authorized_operations is None
+            assert cluster.authorized_operations is None
+            assert group.authorized_operations is None
