@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from interop.workload import first_message
 
 N = 100
 KEYLESS = set(range(3, N, 10))  # 10 of the 100 records have no key
@@ -105,3 +106,45 @@ def test_authorized_operations_are_every_supported_operation_when_asked(broker):
             assert topic.authorized_operations is None
             assert cluster.authorized_operations is None
             assert group.authorized_operations is None
+
+
+def _produce(broker, topic: str, n: int, partition: int = 0) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(n):
+        producer.produce(topic, key=b"k", value=b"%d" % i, partition=partition)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+def test_delete_records_moves_the_low_watermark(broker):
+    from confluent_kafka import Consumer, KafkaException
+
+    topic = "trimmed"
+    _create(broker, topic, partitions=2)
+    _produce(broker, topic, 50, partition=0)
+    admin = _admin(broker)
+    futures = admin.delete_records([_tp(topic, 0, 20), _tp(topic, 1, 5)])
+    results = {tp.partition: f for tp, f in futures.items()}
+    assert results[0].result(30).low_watermark == 20
+    try:  # partition 1 is empty: 5 is above its high watermark
+        results[1].result(30)
+        raise AssertionError("expected OFFSET_OUT_OF_RANGE")
+    except KafkaException as exc:
+        assert exc.args[0].code() == KafkaError.OFFSET_OUT_OF_RANGE
+    assert _watermarks(broker, topic) == (20, 50)
+    # a consumer positioned below the start is reset (auto.offset.reset=earliest) to it
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "trimmed-reader",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        consumer.assign([_tp(topic, 0, 3)])
+        message = first_message(consumer)
+        assert message is not None and message.offset() == 20
+    finally:
+        consumer.close()
+    (future,) = admin.delete_records([_tp(topic, 0, -1)]).values()  # -1: the high watermark
+    assert future.result(30).low_watermark == 50
