@@ -18,11 +18,12 @@ open transaction, capped by the high watermark. Producer-state snapshots
 (`<offset>.snapshot`, `log.producer_snapshot`) are taken on roll and on close; on open the
 state is rebuilt from the newest usable one plus the log (`log.producer_replay`).
 
-The log start offset moves with retention and DeleteRecords (`check_delete_records`, then
-`checkpoint_log_start_offset` in a worker thread, then `increment_log_start_offset`); a start
-offset inside a segment is kept, fsynced before DeleteRecords is answered, in the partition
-directory's `log-start-offset` file (Kafka keeps one `log-start-offset-checkpoint` per data
-directory and writes it every `log.flush.start.offset.checkpoint.interval.ms`).
+The log start offset moves with retention and DeleteRecords (`check_delete_records`,
+`increment_log_start_offset` on the event loop, `checkpoint_log_start_offset` in a worker
+thread); a start offset inside a segment is kept, fsynced before DeleteRecords is answered,
+in the partition directory's `log-start-offset` file (Kafka keeps one
+`log-start-offset-checkpoint` per data directory and writes it every
+`log.flush.start.offset.checkpoint.interval.ms`).
 """
 
 from __future__ import annotations

@@ -14,9 +14,11 @@ INVALID_TOPIC_EXCEPTION; a topic whose `cleanup.policy` lacks `delete` POLICY_VI
 offset below -1 or above the high watermark OFFSET_OUT_OF_RANGE; a failed checkpoint write
 KAFKA_STORAGE_ERROR (the log goes offline).
 
-Durability: the new start offset is fsynced (the partition's `log-start-offset` file, written
-in a worker thread) before the answer and before readers see it, so a crash after the answer
-keeps it; a crash before leaves the old start.
+Durability: the start moves before the handler's first `await` (so a request arriving later
+on the connection sees it), and the answer waits until it is fsynced (the partition's
+`log-start-offset` file, written in a worker thread), so a crash after the answer keeps it.
+A crash before the answer may bring the old start back, which is no broken promise: the
+client was not answered, and the records below it were still on disk.
 
 Versions: v1 same as v0; v2 flexible.
 
@@ -56,20 +58,17 @@ def _check(broker, topic: str, partition: int, offset: int):
     return error, partition_log, target
 
 
-async def _delete(broker, ctx, result: _PartitionResult, topic: str, partition_log, target: int):
-    """Checkpoint in a worker thread, then move the start offset (reads see it only now)."""
+async def _checkpoint(broker, ctx, result: _PartitionResult, topic: str, partition_log):
+    """Fsync the moved start offset in a worker thread before the answer."""
     try:
-        await asyncio.to_thread(partition_log.checkpoint_log_start_offset, target)
+        await asyncio.to_thread(partition_log.checkpoint_log_start_offset, result.low_watermark)
     except OSError as exc:
         gone = broker.get_log(topic, result.partition_index) is not partition_log
         result.error_code = (
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if gone else ErrorCode.KAFKA_STORAGE_ERROR
         )
+        result.low_watermark = -1
         log.warning("DeleteRecords on %s from %s failed: %s", partition_log.name, ctx.peer, exc)
-        return
-    result.low_watermark = partition_log.increment_log_start_offset(target)
-    result.error_code = ErrorCode.NONE
-    broker.notifier.notify(topic, result.partition_index)  # parked fetches re-read
 
 
 async def handle_delete_records(ctx, header, request) -> DeleteRecordsResponse:
@@ -95,7 +94,9 @@ async def handle_delete_records(ctx, header, request) -> DeleteRecordsResponse:
                     error.name,
                 )
                 continue
-            work.append(_delete(broker, ctx, result, topic.name, partition_log, target))
+            result.low_watermark = partition_log.increment_log_start_offset(target)
+            broker.notifier.notify(topic.name, index)  # parked fetches re-read
+            work.append(_checkpoint(broker, ctx, result, topic.name, partition_log))
     if work:
         await asyncio.gather(*work)
     return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
