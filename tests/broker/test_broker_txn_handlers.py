@@ -439,6 +439,36 @@ def test_fenced_producer_cannot_write_add_or_commit(txn_state):
     assert txn_state.get_log("t", 0).log_end_offset == 2  # zombie-1 + ABORT marker
 
 
+@pytest.mark.parametrize("verification", [True, False])
+@pytest.mark.parametrize("version", range(3, 13))
+def test_stale_epoch_on_produce_is_invalid_producer_epoch_at_every_version(
+    state_factory, version, verification
+):
+    # Kafka answers a stale epoch on Produce with INVALID_PRODUCER_EPOCH at every version: the
+    # log's ProducerAppendInfo throws InvalidProducerEpochException, and AddPartitionsToTxnManager
+    # turns the coordinator's PRODUCER_FENCED into INVALID_PRODUCER_EPOCH for the verification
+    # path. librdkafka reports _FENCED to its application on receiving it (rdkafka_request.c).
+    state = state_factory(
+        **TXN_PROPS, **{"transaction.partition.verification.enable": verification}
+    )
+    create(state, "t", 3)
+
+    async def scenario():
+        pid, old = await begin(state, "tx")
+        first = await txn_produce(state, "tx", pid, old, 0, 0, [b"zombie-1"], version=version)
+        assert (await init(state, "tx"))[0] == ErrorCode.CONCURRENT_TRANSACTIONS
+        await state.transactions.coordinator.wait_for_completions()
+        error, _, new = await init(state, "tx")
+        assert error == ErrorCode.NONE and new > old
+        stale = await txn_produce(state, "tx", pid, old, 1, 0, [b"zombie-2"], version=version)
+        return first, stale
+
+    first, stale = run(state, scenario)
+    assert first.error_code == ErrorCode.NONE
+    assert stale.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert state.get_log("t", 0).log_end_offset == 2  # zombie-1 and the ABORT marker
+
+
 def test_transactional_id_must_map_to_the_batch_producer(txn_state):
     async def scenario():
         pid, epoch = await begin(txn_state, "tx")

@@ -57,6 +57,45 @@ def test_create_list_describe_delete(broker, capsys):
     assert "orders" not in out.splitlines()
 
 
+def test_delete_records_like_kafka_delete_records_sh(broker, capsys, tmp_path):
+    from confluent_kafka import Producer
+
+    b = ("--bootstrap-server", broker.bootstrap)
+    assert _run(capsys, "topics", "create", *b, "--topic", "logs", "--partitions", "2")[0] == 0
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(10):
+        producer.produce("logs", b"%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0
+    spec = tmp_path / "offsets.json"
+    spec.write_text(
+        '{"partitions": [{"topic": "logs", "partition": 0, "offset": 3},'
+        ' {"topic": "logs", "partition": 1, "offset": 9}], "version": 1}'
+    )
+    code, out, _ = _run(capsys, "topics", "delete-records", *b, "--offset-json-file", str(spec))
+    assert code == 1
+    assert out.splitlines() == [
+        "Executing records delete operation",
+        "Records delete operation completed:",
+        "partition: logs-0\tlow_watermark: 3",
+        "partition: logs-1\terror: OFFSET_OUT_OF_RANGE",
+    ]
+    code, out, _ = _run(capsys, "topics", "delete-records", *b, "--topic", "logs")
+    assert code == 0
+    assert out.splitlines()[2:] == [
+        "partition: logs-0\tlow_watermark: 5",
+        "partition: logs-1\tlow_watermark: 5",
+    ]
+    code, out, _ = _run(capsys, "topics", "describe", *b, "--topic", "logs")
+    assert all("LogStartOffset: 5\tLogEndOffset: 5" in line for line in out.splitlines()[1:])
+    spec.write_text(
+        '{"partitions": [{"topic": "logs", "partition": 0, "offset": 3},'
+        ' {"topic": "logs", "partition": 0, "offset": 4}], "version": 1}'
+    )
+    code, _, err = _run(capsys, "topics", "delete-records", *b, "--offset-json-file", str(spec))
+    assert code == 1
+    assert "Offset json file contains duplicate topic partitions: logs-0" in err
+
+
 def test_errors_print_one_line_and_exit_non_zero(broker, capsys):
     b = ("--bootstrap-server", broker.bootstrap)
     assert _run(capsys, "topics", "create", *b, "--topic", "dup", "--partitions", "1")[0] == 0

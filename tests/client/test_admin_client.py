@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from onceflow.client.admin import AdminClient, NewTopic, OffsetSpec, TopicPartition
+from onceflow.client.admin import (
+    AdminClient,
+    DeletedRecords,
+    NewTopic,
+    OffsetSpec,
+    TopicPartition,
+)
 from onceflow.client.connection import KafkaConnectionError, TopicAlreadyExistsError
 from onceflow.protocol.errors import ErrorCode
 
@@ -83,6 +89,23 @@ def test_list_offsets_earliest_latest_and_by_timestamp(admin, broker):
     assert unknown[TopicPartition("nope", 0)].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     bad_partition = admin.list_offsets({TopicPartition("ts", 7): OffsetSpec.latest()})
     assert bad_partition[TopicPartition("ts", 7)].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_delete_records_moves_the_low_watermark(admin, broker):
+    from confluent_kafka import Producer
+
+    admin.create_topics([NewTopic("trim", 2, 1)])
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+    for i in range(6):
+        producer.produce("trim", b"v%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    p0, p1, missing = TopicPartition("trim", 0), TopicPartition("trim", 1), TopicPartition("x", 0)
+    results = admin.delete_records({p0: 4, p1: 1, missing: 0})
+    assert results[p0] == DeletedRecords(ErrorCode.NONE, 4)
+    assert results[p1] == DeletedRecords(ErrorCode.OFFSET_OUT_OF_RANGE, -1)
+    assert results[missing] == DeletedRecords(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)
+    assert admin.list_offsets({p0: OffsetSpec.earliest()})[p0].offset == 4
+    assert admin.delete_records({p0: -1})[p0] == DeletedRecords(ErrorCode.NONE, 6)
 
 
 def test_config_needs_bootstrap_and_reports_unreachable_brokers():

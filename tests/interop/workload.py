@@ -201,3 +201,13 @@ def consume_confluent(
     finally:
         consumer.close()
     return consumed, time.monotonic() - start
+
+
+def first_message(consumer, timeout: float = 20.0):
+    """The first record (not an error event) a confluent-kafka consumer polls, or None."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        message = consumer.poll(0.2)
+        if message is not None and message.error() is None:
+            return message
+    return None

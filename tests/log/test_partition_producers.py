@@ -102,6 +102,37 @@ def test_lso_is_at_least_the_log_start_offset(tmp_path):
     assert log.last_stable_offset == 3
 
 
+def test_log_start_offset_through_transactions_keeps_state_index_and_lso(tmp_path):
+    # Kafka (UnifiedLog.maybeIncrementLogStartOffset): producer state stays, the first
+    # unstable offset is clamped to the new start until the open transaction's marker lands
+    config = LogConfig(retention_ms=-1)  # timestamps are from 1970: no time retention
+    log = open_log(tmp_path, config)
+    log.append(producer_batch(1, 0, 0, 2, txn=True))  # 0-1: producer 1, left open
+    log.append(producer_batch(2, 0, 0, 2, txn=True))  # 2-3: producer 2, aborted below
+    log.append(marker(2, 0, abort=True), origin=COORDINATOR)  # 4
+    log.append(make_batch(2))  # 5-6
+    log.flush()
+    assert log.last_stable_offset == 0
+    assert log.delete_records(3) == (ErrorCode.NONE, 3)
+
+    def check(current):
+        assert current.log_start_offset == 3
+        assert current.last_stable_offset == 3  # producer 1's transaction is still open
+        assert current.collect_aborted_transactions(3, 7) == [(2, 2)]  # offset 3 is aborted
+        producers = {p.producer_id: p for p in current.active_producers()}
+        assert producers[1].current_txn_start_offset == 0
+        # producer 1 continues its sequence; a retry of its first batch is still a duplicate
+        assert current.append(producer_batch(1, 0, 0, 2, txn=True)).duplicate
+
+    check(log)
+    reopened = open_log(tmp_path, config)  # no close: as after kill -9
+    check(reopened)
+    assert reopened.append(producer_batch(1, 0, 2, 1, txn=True)).base_offset == 7
+    reopened.append(marker(1, 0, abort=False), origin=COORDINATOR)  # 8
+    reopened.flush()
+    assert reopened.last_stable_offset == reopened.high_watermark == 9
+
+
 def test_abort_marker_writes_txnindex_and_collect_finds_it(tmp_path):
     log = open_log(tmp_path)
     log.append(producer_batch(1, 0, 0, 2, txn=True))  # 0-1

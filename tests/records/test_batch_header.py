@@ -10,6 +10,7 @@ from onceflow.records.batch import (
     HEADER_SIZE,
     BatchHeader,
     TimestampType,
+    check_records_of,
     compute_crc,
     increment_sequence,
     iter_batches,
@@ -310,3 +311,12 @@ def test_check_records_compacted_requires_keys():
     assert validate_batch(header, batch, check_records=True, compacted=True) == (
         ErrorCode.INVALID_RECORD
     )
+
+
+def test_check_records_of_names_every_keyless_record():
+    builder = BatchBuilder()
+    for key in (b"a", None, b"c", None):
+        builder.append(0, key, b"v")
+    batch = builder.build()
+    assert check_records_of(batch) == (None, [])
+    assert check_records_of(batch, compacted=True) == (ErrorCode.INVALID_RECORD, [1, 3])

@@ -17,6 +17,7 @@ from onceflow.broker.handlers.api_versions import handle_api_versions
 from onceflow.broker.handlers.create_partitions import handle_create_partitions
 from onceflow.broker.handlers.create_topics import handle_create_topics
 from onceflow.broker.handlers.delete_groups import handle_delete_groups
+from onceflow.broker.handlers.delete_records import handle_delete_records
 from onceflow.broker.handlers.delete_topics import handle_delete_topics
 from onceflow.broker.handlers.describe_cluster import handle_describe_cluster
 from onceflow.broker.handlers.describe_configs import handle_describe_configs
@@ -67,6 +68,7 @@ SUPPORTED: Final[dict[ApiKey, tuple[int, int, Handler]]] = {
     ApiKey.API_VERSIONS: (0, 4, handle_api_versions),
     ApiKey.CREATE_TOPICS: (2, 7, handle_create_topics),
     ApiKey.DELETE_TOPICS: (1, 6, handle_delete_topics),
+    ApiKey.DELETE_RECORDS: (0, 2, handle_delete_records),
     ApiKey.DESCRIBE_CONFIGS: (1, 4, handle_describe_configs),
     ApiKey.CREATE_PARTITIONS: (0, 3, handle_create_partitions),
     ApiKey.INIT_PRODUCER_ID: (0, 5, handle_init_producer_id),

@@ -1,13 +1,18 @@
-"""`onceflow topics create|list|describe|delete`: topic administration from the shell.
+"""`onceflow topics create|list|describe|delete|delete-records`: topic administration.
 
 Modelled on Kafka's `kafka-topics.sh`: `--bootstrap-server`, `--topic`, `--partitions`,
-`--replication-factor`, `--config k=v` (repeatable). A failure prints one line naming the topic
+`--replication-factor`, `--config k=v` (repeatable). `delete-records` is Kafka's
+`kafka-delete-records.sh`: `--offset-json-file` with `{"partitions": [{"topic": .., "partition":
+.., "offset": ..}], "version": 1}` (offset -1: the high watermark), or `--topic`, `--partition`
+(repeatable) and `--offset` for the common case; it prints Kafka's report, one line per
+partition with its new low watermark or its error. A failure prints one line naming the topic
 and Kafka's error code to stderr and exits 1; bad usage exits 2 (argparse).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from onceflow.client.admin import AdminClient, NewTopic, OffsetSpec, TopicPartition
@@ -26,8 +31,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register the `topics` sub-command and its actions."""
     parser = subparsers.add_parser(
         "topics",
-        help="create, list, describe and delete topics",
-        description="Create, list, describe and delete topics on a running broker.",
+        help="create, list, describe and delete topics; delete records",
+        description="Create, list, describe and delete topics, and delete records.",
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
@@ -72,6 +77,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     delete.add_argument("--topic", required=True, action="append", help="topic (repeatable)")
     delete.add_argument("--if-exists", action="store_true", help="succeed if it does not exist")
     delete.set_defaults(func=run_delete)
+
+    records = actions.add_parser(
+        "delete-records", help="delete records below an offset (kafka-delete-records.sh)"
+    )
+    common(records)
+    records.add_argument(
+        "--offset-json-file",
+        metavar="FILE",
+        help='{"partitions": [{"topic": "t", "partition": 0, "offset": 10}], "version": 1}',
+    )
+    records.add_argument("--topic", help="instead of a JSON file: the topic")
+    records.add_argument(
+        "--partition", type=int, action="append", help="partition (repeatable; default: all)"
+    )
+    records.add_argument(
+        "--offset", type=int, default=-1, help="new log start offset (default -1: high watermark)"
+    )
+    records.set_defaults(func=run_delete_records)
 
 
 def _fail(message: str) -> int:
@@ -185,7 +208,71 @@ def _delete(admin: AdminClient, args: argparse.Namespace) -> int:
     return status
 
 
+def _offsets_from_json(path: str) -> dict[TopicPartition, int]:
+    """Kafka's DeleteRecordsCommand JSON (version 1); duplicate partitions are an error."""
+    with open(path, encoding="utf-8") as handle:
+        try:
+            document = json.load(handle)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: not JSON: {exc}") from None
+    version = document.get("version", 1) if isinstance(document, dict) else None
+    if version != 1:
+        raise ValueError(f"{path}: not supported version field value {version}")
+    offsets: dict[TopicPartition, int] = {}
+    duplicates = []
+    for entry in document.get("partitions") or []:
+        try:
+            tp = TopicPartition(str(entry["topic"]), int(entry["partition"]))
+            offset = int(entry["offset"])
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"{path}: bad partition entry {entry!r}") from None
+        if tp in offsets:
+            duplicates.append(f"{tp.topic}-{tp.partition}")
+        offsets[tp] = offset
+    if duplicates:
+        raise ValueError(
+            f"Offset json file contains duplicate topic partitions: {','.join(duplicates)}"
+        )
+    if not offsets:
+        raise ValueError(f"{path}: no partitions")
+    return offsets
+
+
+def _offsets_from_args(admin: AdminClient, args: argparse.Namespace) -> dict[TopicPartition, int]:
+    partitions = args.partition
+    if partitions is None:
+        description = admin.describe_topics([args.topic])[args.topic]
+        if description.error_code != ErrorCode.NONE:
+            raise ValueError(f"topic {args.topic!r}: {description.error_code.name}")
+        partitions = [p.partition for p in description.partitions]
+    return {TopicPartition(args.topic, p): args.offset for p in partitions}
+
+
+def _delete_records(admin: AdminClient, args: argparse.Namespace) -> int:
+    """`topics delete-records`: Kafka's kafka-delete-records.sh report."""
+    if (args.offset_json_file is None) == (args.topic is None):
+        raise ValueError("give either --offset-json-file or --topic")
+    if args.offset_json_file is not None:
+        offsets = _offsets_from_json(args.offset_json_file)
+    else:
+        offsets = _offsets_from_args(admin, args)
+    print("Executing records delete operation")
+    results = admin.delete_records(offsets)
+    print("Records delete operation completed:")
+    status = 0
+    for tp in offsets:
+        result = results[tp]
+        name = f"{tp.topic}-{tp.partition}"
+        if result.error_code == ErrorCode.NONE:
+            print(f"partition: {name}\tlow_watermark: {result.low_watermark}")
+        else:
+            print(f"partition: {name}\terror: {result.error_code.name}")
+            status = 1
+    return status
+
+
 run_create = _guarded(_create)
 run_list = _guarded(_list)
 run_describe = _guarded(_describe)
 run_delete = _guarded(_delete)
+run_delete_records = _guarded(_delete_records)

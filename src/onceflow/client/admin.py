@@ -7,7 +7,7 @@ partition; following this project's rule, a result carries its Kafka `ErrorCode`
 `KafkaTimeoutError`). `result.raise_for_error()` turns a result into the typed exception.
 
 Requests go to the bootstrap broker (on a single node it is also the controller), except
-ListOffsets, which goes to each partition's leader as named by Metadata.
+ListOffsets and DeleteRecords, which go to each partition's leader as named by Metadata.
 """
 
 from __future__ import annotations
@@ -127,6 +127,14 @@ class ListOffsetsResult:
     error_code: ErrorCode
     offset: int = -1
     timestamp: int = -1
+
+
+@dataclass(frozen=True)
+class DeletedRecords:
+    """DeleteRecords for one partition: the new low watermark (log start offset), -1 on error."""
+
+    error_code: ErrorCode
+    low_watermark: int = -1
 
 
 @dataclass(frozen=True)
@@ -288,27 +296,68 @@ class AdminClient:
     ) -> dict[TopicPartition, ListOffsetsResult]:
         """ListOffsets for each partition, sent to its leader. isolation_level 0 is
         read_uncommitted (latest = high watermark), 1 read_committed (latest = LSO)."""
-        brokers, topics = self._metadata(sorted({tp.topic for tp in specs}))
+        by_leader, errors = self._by_leader(specs)
+        results = {tp: ListOffsetsResult(code) for tp, code in errors.items()}
+        for node, tps in by_leader.items():
+            batch = {tp: specs[tp] for tp in tps}
+            results.update(
+                self._list_offsets_on(self._node_connection(node), batch, isolation_level)
+            )
+        return results
+
+    def delete_records(
+        self, offsets: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, DeletedRecords]:
+        """DeleteRecords: move each partition's log start offset up to the given offset (-1:
+        the high watermark), sent to its leader; the answer is the new low watermark."""
+        by_leader, errors = self._by_leader(offsets)
+        results = {tp: DeletedRecords(code) for tp, code in errors.items()}
+        cls = REQUESTS[ApiKey.DELETE_RECORDS]
+        for node, tps in by_leader.items():
+            by_topic: dict[str, list[Any]] = {}
+            for tp in tps:
+                by_topic.setdefault(tp.topic, []).append(
+                    cls.DeleteRecordsTopic.DeleteRecordsPartition(
+                        partition_index=tp.partition, offset=offsets[tp]
+                    )
+                )
+            request = cls(
+                topics=[
+                    cls.DeleteRecordsTopic(name=n, partitions=ps) for n, ps in by_topic.items()
+                ],
+                timeout_ms=self.request_timeout_ms,
+            )
+            response = self._node_connection(node).send(request)
+            for topic in response.topics:
+                for p in topic.partitions:
+                    results[TopicPartition(topic.name, p.partition_index)] = DeletedRecords(
+                        _code(p.error_code), p.low_watermark
+                    )
+        return results
+
+    def _by_leader(
+        self, partitions: Iterable[TopicPartition]
+    ) -> tuple[dict[BrokerNode, list[TopicPartition]], dict[TopicPartition, ErrorCode]]:
+        """Group partitions by their leader (from Metadata); the error of each partition that
+        has none (unknown topic or partition)."""
+        partitions = list(partitions)
+        brokers, topics = self._metadata(sorted({tp.topic for tp in partitions}))
         nodes = {b.node_id: b for b in brokers}
-        leaders: dict[TopicPartition, int] = {}
-        results: dict[TopicPartition, ListOffsetsResult] = {}
         known = {t.name: t for t in topics}
-        for tp in specs:
+        by_leader: dict[BrokerNode, list[TopicPartition]] = {}
+        errors: dict[TopicPartition, ErrorCode] = {}
+        for tp in partitions:
             topic = known.get(tp.topic)
             if topic is None or topic.error_code != ErrorCode.NONE:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if topic is None else topic.error_code
-                results[tp] = ListOffsetsResult(_code(code))
+                errors[tp] = _code(code)
                 continue
             part = next((p for p in topic.partitions if p.partition_index == tp.partition), None)
             if part is None or part.leader_id not in nodes:
-                results[tp] = ListOffsetsResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            leaders[tp] = part.leader_id
-        for leader in sorted(set(leaders.values())):
-            batch = {tp: specs[tp] for tp, node in leaders.items() if node == leader}
-            conn = self._node_connection(nodes[leader])
-            results.update(self._list_offsets_on(conn, batch, isolation_level))
-        return results
+            by_leader.setdefault(nodes[part.leader_id], []).append(tp)
+        return by_leader, errors
 
     # ------------------------------------------------------------------ consumer groups
 

@@ -18,9 +18,12 @@ open transaction, capped by the high watermark. Producer-state snapshots
 (`<offset>.snapshot`, `log.producer_snapshot`) are taken on roll and on close; on open the
 state is rebuilt from the newest usable one plus the log (`log.producer_replay`).
 
-The log start offset moves with retention and `delete_records`; a start offset inside a segment
-(DeleteRecords) is kept in the partition directory's `log-start-offset` file (Kafka keeps one
-`log-start-offset-checkpoint` per data directory).
+The log start offset moves with retention and DeleteRecords (`check_delete_records`,
+`increment_log_start_offset` on the event loop, `checkpoint_log_start_offset` in a worker
+thread); a start offset inside a segment is kept, fsynced before DeleteRecords is answered,
+in the partition directory's `log-start-offset` file (Kafka keeps one
+`log-start-offset-checkpoint` per data directory and writes it every
+`log.flush.start.offset.checkpoint.interval.ms`).
 """
 
 from __future__ import annotations
@@ -159,6 +162,8 @@ class PartitionLog:
         self._load(recovery_point, clean_shutdown)
         self._log_end_offset = self._segments[-1].next_offset
         stored_start = read_int_file(os.path.join(self.dir_path, LOG_START_OFFSET_FILE))
+        self._checkpoint_lock = threading.Lock()  # serialises `checkpoint_log_start_offset`
+        self._checkpointed_start = stored_start or 0
         self._log_start_offset = max(self._segments[0].base_offset, stored_start or 0)
         self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
         self._flushed_offset = self._log_end_offset
@@ -538,21 +543,59 @@ class PartitionLog:
         return count
 
     def delete_records(self, offset: int) -> tuple[ErrorCode, int]:
-        """DeleteRecords: move the log start offset to `offset` (-1: the high watermark).
+        """DeleteRecords in one call (blocking: the checkpoint is fsynced on this thread).
 
-        Returns `(error, low watermark)`; OFFSET_OUT_OF_RANGE above the high watermark.
-        """
+        Returns `(error, low watermark)`; see `check_delete_records`."""
+        error, target = self.check_delete_records(offset)
+        if error != ErrorCode.NONE:
+            return error, self._log_start_offset
+        self.checkpoint_log_start_offset(target)
+        return ErrorCode.NONE, self.increment_log_start_offset(target)
+
+    def check_delete_records(self, offset: int) -> tuple[ErrorCode, int]:
+        """The log start offset DeleteRecords would move to: `(NONE, offset)`, with -1 meaning
+        the high watermark, or OFFSET_OUT_OF_RANGE below -1 or above the high watermark (Kafka's
+        `Partition.deleteRecordsOnLeader` and `UnifiedLog.maybeIncrementLogStartOffset`)."""
         hw = self.high_watermark
         if offset == -1:
             offset = hw
         if offset < 0 or offset > hw:
-            return ErrorCode.OFFSET_OUT_OF_RANGE, self._log_start_offset
-        if offset > self._log_start_offset:
+            return ErrorCode.OFFSET_OUT_OF_RANGE, offset
+        return ErrorCode.NONE, offset
+
+    def checkpoint_log_start_offset(self, offset: int) -> None:
+        """Make a log start offset of at least `offset` durable (the `log-start-offset` file,
+        fsynced). Blocking, safe from any thread; concurrent calls never lower the stored
+        value. Raises OSError (and takes the log offline) when the file cannot be written."""
+        with self._checkpoint_lock:
+            if offset <= self._checkpointed_start:
+                return
             path = os.path.join(self.dir_path, LOG_START_OFFSET_FILE)
-            write_file_atomically(path, f"{offset}\n".encode())
+            try:
+                write_file_atomically(path, f"{offset}\n".encode())
+            except OSError as exc:
+                self._go_offline(exc, "log start offset checkpoint")
+                raise
+            self._checkpointed_start = offset
+
+    def increment_log_start_offset(self, offset: int) -> int:
+        """Move the log start offset up to `offset` (never down, never past the high
+        watermark) and delete the segments now wholly below it; returns the log start offset.
+
+        Reads below it then get OFFSET_OUT_OF_RANGE and ListOffsets(earliest) answers it.
+        Producer state is kept (as Kafka does since KIP-360: producers expire by
+        `producer.id.expiration.ms`, not with the data), and so is a transaction still open
+        below the new start: the last stable offset is clamped to the log start offset, as
+        Kafka's `maybeIncrementFirstUnstableOffset` does, until the transaction's marker
+        lands. Aborted transactions stay in the `.txnindex` of the segment holding their
+        marker, so read_committed fetches from the new start still filter them.
+        """
+        offset = min(offset, self.high_watermark)
+        if offset > self._log_start_offset:
             self._log_start_offset = offset
+            logger.info("log start offset of %s moved to %d (DeleteRecords)", self.name, offset)
             self.delete_old_segments()
-        return ErrorCode.NONE, self._log_start_offset
+        return self._log_start_offset
 
     def _delete_segments(self, count: int, reason: str) -> None:
         with self._flush_lock:

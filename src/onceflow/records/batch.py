@@ -44,6 +44,7 @@ __all__ = [
     "RECORDS_OFFSET",
     "BatchHeader",
     "TimestampType",
+    "check_records_of",
     "compute_crc",
     "increment_sequence",
     "iter_batches",
@@ -382,21 +383,30 @@ def validate_batch(
         if header.attributes & TRANSACTIONAL_MASK and header.producer_id == NO_PRODUCER_ID:
             return ErrorCode.INVALID_RECORD
     if check_records:
-        return _validate_records(batch, compacted)
+        return check_records_of(batch, compacted=compacted)[0]
     return None
 
 
-def _validate_records(batch, compacted: bool) -> ErrorCode | None:
-    """Decode the records and check offset deltas (and keys on compacted topics)."""
+def check_records_of(batch, *, compacted: bool = False) -> tuple[ErrorCode | None, list[int]]:
+    """Decode a batch's records (decompressing) and check them as Kafka's `LogValidator` does.
+
+    Returns `(error, keyless)`: CORRUPT_MESSAGE when the records do not decode, INVALID_RECORD
+    when their offset deltas do not run 0..n-1 (a batch-level error, `keyless` empty); with
+    `compacted`, INVALID_RECORD and the batch indexes of every record without a key (Kafka
+    reports those as per-record errors); `(None, [])` when all is well.
+    """
     from onceflow.records.record import decode_records  # record.py imports this module
 
     try:
         records = decode_records(batch)
     except CorruptRecordError:
-        return ErrorCode.CORRUPT_MESSAGE
+        return ErrorCode.CORRUPT_MESSAGE, []
+    keyless: list[int] = []
     for expected, record in enumerate(records):
         if record.offset_delta != expected:
-            return ErrorCode.INVALID_RECORD
+            return ErrorCode.INVALID_RECORD, []
         if compacted and record.key is None:
-            return ErrorCode.INVALID_RECORD
-    return None
+            keyless.append(expected)
+    if keyless:
+        return ErrorCode.INVALID_RECORD, keyless
+    return None, []

@@ -3,17 +3,23 @@
 API: DescribeCluster (key 60), versions 0-1.
 
 Behaviour: reports this single node as the only broker and the controller, with the persisted
-cluster id. Authorized operations are not computed (no ACLs): INT32_MIN, Kafka's "not
-requested" value, is returned even when requested.
+cluster id. With `include_cluster_authorized_operations` the answer carries the operations the
+caller may perform on the cluster (`broker.authorized_ops`; with no authorizer, all seven
+Kafka supports), otherwise INT32_MIN as in Kafka.
 
 Versions: v1 adds endpoint_type; only brokers (1) are served, asking for controllers (2)
 gets UNSUPPORTED_ENDPOINT_TYPE as in Kafka when the request goes to a broker.
 
-Deviations: no ACL support, so cluster authorized operations are never filled in.
+Deviations: none.
 """
 
 from __future__ import annotations
 
+from onceflow.broker.authorized_ops import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    ResourceType,
+    authorized_operations,
+)
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.describe_cluster import DescribeClusterResponse
 
@@ -33,6 +39,9 @@ async def handle_describe_cluster(ctx, header, request) -> DescribeClusterRespon
             controller_id=-1,
             brokers=[],
         )
+    operations = AUTHORIZED_OPERATIONS_OMITTED
+    if request.include_cluster_authorized_operations:
+        operations = authorized_operations(ctx, ResourceType.CLUSTER, None)
     address = broker.advertised
     return DescribeClusterResponse(
         throttle_time_ms=0,
@@ -46,4 +55,5 @@ async def handle_describe_cluster(ctx, header, request) -> DescribeClusterRespon
                 broker_id=broker.node_id, host=address.host, port=address.port, rack=None
             )
         ],
+        cluster_authorized_operations=operations,
     )

@@ -8,15 +8,23 @@ client host, group instance id; metadata and assignment only while STABLE). An u
 is reported with state Dead and NONE before v6, GROUP_ID_NOT_FOUND from v6 (KIP-1043), as
 Kafka does.
 
-Versions: v1 throttle_time_ms; v3 include_authorized_operations / authorized_operations; v4
+Versions: v1 throttle_time_ms; v3 include_authorized_operations / authorized_operations: when
+asked for, every group answered without error carries the operations the caller may perform
+on it (`broker.authorized_ops`; with no authorizer, all Kafka 4.0 supports on a group: READ,
+DESCRIBE, DELETE, DESCRIBE_CONFIGS, ALTER_CONFIGS), otherwise INT32_MIN as in Kafka; v4
 group_instance_id; v5 flexible; v6 error_message (null: the code says it all).
 
-Deviations: there are no ACLs, so authorized_operations is the "not provided" value
-(-2147483648) even when asked for.
+Deviations: none.
 """
 
 from __future__ import annotations
 
+from onceflow.broker.authorized_ops import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    ResourceType,
+    authorized_operations,
+)
+from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.describe_groups import DescribeGroupsResponse
 
 _Group = DescribeGroupsResponse.DescribedGroup
@@ -28,6 +36,13 @@ async def handle_describe_groups(ctx, header, request) -> DescribeGroupsResponse
     descriptions = await ctx.broker.group_coordinator.describe_groups(
         list(request.groups), api_version=header.request_api_version
     )
+    asked = header.request_api_version >= 3 and request.include_authorized_operations
+
+    def operations(d) -> int:
+        if asked and d.error == ErrorCode.NONE:
+            return authorized_operations(ctx, ResourceType.GROUP, d.group_id)
+        return AUTHORIZED_OPERATIONS_OMITTED
+
     return DescribeGroupsResponse(
         throttle_time_ms=0,
         groups=[
@@ -48,6 +63,7 @@ async def handle_describe_groups(ctx, header, request) -> DescribeGroupsResponse
                     )
                     for m in d.members
                 ],
+                authorized_operations=operations(d),
             )
             for d in descriptions
         ],

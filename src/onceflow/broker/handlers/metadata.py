@@ -12,8 +12,12 @@ their persistent topic id, and a topic may be asked for by id (UNKNOWN_TOPIC_ID 
 The cluster id is the one in the data directory's meta.properties.
 
 Versions: v1 controller_id, is_internal, null topics; v2 cluster_id; v4 auto-creation flag;
-v5 offline_replicas; v7 leader_epoch; v8 authorized operations (never computed: INT32_MIN);
-v9 flexible; v10 topic ids; v12 nullable topic names; v13 top-level error_code (always NONE).
+v5 offline_replicas; v7 leader_epoch; v8 authorized operations: when asked for
+(`include_topic_authorized_operations`; `include_cluster_authorized_operations` in v8-10)
+every topic named in the answer and the cluster carry the operations the caller may perform
+(`broker.authorized_ops`; with no authorizer, all that Kafka supports on the resource type),
+otherwise INT32_MIN as in Kafka (also for unknown topic ids); v9 flexible; v10 topic ids; v12
+nullable topic names; v13 top-level error_code (always NONE).
 
 Deviations: Kafka answers LEADER_NOT_AVAILABLE for a topic it has just auto-created and the
 client asks again; here creation is synchronous, so the topic comes back ready at once.
@@ -23,12 +27,16 @@ from __future__ import annotations
 
 import uuid
 
+from onceflow.broker.authorized_ops import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    ResourceType,
+    authorized_operations,
+)
 from onceflow.log.manager import validate_topic_name
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.metadata import MetadataResponse
 
 _ZERO_UUID = uuid.UUID(int=0)
-_AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 
 
 def _topic_response(broker, info) -> MetadataResponse.MetadataResponseTopic:
@@ -51,7 +59,7 @@ def _topic_response(broker, info) -> MetadataResponse.MetadataResponseTopic:
         topic_id=info.topic_id,
         is_internal=info.name.startswith("__"),
         partitions=partitions,
-        topic_authorized_operations=_AUTHORIZED_OPERATIONS_UNKNOWN,
+        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
 
 
@@ -64,7 +72,7 @@ def _topic_error(
         topic_id=topic_id,
         is_internal=False,
         partitions=[],
-        topic_authorized_operations=_AUTHORIZED_OPERATIONS_UNKNOWN,
+        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
 
 
@@ -106,6 +114,16 @@ async def handle_metadata(ctx, header, request) -> MetadataResponse:
                 topics.append(_lookup_by_id(broker, topic.topic_id))
             else:
                 topics.append(_lookup(broker, topic.name, may_create))
+    cluster_operations = AUTHORIZED_OPERATIONS_OMITTED
+    if version >= 8:
+        if request.include_topic_authorized_operations:
+            for topic in topics:
+                if topic.name is not None:  # Kafka leaves unknown topic ids out
+                    topic.topic_authorized_operations = authorized_operations(
+                        ctx, ResourceType.TOPIC, topic.name
+                    )
+        if version <= 10 and request.include_cluster_authorized_operations:
+            cluster_operations = authorized_operations(ctx, ResourceType.CLUSTER, None)
     address = broker.advertised
     return MetadataResponse(
         throttle_time_ms=0,
@@ -117,6 +135,6 @@ async def handle_metadata(ctx, header, request) -> MetadataResponse:
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
         topics=topics,
-        cluster_authorized_operations=_AUTHORIZED_OPERATIONS_UNKNOWN,
+        cluster_authorized_operations=cluster_operations,
         error_code=ErrorCode.NONE,
     )

@@ -9,8 +9,12 @@ with magic 2 (INVALID_RECORD otherwise, also for magic 0/1), zstd only from v7
 (UNSUPPORTED_COMPRESSION_TYPE), framing (CORRUPT_MESSAGE), a batch above the topic's
 `max.message.bytes` -> MESSAGE_TOO_LARGE, CRC32C and header consistency (CORRUPT_MESSAGE /
 INVALID_RECORD),
-client-sent control batches -> INVALID_RECORD, on compacted topics a key on every record. A
-rejected record set leaves nothing in the log; other partitions of the request are unaffected.
+client-sent control batches -> INVALID_RECORD. On a topic whose `cleanup.policy` includes
+`compact` the records are decoded and every one needs a key: otherwise the whole batch is
+INVALID_RECORD, with one `record_errors` entry per keyless record (its index in the batch and
+Kafka's "Compacted topic cannot accept message without key in topic partition <tp>") and
+Kafka's summary as error_message (v8+). A rejected record set leaves nothing in the log; other
+partitions of the request are unaffected.
 Then, for acks=1 and acks=-1, the handler awaits the group commit (`GroupCommitter.flushed`):
 the answer comes once the data is fsynced and visible (high watermark). acks=0 gets no
 response; if any partition failed, the connection is closed instead, as Kafka does, so the
@@ -22,7 +26,9 @@ checks each batch against the partition's producer state (`PartitionLog.append`,
 NONE with the original batch's base offset (and its timestamp as log_append_time on
 LogAppendTime topics) and written again nowhere; the answer still waits until the original is
 durable, which may not have happened yet. A sequence gap or overlap is
-OUT_OF_ORDER_SEQUENCE_NUMBER, a stale epoch INVALID_PRODUCER_EPOCH, a non-transactional batch
+OUT_OF_ORDER_SEQUENCE_NUMBER, a stale epoch INVALID_PRODUCER_EPOCH (at every version, as in
+Kafka, whose Produce never answers PRODUCER_FENCED; librdkafka reports INVALID_PRODUCER_EPOCH
+from a transactional producer's Produce to its application as _FENCED), a non-transactional batch
 while the producer's transaction is open INVALID_TXN_STATE; each comes with the log's
 error_message (v8+). An unknown producer id with any sequence is accepted (KIP-360), so the
 broker never answers UNKNOWN_PRODUCER_ID.
@@ -53,12 +59,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import NamedTuple
 
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.produce import ProduceResponse
 from onceflow.records.batch import (
     MAGIC,
     MAGIC_OFFSET,
+    check_records_of,
     parse_header,
     split_complete_batches,
     validate_batch,
@@ -68,59 +76,95 @@ from onceflow.records.errors import CorruptRecordError
 log = logging.getLogger("onceflow.broker.produce")
 
 _PartitionResponse = ProduceResponse.TopicProduceResponse.PartitionProduceResponse
+_RecordError = _PartitionResponse.BatchIndexAndErrorMessage
 _VALID_ACKS = (0, 1, -1)
 _ZSTD = 4
 
 
-def _error(index: int, error: ErrorCode, message: str | None = None) -> _PartitionResponse:
+def _error(
+    index: int, error: ErrorCode, message: str | None = None, record_errors=()
+) -> _PartitionResponse:
     return _PartitionResponse(
         index=index,
         error_code=error,
         base_offset=-1,
         log_append_time_ms=-1,
         log_start_offset=-1,
-        record_errors=[],
+        record_errors=list(record_errors),
         error_message=message,
     )
 
 
-def _validate(partition_log, records, version: int) -> tuple[ErrorCode, str | None]:
-    """Check one partition's record set, in Kafka's order; (NONE, None) when it may be
-    appended. First `ProduceRequest.validateRecords` (one v2 batch, zstd needs v7+), then the
-    log's checks (size, CRC, header consistency, control batches)."""
+class _Rejection(NamedTuple):
+    """Why a partition's record set may not be appended (error NONE: it may)."""
+
+    error: ErrorCode
+    message: str | None = None
+    record_errors: tuple[_RecordError, ...] = ()
+
+
+_ACCEPTED = _Rejection(ErrorCode.NONE)
+
+
+def _validate(partition_log, records, version: int) -> _Rejection:
+    """Check one partition's record set, in Kafka's order. First
+    `ProduceRequest.validateRecords` (one v2 batch, zstd needs v7+), then the log's checks
+    (size, CRC, header consistency, control batches, keys on compacted topics)."""
     view = memoryview(records) if records is not None else memoryview(b"")
     if len(view) <= MAGIC_OFFSET:
-        return ErrorCode.INVALID_RECORD, "produce requests v3+ need one record batch per partition"
+        return _Rejection(
+            ErrorCode.INVALID_RECORD, "produce requests v3+ need one record batch per partition"
+        )
     if view[MAGIC_OFFSET] != MAGIC:
-        return (
+        return _Rejection(
             ErrorCode.INVALID_RECORD,
             f"magic {view[MAGIC_OFFSET]}: only magic 2 batches are allowed",
         )
     try:
         batches, trailing = split_complete_batches(view)
     except CorruptRecordError as exc:
-        return exc.error_code, str(exc)
+        return _Rejection(exc.error_code, str(exc))
     if not batches:
-        return ErrorCode.INVALID_RECORD, "the record batch is truncated"
+        return _Rejection(ErrorCode.INVALID_RECORD, "the record batch is truncated")
     header, batch = batches[0]
     if header.compression == _ZSTD and version < 7:
-        return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs produce v7 or later"
+        return _Rejection(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs produce v7 or later")
     if len(batches) > 1:
-        return ErrorCode.INVALID_RECORD, (
-            f"produce requests v3+ need exactly one record batch per partition, got {len(batches)}"
+        return _Rejection(
+            ErrorCode.INVALID_RECORD,
+            f"produce requests v3+ need exactly one record batch per partition, got {len(batches)}",
         )
     if trailing:
-        return ErrorCode.CORRUPT_MESSAGE, f"{trailing} bytes after the record batch"
+        return _Rejection(ErrorCode.CORRUPT_MESSAGE, f"{trailing} bytes after the record batch")
     limit = partition_log.config.max_message_bytes
     if header.total_size > limit:
-        return ErrorCode.MESSAGE_TOO_LARGE, (
-            f"record batch of {header.total_size} bytes exceeds max.message.bytes={limit}"
+        return _Rejection(
+            ErrorCode.MESSAGE_TOO_LARGE,
+            f"record batch of {header.total_size} bytes exceeds max.message.bytes={limit}",
         )
-    compacted = "compact" in partition_log.config.cleanup_policy
-    error = validate_batch(header, batch, from_client=True, check_records=compacted)
+    error = validate_batch(header, batch, from_client=True)
+    if error is None and "compact" in partition_log.config.cleanup_policy:
+        error, keyless = check_records_of(batch, compacted=True)
+        if keyless:
+            return _keyless_rejection(partition_log.name, keyless)
     if error is not None and error != ErrorCode.NONE:
-        return ErrorCode(error), f"record batch rejected: {ErrorCode(error).name}"
-    return ErrorCode.NONE, None
+        return _Rejection(ErrorCode(error), f"record batch rejected: {ErrorCode(error).name}")
+    return _ACCEPTED
+
+
+def _keyless_rejection(partition_name: str, keyless: list[int]) -> _Rejection:
+    """INVALID_RECORD naming every record without a key, in the words of Kafka's
+    `LogValidator` (per-record errors, and a summary showing the first three)."""
+    message = (
+        f"Compacted topic cannot accept message without key in topic partition {partition_name}"
+    )
+    errors = tuple(_RecordError(batch_index=i, batch_index_error_message=message) for i in keyless)
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{message}')" for i in keyless[:3])
+    summary = (
+        f"One or more records have been rejected due to {len(keyless)} record errors in total, "
+        f"and only showing the first three errors at most: [{shown}]"
+    )
+    return _Rejection(ErrorCode.INVALID_RECORD, summary, errors)
 
 
 async def handle_produce(ctx, header, request) -> ProduceResponse | None:
@@ -150,7 +194,8 @@ async def handle_produce(ctx, header, request) -> ProduceResponse | None:
                 metrics.produce_errors[ErrorCode.UNKNOWN_TOPIC_OR_PARTITION] += 1
                 failures.append(f"{name}-{index}: UNKNOWN_TOPIC_OR_PARTITION")
                 continue
-            error, message = _validate(partition_log, data.records, header.request_api_version)
+            rejection = _validate(partition_log, data.records, header.request_api_version)
+            error, message = rejection.error, rejection.message
             if error == ErrorCode.NONE and transactional_id is not None:
                 error, message = broker.transactions.verify_produce(
                     transactional_id,
@@ -175,7 +220,7 @@ async def handle_produce(ctx, header, request) -> ProduceResponse | None:
                     )
             if error != ErrorCode.NONE:
                 log.info("produce to %s-%d from %s rejected: %s", name, index, ctx.peer, message)
-                partitions.append(_error(index, error, message))
+                partitions.append(_error(index, error, message, rejection.record_errors))
                 failures.append(f"{name}-{index}: {error.name}")
                 metrics.produce_errors[error] += 1
                 continue
