@@ -75,7 +75,7 @@ def broker_cpu_seconds(pid: int) -> float:
 
 def produce_run(bootstrap: str, topic: str, mode: str, args, pid: int) -> dict[str, float]:
     """Produce `args.bytes` to `topic`; wall time, MB/s and broker CPU seconds per MB."""
-    value = os.urandom(args.record_size)
+    value = getattr(args, "value", None) or os.urandom(args.record_size)
     failed = 0
 
     def on_delivery(err, _msg) -> None:

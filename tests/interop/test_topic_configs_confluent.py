@@ -46,3 +46,77 @@ def test_bad_values_get_invalid_config(broker, key, value):
     error = info.value.args[0]
     assert error.name() == "INVALID_CONFIG"
     assert key in error.str()
+
+
+def _produce(bootstrap: str, topic: str, records, **config) -> list:
+    """Produce (value, timestamp) pairs with confluent-kafka; the delivery errors (None = ok)."""
+    from confluent_kafka import Producer
+
+    errors: list = []
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **config})
+    for value, timestamp in records:
+        producer.produce(
+            topic,
+            value,
+            partition=0,
+            timestamp=timestamp,
+            on_delivery=lambda e, _m: errors.append(e),
+        )
+    assert producer.flush(TIMEOUT) == 0
+    return errors
+
+
+def test_topic_compression_type_recompresses_what_confluent_sends(broker):
+    from onceflow.records.batch import split_complete_batches
+    from onceflow.records.compression import CompressionType
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = NewTopic("zstd", 1, 1, config={"compression.type": "zstd"})
+    admin.create_topics([topic])["zstd"].result(TIMEOUT)
+    values = [b"record-%d " % i * 20 for i in range(2000)]
+    errors = _produce(
+        broker.bootstrap, "zstd", [(v, 0) for v in values], **{"compression.type": "lz4"}
+    )
+    assert errors == [None] * 2000
+    codecs = set()
+    for segment in sorted((broker.data_dir / "zstd-0").glob("*.log")):
+        batches, _ = split_complete_batches(segment.read_bytes())
+        codecs |= {header.compression for header, _ in batches}
+    assert codecs == {CompressionType.ZSTD}
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "z", "auto.offset.reset": "earliest"}
+    )
+    consumer.subscribe(["zstd"])
+    got = []
+    while len(got) < 2000:
+        message = consumer.poll(TIMEOUT)
+        assert message is not None and message.error() is None
+        got.append(message.value())
+    consumer.close()
+    assert got == values
+
+
+def test_timestamp_limits_and_min_insync_replicas_reach_confluent(broker):
+    import time
+
+    from confluent_kafka import KafkaError
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topics = [
+        NewTopic("ts", 1, 1, config={"message.timestamp.before.max.ms": "60000"}),
+        NewTopic("isr", 1, 1, config={"min.insync.replicas": "2"}),
+    ]
+    for future in admin.create_topics(topics).values():
+        future.result(TIMEOUT)
+    now = int(time.time() * 1000)
+    errors = _produce(broker.bootstrap, "ts", [(b"old", now - 3_600_000)])
+    assert [e.code() for e in errors] == [KafkaError.INVALID_TIMESTAMP]
+    assert _produce(broker.bootstrap, "ts", [(b"new", now)]) == [None]
+    errors = _produce(broker.bootstrap, "isr", [(b"x", 0)], **{"message.timeout.ms": 3000})
+    assert [e.code() for e in errors] in (
+        [KafkaError.NOT_ENOUGH_REPLICAS],
+        [KafkaError._MSG_TIMED_OUT],  # librdkafka retries NOT_ENOUGH_REPLICAS until the timeout
+    )
+    assert _produce(broker.bootstrap, "isr", [(b"x", 0)], acks=1) == [None]

@@ -13,8 +13,14 @@ client-sent control batches -> INVALID_RECORD. On a topic whose `cleanup.policy`
 `compact` the records are decoded and every one needs a key: otherwise the whole batch is
 INVALID_RECORD, with one `record_errors` entry per keyless record (its index in the batch and
 Kafka's "Compacted topic cannot accept message without key in topic partition <tp>") and
-Kafka's summary as error_message (v8+). A rejected record set leaves nothing in the log; other
-partitions of the request are unaffected.
+Kafka's summary as error_message (v8+). On a CreateTime topic with
+`message.timestamp.before.max.ms` / `after.max.ms` / `difference.max.ms` set, a record whose
+timestamp lies further from the broker's clock makes the batch INVALID_TIMESTAMP, with the
+same per-record errors. acks=-1 to a topic whose `min.insync.replicas` is above 1 is
+NOT_ENOUGH_REPLICAS (this node is the only in-sync replica), as Kafka answers. A rejected
+record set leaves nothing in the log; other partitions of the request are unaffected. A
+topic whose `compression.type` is not `producer` stores the batch recompressed with its codec
+(`log.validator.recompress`; producer id, epoch, sequence kept).
 Then, for acks=1 and acks=-1, the handler awaits the group commit (`GroupCommitter.flushed`):
 the answer comes once the data is fsynced and visible (high watermark). acks=0 gets no
 response; if any partition failed, the connection is closed instead, as Kafka does, so the
@@ -59,8 +65,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import NamedTuple
 
+from onceflow.log.validator import out_of_range_timestamps, recompress, target_compression
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.produce import ProduceResponse
 from onceflow.records.batch import (
@@ -142,29 +150,55 @@ def _validate(partition_log, records, version: int) -> _Rejection:
             ErrorCode.MESSAGE_TOO_LARGE,
             f"record batch of {header.total_size} bytes exceeds max.message.bytes={limit}",
         )
+    config = partition_log.config
     error = validate_batch(header, batch, from_client=True)
-    if error is None and "compact" in partition_log.config.cleanup_policy:
+    if error is None and "compact" in config.cleanup_policy:
         error, keyless = check_records_of(batch, compacted=True)
         if keyless:
-            return _keyless_rejection(partition_log.name, keyless)
+            message = (
+                "Compacted topic cannot accept message without key in topic partition "
+                f"{partition_log.name}"
+            )
+            return _record_errors(ErrorCode.INVALID_RECORD, [(i, message) for i in keyless])
     if error is not None and error != ErrorCode.NONE:
         return _Rejection(ErrorCode(error), f"record batch rejected: {ErrorCode(error).name}")
+    late = out_of_range_timestamps(header, batch, config, int(time.time() * 1000))
+    if late:
+        return _record_errors(ErrorCode.INVALID_TIMESTAMP, late)
     return _ACCEPTED
 
 
-def _keyless_rejection(partition_name: str, keyless: list[int]) -> _Rejection:
-    """INVALID_RECORD naming every record without a key, in the words of Kafka's
-    `LogValidator` (per-record errors, and a summary showing the first three)."""
-    message = (
-        f"Compacted topic cannot accept message without key in topic partition {partition_name}"
+def _record_errors(error: ErrorCode, records: list[tuple[int, str]]) -> _Rejection:
+    """`error` for the batch naming every bad record, in the words of Kafka's `LogValidator`
+    (per-record errors, and a summary showing the first three)."""
+    errors = tuple(
+        _RecordError(batch_index=i, batch_index_error_message=message) for i, message in records
     )
-    errors = tuple(_RecordError(batch_index=i, batch_index_error_message=message) for i in keyless)
-    shown = ", ".join(f"RecordError(batchIndex={i}, message='{message}')" for i in keyless[:3])
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in records[:3])
     summary = (
-        f"One or more records have been rejected due to {len(keyless)} record errors in total, "
+        f"One or more records have been rejected due to {len(records)} record errors in total, "
         f"and only showing the first three errors at most: [{shown}]"
     )
-    return _Rejection(ErrorCode.INVALID_RECORD, summary, errors)
+    return _Rejection(error, summary, errors)
+
+
+def _not_enough_replicas(partition_log, acks: int) -> _Rejection:
+    """acks=all to a topic whose min.insync.replicas exceeds this node's one replica."""
+    required = partition_log.config.min_insync_replicas
+    if acks != -1 or required <= 1:
+        return _ACCEPTED
+    return _Rejection(
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        f"The size of the current ISR Set(1) is insufficient to satisfy the min.isr "
+        f"requirement of {required} for partition {partition_log.name}",
+    )
+
+
+def _stored_form(partition_log, records):
+    """The batch as the topic stores it: recompressed when its compression.type says so."""
+    header = parse_header(records)
+    codec = target_compression(header, partition_log.config)
+    return records if codec is None else recompress(header, records, codec)
 
 
 async def handle_produce(ctx, header, request) -> ProduceResponse | None:
@@ -195,6 +229,8 @@ async def handle_produce(ctx, header, request) -> ProduceResponse | None:
                 failures.append(f"{name}-{index}: UNKNOWN_TOPIC_OR_PARTITION")
                 continue
             rejection = _validate(partition_log, data.records, header.request_api_version)
+            if rejection.error == ErrorCode.NONE:
+                rejection = _not_enough_replicas(partition_log, acks)
             error, message = rejection.error, rejection.message
             if error == ErrorCode.NONE and transactional_id is not None:
                 error, message = broker.transactions.verify_produce(
@@ -205,7 +241,7 @@ async def handle_produce(ctx, header, request) -> ProduceResponse | None:
                     header.request_api_version,
                 )
             if error == ErrorCode.NONE:
-                result = partition_log.append(data.records)
+                result = partition_log.append(_stored_form(partition_log, data.records))
                 error = ErrorCode(result.error)
                 if error != ErrorCode.NONE:
                     message = result.error_message or f"append failed: {error.name}"
