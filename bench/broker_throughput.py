@@ -35,6 +35,14 @@ TARGETS_MB_S = {"produce": 150.0, "consume": 300.0}
 TOPIC = "bench"
 
 
+def append_result(path: Path, entry: dict) -> None:
+    """Append `entry` to the JSON list of runs in `path` (created when missing)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    history = json.loads(path.read_text()) if path.exists() else []
+    history.append(entry)
+    path.write_text(json.dumps(history, indent=2) + "\n")
+
+
 def parse_size(text: str) -> int:
     """'1GiB', '256MiB', '100MB' or a plain number of bytes."""
     units = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 1000, "mb": 10**6, "gb": 10**9}
@@ -193,10 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "summary": summary,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    history = json.loads(args.out.read_text()) if args.out.exists() else []
-    history.append(run)
-    args.out.write_text(json.dumps(history, indent=2) + "\n")
+    append_result(args.out, run)
     print(summary)
     return 0
 

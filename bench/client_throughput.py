@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import platform
 import shutil
@@ -38,6 +37,7 @@ from confluent_kafka import Producer as CKProducer
 from confluent_kafka import TopicPartition as CKTopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from broker_throughput import append_result  # noqa: E402
 from support.broker import BrokerProcess  # noqa: E402
 
 from onceflow.client.admin import AdminClient, NewTopic  # noqa: E402
@@ -278,10 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         "target_met": ratios["produce"] >= TARGET_PRODUCE_RATIO,
         "summary": summary,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    history = json.loads(args.out.read_text()) if args.out.exists() else []
-    history.append(run)
-    args.out.write_text(json.dumps(history, indent=2) + "\n")
+    append_result(args.out, run)
     print(summary)
     return 0
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import platform
 import sys
@@ -35,6 +34,7 @@ from pathlib import Path
 from confluent_kafka import Producer as CKProducer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from broker_throughput import append_result  # noqa: E402
 from support.broker import BrokerProcess  # noqa: E402
 
 from onceflow.client.admin import AdminClient, NewTopic  # noqa: E402
@@ -193,10 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         "best": best,
         "ratios": ratios,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    history = json.loads(args.out.read_text()) if args.out.exists() else []
-    history.append(entry)
-    args.out.write_text(json.dumps(history, indent=2) + "\n")
+    append_result(args.out, entry)
     print(f"best: { {n: m['mb_per_s'] for n, m in best.items()} } ratios {ratios}")
     return 0
 

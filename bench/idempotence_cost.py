@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import shutil
 import statistics
@@ -47,7 +46,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from broker_throughput import machine, parse_size
+from broker_throughput import append_result, machine, parse_size
 from confluent_kafka import Producer
 
 from onceflow.cli.demo_cmd import EmbeddedBroker
@@ -280,10 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         and micro["estimated_broker_cost"] <= TARGET_BROKER_COST,
         "summary": summary,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    history = json.loads(args.out.read_text()) if args.out.exists() else []
-    history.append(run)
-    args.out.write_text(json.dumps(history, indent=2) + "\n")
+    append_result(args.out, run)
     print(summary)
     return 0
 

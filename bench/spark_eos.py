@@ -23,7 +23,6 @@ excluded: only the actions and the queries are timed.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -33,6 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from broker_throughput import append_result  # noqa: E402
 from support.broker import BrokerProcess  # noqa: E402
 
 from onceflow.client.admin import AdminClient, NewTopic  # noqa: E402
@@ -239,10 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         },  # fmt: skip
         "summary": summary,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    history = json.loads(args.out.read_text()) if args.out.exists() else []
-    history.append(run)
-    args.out.write_text(json.dumps(history, indent=2) + "\n")
+    append_result(args.out, run)
     print(summary)
     return 0
 

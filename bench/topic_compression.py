@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import shutil
 import statistics
 import tempfile
 from pathlib import Path
 
-from broker_throughput import machine, parse_size
+from broker_throughput import append_result, machine, parse_size
 from idempotence_cost import produce_run
 
 from onceflow.cli.demo_cmd import EmbeddedBroker
@@ -100,10 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         "ratios_to_producer": ratios,
         "summary": summary,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    history = json.loads(args.out.read_text()) if args.out.exists() else []
-    history.append(record)
-    args.out.write_text(json.dumps(history, indent=2) + "\n")
+    append_result(args.out, record)
     print(summary)
     return 0
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import shutil
 import statistics
@@ -40,7 +39,7 @@ from onceflow.cli.demo_cmd import EmbeddedBroker
 from onceflow.client.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).parent))
-from broker_throughput import machine  # noqa: E402
+from broker_throughput import append_result, machine  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "transactions_cost.json"
 TARGET_COST_PERCENT = {"produce": 3.0, "consume": 2.0}
@@ -264,10 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         "targets_met": {k: costs[k] <= v for k, v in TARGET_COST_PERCENT.items()},
         "summary": summary,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    history = json.loads(args.out.read_text()) if args.out.exists() else []
-    history.append(run)
-    args.out.write_text(json.dumps(history, indent=2) + "\n")
+    append_result(args.out, run)
     print(summary)
     return 0
 
