@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from onceflow.broker.handlers.add_offsets_to_txn import handle_add_offsets_to_txn
 from onceflow.broker.handlers.add_partitions_to_txn import handle_add_partitions_to_txn
+from onceflow.broker.handlers.alter_configs import handle_alter_configs
 from onceflow.broker.handlers.api_versions import handle_api_versions
 from onceflow.broker.handlers.create_partitions import handle_create_partitions
 from onceflow.broker.handlers.create_topics import handle_create_topics
@@ -28,6 +29,7 @@ from onceflow.broker.handlers.end_txn import handle_end_txn
 from onceflow.broker.handlers.fetch import handle_fetch
 from onceflow.broker.handlers.find_coordinator import handle_find_coordinator
 from onceflow.broker.handlers.heartbeat import handle_heartbeat
+from onceflow.broker.handlers.incremental_alter_configs import handle_incremental_alter_configs
 from onceflow.broker.handlers.init_producer_id import handle_init_producer_id
 from onceflow.broker.handlers.join_group import handle_join_group
 from onceflow.broker.handlers.leave_group import handle_leave_group
@@ -70,6 +72,7 @@ SUPPORTED: Final[dict[ApiKey, tuple[int, int, Handler]]] = {
     ApiKey.DELETE_TOPICS: (1, 6, handle_delete_topics),
     ApiKey.DELETE_RECORDS: (0, 2, handle_delete_records),
     ApiKey.DESCRIBE_CONFIGS: (1, 4, handle_describe_configs),
+    ApiKey.ALTER_CONFIGS: (0, 2, handle_alter_configs),
     ApiKey.CREATE_PARTITIONS: (0, 3, handle_create_partitions),
     ApiKey.INIT_PRODUCER_ID: (0, 5, handle_init_producer_id),
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5, handle_add_partitions_to_txn),
@@ -78,6 +81,7 @@ SUPPORTED: Final[dict[ApiKey, tuple[int, int, Handler]]] = {
     ApiKey.WRITE_TXN_MARKERS: (1, 2, handle_write_txn_markers),
     ApiKey.TXN_OFFSET_COMMIT: (0, 5, handle_txn_offset_commit),
     ApiKey.DESCRIBE_CLUSTER: (0, 1, handle_describe_cluster),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1, handle_incremental_alter_configs),
     ApiKey.DELETE_GROUPS: (0, 2, handle_delete_groups),
     ApiKey.OFFSET_DELETE: (0, 0, handle_offset_delete),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0, handle_describe_producers),

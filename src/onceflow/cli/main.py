@@ -18,6 +18,7 @@ SUBCOMMAND_MODULES = (
     "produce_cmd",
     "consume_cmd",
     "groups_cmd",
+    "configs_cmd",
     "transactions_cmd",
     "demo_cmd",
 )

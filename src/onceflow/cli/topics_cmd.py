@@ -1,4 +1,4 @@
-"""`onceflow topics create|list|describe|delete|delete-records`: topic administration.
+"""`onceflow topics create|list|describe|alter|delete|delete-records`: topic administration.
 
 Modelled on Kafka's `kafka-topics.sh`: `--bootstrap-server`, `--topic`, `--partitions`,
 `--replication-factor`, `--config k=v` (repeatable). `delete-records` is Kafka's
@@ -77,6 +77,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     delete.add_argument("--topic", required=True, action="append", help="topic (repeatable)")
     delete.add_argument("--if-exists", action="store_true", help="succeed if it does not exist")
     delete.set_defaults(func=run_delete)
+
+    alter = actions.add_parser("alter", help="add partitions to a topic")
+    common(alter)
+    alter.add_argument("--topic", required=True)
+    alter.add_argument(
+        "--partitions", type=int, required=True, help="the new total (Kafka only adds partitions)"
+    )
+    alter.set_defaults(func=run_alter)
 
     records = actions.add_parser(
         "delete-records", help="delete records below an offset (kafka-delete-records.sh)"
@@ -208,6 +216,18 @@ def _delete(admin: AdminClient, args: argparse.Namespace) -> int:
     return status
 
 
+def _alter(admin: AdminClient, args: argparse.Namespace) -> int:
+    """`topics alter --partitions N`: CreatePartitions to a total of N."""
+    result = admin.create_partitions({args.topic: args.partitions}).get(args.topic)
+    if result is None:
+        return _fail(f"no result for topic {args.topic!r} in the CreatePartitions response")
+    if not result.ok:
+        detail = f" ({result.error_message})" if result.error_message else ""
+        return _fail(f"cannot alter topic {args.topic!r}: {result.error_code.name}{detail}")
+    print(f'Topic "{args.topic}" now has {args.partitions} partitions.')
+    return 0
+
+
 def _offsets_from_json(path: str) -> dict[TopicPartition, int]:
     """Kafka's DeleteRecordsCommand JSON (version 1); duplicate partitions are an error."""
     with open(path, encoding="utf-8") as handle:
@@ -276,3 +296,4 @@ run_list = _guarded(_list)
 run_describe = _guarded(_describe)
 run_delete = _guarded(_delete)
 run_delete_records = _guarded(_delete_records)
+run_alter = _guarded(_alter)

@@ -17,7 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from onceflow.client import group_admin
+from onceflow.client import config_admin, group_admin
+from onceflow.client.config_admin import AlterOp, ConfigResource, ConfigsResult
 from onceflow.client.connection import (
     BrokerConnection,
     UnsupportedVersionError,
@@ -462,6 +463,18 @@ class AdminClient:
             if worst == ErrorCode.NONE or time.monotonic() >= deadline:
                 return out
             time.sleep(_GROUP_RETRY_S)
+
+    def describe_configs(
+        self, resources: Iterable[ConfigResource]
+    ) -> dict[ConfigResource, ConfigsResult]:
+        """Every config of each topic / broker with its value and source (DescribeConfigs)."""
+        return config_admin.describe_configs(self, resources)
+
+    def incremental_alter_configs(
+        self, changes: Mapping[ConfigResource, list[AlterOp]], validate_only: bool = False
+    ) -> dict[ConfigResource, ConfigsResult]:
+        """SET / DELETE / APPEND / SUBTRACT config values (IncrementalAlterConfigs)."""
+        return config_admin.incremental_alter_configs(self, dict(changes), validate_only)
 
     def list_groups(self) -> list[GroupListing]:
         """Every consumer group on the cluster (ListGroups to each broker)."""

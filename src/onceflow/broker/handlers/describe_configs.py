@@ -12,8 +12,9 @@ most specific first. Other resource types are INVALID_REQUEST.
 
 Versions: v1 config_source and synonyms; v3 config_type and documentation; v4 flexible.
 
-Deviations: only the topic configs the log implements are listed (Kafka lists ~30); nothing
-is sensitive; broker configs cannot be changed at runtime (no dynamic sources).
+Deviations: nothing is sensitive; broker configs cannot be changed at runtime (no dynamic
+sources). Topic overrides set with AlterConfigs / IncrementalAlterConfigs are TOPIC_CONFIG,
+like those given at creation.
 """
 
 from __future__ import annotations

@@ -1,0 +1,127 @@
+"""Changing configs at runtime, shared by AlterConfigs and IncrementalAlterConfigs.
+
+A change is `(name, operation, value)` with Kafka's operations SET, DELETE, APPEND and SUBTRACT
+(AlterConfigs sends only SETs and replaces a resource's whole set of overrides). Topic configs
+are validated exactly as at creation (`log.config`) and, unless `validate_only`, stored
+durably in the topic registry and applied to every partition before the answer. Broker
+configs are static here: any change is INVALID_REQUEST naming the keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from onceflow.log.config import TOPIC_CONFIG_TYPES, validate_topic_configs
+from onceflow.protocol.errors import ErrorCode
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+TOPIC, BROKER = 2, 4
+
+Change = tuple[str, int, str | None]
+Outcome = tuple[ErrorCode, str | None]
+
+
+def alter_all(broker, request, result_cls, changes_of, *, replace: bool) -> list:
+    """One `result_cls` answer per resource of an AlterConfigs-shaped `request`;
+    `changes_of(resource)` gives the resource's changes."""
+    out = []
+    for resource in request.resources:
+        error, message = alter(
+            broker,
+            resource.resource_type,
+            resource.resource_name,
+            changes_of(resource),
+            replace=replace,
+            validate_only=request.validate_only,
+        )
+        out.append(
+            result_cls(
+                error_code=error,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return out
+
+
+def alter(
+    broker,
+    resource_type: int,
+    resource_name: str,
+    changes: Sequence[Change],
+    *,
+    replace: bool,
+    validate_only: bool,
+) -> Outcome:
+    """Apply `changes` to one resource; (error, message)."""
+    names = [name for name, _, _ in changes]
+    if len(set(names)) != len(names):
+        return ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys"
+    if resource_type == BROKER:
+        return _alter_broker(broker, resource_name, names)
+    if resource_type != TOPIC:
+        return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
+    info = broker.logs.topic(resource_name)
+    if info is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {resource_name} does not exist"
+    overrides = {} if replace else dict(info.configs)
+    effective = broker.logs.topic_config(resource_name).to_topic_properties()
+    for name, operation, value in changes:
+        error = _apply(overrides, effective, name, operation, value)
+        if error is not None:
+            return error
+    message = validate_topic_configs(overrides)
+    if message is not None:
+        return ErrorCode.INVALID_CONFIG, message
+    if validate_only:
+        return ErrorCode.NONE, None
+    diff: dict[str, str | None] = {k: None for k in info.configs if k not in overrides}
+    diff.update(overrides)
+    result = broker.logs.alter_topic_configs(resource_name, diff)
+    return result.error, result.message
+
+
+def _apply(overrides: dict, effective: dict, name: str, operation: int, value) -> Outcome | None:
+    """One change to `overrides` in place; an error outcome, or None."""
+    kind = TOPIC_CONFIG_TYPES.get(name)
+    if kind is None:
+        return ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}"
+    if operation == DELETE:
+        overrides.pop(name, None)
+        return None
+    if value is None:
+        return ErrorCode.INVALID_REQUEST, f"Null value not supported for : {name}"
+    if operation == SET:
+        overrides[name] = value
+        return None
+    if operation not in (APPEND, SUBTRACT):
+        return ErrorCode.INVALID_REQUEST, f"Unknown config operation {operation} for {name}"
+    if kind != "list":
+        verb = "append" if operation == APPEND else "subtract"
+        return (
+            ErrorCode.INVALID_CONFIG,
+            f"Config value {verb} is not allowed for config key: {name}",
+        )
+    current = [v for v in overrides.get(name, effective.get(name, "")).split(",") if v]
+    given = [v.strip() for v in value.split(",") if v.strip()]
+    if operation == APPEND:
+        items = current + [v for v in given if v not in current]
+    else:
+        items = [v for v in current if v not in given]
+    overrides[name] = ",".join(items)
+    return None
+
+
+def _alter_broker(broker, resource_name: str, names: list[str]) -> Outcome:
+    if resource_name not in ("", str(broker.node_id)):
+        return ErrorCode.INVALID_REQUEST, (
+            f"Unexpected broker id, expected {broker.node_id} or empty string, "
+            f"but received {resource_name}"
+        )
+    if not names:
+        return ErrorCode.NONE, None
+    return ErrorCode.INVALID_REQUEST, (
+        f"Cannot update these configs dynamically: {', '.join(sorted(names))} (onceflow's broker "
+        "configs are static: set them in the properties file or with --set and restart)"
+    )

@@ -1,0 +1,33 @@
+"""AlterConfigs handler.
+
+API: AlterConfigs (key 33), versions 0-2.
+
+Behaviour: for each TOPIC resource (type 2) the given configs replace the topic's whole set of
+overrides (keys not given go back to their defaults, as in Kafka), validated exactly as at
+creation: an unknown key or a bad value is INVALID_CONFIG and changes nothing; a missing topic
+is UNKNOWN_TOPIC_OR_PARTITION. The new set is written durably before the answer and applies to
+every partition at once. With validate_only nothing is stored. A key listed twice is
+INVALID_REQUEST. BROKER resources (type 4): broker configs are static here, so a change is
+INVALID_REQUEST naming the keys (an empty change succeeds). Other types: INVALID_REQUEST.
+
+Versions: v1 same as v0; v2 flexible.
+
+Deviations: no dynamic broker configs; no ACLs.
+"""
+
+from __future__ import annotations
+
+from onceflow.broker.config_changes import SET, alter_all
+from onceflow.protocol.messages.alter_configs import AlterConfigsResponse
+
+_Result = AlterConfigsResponse.AlterConfigsResourceResponse
+
+
+async def handle_alter_configs(ctx, header, request) -> AlterConfigsResponse:
+    """Replace topic overrides (validated, durable)."""
+
+    def changes_of(r):
+        return [(c.name, SET, c.value) for c in r.configs]
+
+    results = alter_all(ctx.broker, request, _Result, changes_of, replace=True)
+    return AlterConfigsResponse(throttle_time_ms=0, responses=results)

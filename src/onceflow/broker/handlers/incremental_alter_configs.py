@@ -1,0 +1,35 @@
+"""IncrementalAlterConfigs handler.
+
+API: IncrementalAlterConfigs (key 44), versions 0-1.
+
+Behaviour: for each TOPIC resource (type 2) applies each change to the topic's overrides:
+SET (0) a value, DELETE (1) an override (back to the default), APPEND (2) / SUBTRACT (3)
+items of a list config (cleanup.policy, the throttled-replica lists; other keys are
+INVALID_CONFIG "Config value append is not allowed ..."). The result is validated exactly as
+at creation (INVALID_CONFIG changes nothing), written durably before the answer and applied
+to every partition; with validate_only nothing is stored. A missing topic is
+UNKNOWN_TOPIC_OR_PARTITION, a key listed twice INVALID_REQUEST, a null value for SET or
+APPEND INVALID_REQUEST. BROKER resources (type 4): broker configs are static here, so a
+change is INVALID_REQUEST naming the keys. Other types: INVALID_REQUEST.
+
+Versions: v1 flexible.
+
+Deviations: no dynamic broker configs; no ACLs.
+"""
+
+from __future__ import annotations
+
+from onceflow.broker.config_changes import alter_all
+from onceflow.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsResponse
+
+_Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+
+
+async def handle_incremental_alter_configs(ctx, header, request) -> IncrementalAlterConfigsResponse:
+    """Apply SET/DELETE/APPEND/SUBTRACT to topic overrides (validated, durable)."""
+
+    def changes_of(r):
+        return [(c.name, c.config_operation, c.value) for c in r.configs]
+
+    results = alter_all(ctx.broker, request, _Result, changes_of, replace=False)
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=results)
