@@ -227,3 +227,29 @@ def test_mixed_group_with_confluent_member_splits_partitions(group_broker):
     finally:
         theirs.close()
         ours.close()
+
+
+def test_assigned_partitions_of_a_group_consumer_start_at_committed_offsets(group_broker):
+    """Kafka's consumer with group.id and assign(): no group membership, but positions come
+    from the group's committed offsets (auto.offset.reset where none), and poll returns
+    records at once (it used to return [] because the group had never joined)."""
+    bootstrap = group_broker.bootstrap
+    first = group_consumer(bootstrap, "manual")
+    try:
+        first.assign([TopicPartition("events", 0), TopicPartition("events", 1)])
+        got = first.poll(10)
+        assert got, "poll returned nothing for assigned partitions of a group consumer"
+        first.commit({TopicPartition("events", 0): 30})
+    finally:
+        first.close()
+    second = group_consumer(bootstrap, "manual")
+    try:
+        second.assign([TopicPartition("events", 0), TopicPartition("events", 1), ("events", 2, 95)])
+        positions = {}
+        deadline = time.monotonic() + 10
+        while len(positions) < 3 and time.monotonic() < deadline:
+            for record in second.poll(0.5):
+                positions.setdefault(record.partition, record.offset)
+        assert positions == {0: 30, 1: 0, 2: 95}  # committed, earliest (none committed), given
+    finally:
+        second.close()

@@ -182,14 +182,16 @@ class Consumer:
 
     def assign(self, partitions: Iterable[Any]) -> None:
         """Replace the assignment. Items: `TopicPartition`, `(topic, partition)` or
-        `(topic, partition, offset)`; a partition already assigned keeps its position."""
+        `(topic, partition, offset)`; a partition already assigned keeps its position, a new
+        one without an offset starts at the group's committed offset when the consumer has a
+        group.id (else, or when nothing is committed, at auto.offset.reset)."""
         self._check_open()
         if self._group is not None and self._group.subscription is not None:
             raise IllegalStateError(
                 "Subscription to topics, partitions and pattern are mutually exclusive"
             )
         positions = dict(_normalize(item) for item in partitions)
-        self.subscriptions.assign(positions)
+        self.subscriptions.assign(positions, use_committed=self._group is not None)
         if self.metadata.add_topics(tp.topic for tp in positions):
             self.metadata.request_update()
         self._io.wakeup()
@@ -313,7 +315,11 @@ class Consumer:
                     self._raise_partition_error(tp, state)
                 if subs.completed:
                     continue
-                if group is not None and group.coordinator.rejoin_needed:
+                if (
+                    group is not None
+                    and group.subscription is not None
+                    and group.coordinator.rejoin_needed
+                ):
                     return []
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:

@@ -91,12 +91,21 @@ class SubscriptionState:
         self.assignment: dict[TopicPartition, PartitionState] = {}
         self.completed: deque[tuple[CompletedFetch, int]] = deque()  # (data, generation)
 
-    def assign(self, positions: dict[TopicPartition, int | None]) -> None:
-        """Replace the assignment; None keeps a partition's current position (or resets)."""
+    def assign(
+        self, positions: dict[TopicPartition, int | None], *, use_committed: bool = False
+    ) -> None:
+        """Replace the assignment; None keeps a partition's current position, or for a newly
+        assigned partition starts at the group's committed offset (`use_committed`, a consumer
+        with a group.id, as Kafka's does) or at auto.offset.reset."""
         with self.lock:
             new = {}
             for tp, offset in positions.items():
-                state = self.assignment.get(tp) or PartitionState(self.default_reset)
+                state = self.assignment.get(tp)
+                if state is None:
+                    state = PartitionState(self.default_reset)
+                    if offset is None and use_committed:
+                        state.reset_strategy = None
+                        state.awaiting_committed = True
                 if offset is not None:
                     self._seek(state, offset)
                 new[tp] = state
