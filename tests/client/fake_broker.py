@@ -38,9 +38,10 @@ class FakeBroker(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, topics: dict[str, int]):
+    def __init__(self, topics: dict[str, int], versions: dict[int, tuple[int, int]] = VERSIONS):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.topics = topics
+        self.versions = versions  # what ApiVersions advertises
         self.lock = threading.Lock()
         self.log: dict[tuple[str, int], list[bytes]] = defaultdict(list)  # values, in order
         self.batches: dict[tuple[str, int], list[tuple[int, int, int, int, int]]] = defaultdict(
@@ -134,7 +135,7 @@ class _Handler(socketserver.BaseRequestHandler):
                 error_code=0,
                 api_keys=[
                     cls.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-                    for k, (lo, hi) in VERSIONS.items()
+                    for k, (lo, hi) in server.versions.items()
                 ],
             )
         if key == ApiKey.METADATA:

@@ -55,8 +55,8 @@ def batch_headers(bootstrap: str, topic: str, partition: int) -> list:
         conn.close()
 
 
-def test_idempotent_producer_writes_exactly_once_in_order(idempotent_broker) -> None:
-    bootstrap = idempotent_broker.bootstrap
+def test_idempotent_producer_writes_exactly_once_in_order(broker) -> None:
+    bootstrap = broker.bootstrap
     create_topic(bootstrap, "idem", 3)
     with Producer({"bootstrap.servers": bootstrap, "batch.size": 4096}) as p:
         futures = [p.send("idem", b"%06d" % i, partition=i % 3) for i in range(10_000)]
@@ -75,17 +75,17 @@ def test_idempotent_producer_writes_exactly_once_in_order(idempotent_broker) -> 
             sequence += header.records_count
 
 
-def test_idempotent_producer_survives_broker_restart(idempotent_broker) -> None:
-    bootstrap = idempotent_broker.bootstrap
+def test_idempotent_producer_survives_broker_restart(broker) -> None:
+    bootstrap = broker.bootstrap
     create_topic(bootstrap, "idem-restart", 3)
     with Producer(
         {"bootstrap.servers": bootstrap, "batch.size": 4096, "retry.backoff.ms": 50}
     ) as p:
         futures = [p.send("idem-restart", b"%06d" % i, partition=i % 3) for i in range(3000)]
-        idempotent_broker.restart()
+        broker.restart()
         futures += [p.send("idem-restart", b"%06d" % i, partition=i % 3) for i in range(3000, 6000)]
         p.flush(60)
     assert all(f.exception(0) is None for f in futures)
-    got = read_all(idempotent_broker.bootstrap, "idem-restart", 3, 6000)
+    got = read_all(broker.bootstrap, "idem-restart", 3, 6000)
     for partition in range(3):
         assert got[partition] == [b"%06d" % i for i in range(partition, 6000, 3)]

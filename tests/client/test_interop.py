@@ -259,18 +259,23 @@ def test_producer_delivery_callbacks_and_flush(broker) -> None:
         assert all(err is None and md.offset >= 0 for err, md in reports)
 
 
-def test_default_idempotent_producer_needs_init_producer_id(broker) -> None:
-    from client.helpers import broker_supports
+def test_default_idempotent_producer_needs_init_producer_id() -> None:
+    """Against a broker that does not advertise InitProducerId (a fake one: ours always
+    does), the default idempotent producer fails clearly instead of writing unsafely."""
+    from client.fake_broker import VERSIONS, FakeBroker
 
     from onceflow.client.errors import UnsupportedVersionError
     from onceflow.protocol.api_keys import ApiKey
 
-    if broker_supports(broker.bootstrap, ApiKey.INIT_PRODUCER_ID):
-        pytest.skip("the broker supports InitProducerId: covered by test_idempotent_broker")
-    create_topic(broker.bootstrap, "needs-pid", 1)
-    with Producer({"bootstrap.servers": broker.bootstrap}) as p:  # idempotent by default
-        future = p.send("needs-pid", b"v")
-        with pytest.raises(UnsupportedVersionError, match="set enable.idempotence=false"):
-            future.result(10)
-        with pytest.raises(UnsupportedVersionError):
-            p.send("needs-pid", b"again")
+    versions = {k: v for k, v in VERSIONS.items() if k != ApiKey.INIT_PRODUCER_ID}
+    fake = FakeBroker({"needs-pid": 1}, versions)
+    try:
+        with Producer({"bootstrap.servers": fake.bootstrap}) as p:  # idempotent by default
+            future = p.send("needs-pid", b"v")
+            with pytest.raises(UnsupportedVersionError, match="set enable.idempotence=false"):
+                future.result(10)
+            with pytest.raises(UnsupportedVersionError):
+                p.send("needs-pid", b"again")
+        assert fake.log == {}  # nothing was written
+    finally:
+        fake.stop()
