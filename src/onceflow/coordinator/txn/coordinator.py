@@ -196,7 +196,10 @@ class TransactionCoordinator:
         await self.completer.close()
 
     async def wait_for_completions(self) -> None:
-        """Wait until every marker/COMPLETE_* task started so far has finished (tests, shutdown)."""
+        """Wait until every append, and every marker/COMPLETE_* task, started so far (or by
+        those) has finished (tests, shutdown)."""
+        while self._appends:
+            await asyncio.gather(*list(self._appends), return_exceptions=True)
         await self.completer.wait_idle()
 
     async def _every(self, interval_ms: int, action: Callable[[], Awaitable[int]]) -> None:
