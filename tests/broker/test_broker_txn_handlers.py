@@ -6,6 +6,7 @@ WriteTxnMarkers (refused, and the loopback admin abort) and the transactional-id
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 from broker_helpers import call, decode_all, make_batch
@@ -633,7 +634,8 @@ def test_write_txn_markers_is_refused_unless_enabled_and_loopback(state_factory,
 
 
 @pytest.mark.parametrize("peer", ["127.0.0.1:5000", "[::1]:5000"])
-def test_admin_abort_ends_a_hanging_transaction(state_factory, peer):
+def test_admin_abort_ends_a_hanging_transaction(state_factory, peer, caplog):
+    caplog.set_level(logging.INFO, logger="onceflow")
     state = state_factory(**{"onceflow.admin.allow.write.txn.markers": True})
     create(state, "t", 1)
 
@@ -656,6 +658,17 @@ def test_admin_abort_ends_a_hanging_transaction(state_factory, peer):
     assert _marker_codes(abort) == [ErrorCode.NONE]
     assert data.last_stable_offset == 2 and aborted == {(901, 0)}
     assert visible(data, aborted) == []
+    # a refused abort is a warning; a successful one is an operator's action, logged as info
+    levels = {
+        r.getMessage().rsplit(": ", 1)[-1]: r.levelname
+        for r in caplog.records
+        if r.getMessage().startswith("admin ABORT marker")
+    }
+    assert levels == {
+        "INVALID_PRODUCER_EPOCH": "WARNING",
+        "UNKNOWN_TOPIC_OR_PARTITION": "WARNING",
+        "NONE": "INFO",
+    }
 
 
 # -- metrics -----------------------------------------------------------------------------------

@@ -105,6 +105,8 @@ def test_list_describe_and_abort_a_hung_transaction(broker_factory, capsys):
     ]
     code, out, _ = _run(capsys, "transactions", "list", *b, "--state", "CompleteCommit")
     assert code == 0 and _rows(out) == []
+    code, out, _ = _run(capsys, "transactions", "list", *b, "--state", "ONGOING")
+    assert code == 0 and [r["TransactionalId"] for r in _rows(out)] == ["live-txn"]
 
     code, out, _ = _run(capsys, "transactions", "describe", *b, "--transactional-id", "live-txn")
     assert code == 0
@@ -162,3 +164,11 @@ def test_abort_is_refused_unless_the_broker_allows_it(broker_factory):
 def test_abort_needs_a_target(broker, capsys, argv):
     code, _, err = _run(capsys, "transactions", *argv, "--bootstrap-server", broker.bootstrap)
     assert code == 1 and "give --start-offset" in err
+
+
+def test_list_with_an_unknown_state_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["transactions", "list", "--state", "bogus"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown state 'bogus'; one of Empty, Ongoing" in err

@@ -13,7 +13,9 @@ from __future__ import annotations
 import pytest
 
 from onceflow.client.errors import (
+    CommitFailedError,
     IllegalStateError,
+    KafkaError,
     KafkaTimeoutError,
     ProducerFencedError,
     TransactionAbortableError,
@@ -356,3 +358,50 @@ def test_result_wait_raises_the_error_once_done():
     with pytest.raises(ProducerFencedError):
         result.wait(0)
     assert result.acked
+
+
+@pytest.mark.parametrize(
+    "kind, code, raised",
+    [
+        (K.ADD_PARTITIONS_TO_TXN, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None),
+        (K.TXN_OFFSET_COMMIT, ErrorCode.ILLEGAL_GENERATION, CommitFailedError),
+    ],
+)
+def test_abortable_answer_while_aborting_is_ignored(kind, code, raised):
+    """Kafka skips the move to ABORTABLE_ERROR when the transaction is already being aborted:
+    the late answer fails its own request, and the abort goes on (issue 8)."""
+    txn = in_state(S.IN_TRANSACTION)
+    txn.maybe_add_partition(TP)
+    answer(txn, K.ADD_PARTITIONS_TO_TXN)  # the transaction has started on the coordinator
+    offsets_result = None
+    if kind is K.ADD_PARTITIONS_TO_TXN:
+        txn.maybe_add_partition(("out", 1))
+    else:
+        offsets_result = txn.send_offsets({("in", 0): OffsetAndMetadata(5)}, GROUP_META)
+        answer(txn, K.ADD_OFFSETS_TO_TXN)
+        answer(txn, K.FIND_COORDINATOR)
+    request, _ = txn.next_request(NOW, False)
+    assert request.kind is kind
+    abort = txn.begin_abort()
+    partitions = request.data if kind is K.ADD_PARTITIONS_TO_TXN else request.data[1]
+    txn.on_response(request, NOW, dict.fromkeys(partitions, int(code)))
+    assert txn.state is S.ABORTING_TRANSACTION
+    if raised is not None:
+        with pytest.raises(raised):
+            offsets_result.wait(0)
+    answer(txn, K.END_TXN)
+    abort.wait(0)
+    assert txn.state is S.READY
+    txn.begin_transaction()  # usable again
+
+
+def test_abortable_answer_to_the_abort_itself_is_fatal():
+    """The abort's own EndTxn failing with an abortable error leaves nothing to retry."""
+    txn = in_state(S.IN_TRANSACTION)
+    txn.maybe_add_partition(TP)
+    answer(txn, K.ADD_PARTITIONS_TO_TXN)
+    abort = txn.begin_abort()
+    answer(txn, K.END_TXN, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+    assert txn.state is S.FATAL_ERROR
+    with pytest.raises(KafkaError):
+        abort.wait(0)

@@ -27,10 +27,12 @@ from onceflow.broker.notifier import HighWatermarkNotifier
 from onceflow.broker.transactions import BrokerTransactions
 from onceflow.coordinator.group.config import GroupConfig
 from onceflow.coordinator.group.coordinator import GroupCoordinator
+from onceflow.coordinator.internal_topics import is_internal
 from onceflow.coordinator.producer_id import ProducerIdManager, ProducerIdStateError
 from onceflow.log.fsutil import DirectoryLock
 from onceflow.log.manager import LogManager, TopicInfo, TopicResult
 from onceflow.log.partition import PartitionLog
+from onceflow.protocol.errors import ErrorCode
 
 log = logging.getLogger("onceflow.broker")
 
@@ -145,7 +147,13 @@ class BrokerState:
         return self.logs.topic(name) if name is not None else None
 
     def auto_create_topic(self, name: str) -> TopicResult:
-        """Create `name` with `num.partitions` partitions (auto.create.topics.enable)."""
+        """Create `name` with `num.partitions` partitions (auto.create.topics.enable).
+
+        Never an internal topic: its coordinator creates it, with its own partition count."""
+        if is_internal(name):
+            return TopicResult(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{name} is created by its coordinator"
+            )
         result = self.logs.create_topic(name, self.config.num_partitions)
         if result.error == 0:
             log.info("auto-created topic %s", name)

@@ -212,7 +212,8 @@ def _delete(admin: AdminClient, args: argparse.Namespace) -> int:
         elif result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and args.if_exists:
             continue
         else:
-            status = _fail(f"cannot delete topic {name!r}: {result.error_code.name}")
+            detail = f" ({result.error_message})" if result.error_message else ""
+            status = _fail(f"cannot delete topic {name!r}: {result.error_code.name}{detail}")
     return status
 
 

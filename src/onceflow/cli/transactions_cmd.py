@@ -33,6 +33,7 @@ from onceflow.client.connection import (
     KafkaError,
     KafkaTimeoutError,
 )
+from onceflow.coordinator.txn.state import TxnState
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.describe_producers import DescribeProducersRequest
 from onceflow.protocol.messages.describe_transactions import DescribeTransactionsRequest
@@ -64,7 +65,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
     listing = actions.add_parser("list", help="list transactional ids")
     common(listing)
-    listing.add_argument("--state", action="append", default=[], help="e.g. Ongoing")
+    listing.add_argument(
+        "--state",
+        action="append",
+        default=[],
+        type=_state_name,
+        help="Kafka's state name, any case: " + ", ".join(_STATE_NAMES.values()),
+    )
     listing.add_argument("--producer-id", type=int, action="append", default=[])
     listing.add_argument("--duration-filter-ms", type=int, default=-1)
     listing.set_defaults(func=_guarded(_list))
@@ -109,6 +116,19 @@ def _guarded(action):
 
     run.__doc__ = action.__doc__
     return run
+
+
+_STATE_NAMES = {state.kafka_name.lower(): state.kafka_name for state in TxnState}
+
+
+def _state_name(text: str) -> str:
+    """`--state`: a transaction state by Kafka's name, case-insensitively (else a usage error)."""
+    name = _STATE_NAMES.get(text.lower())
+    if name is None:
+        raise argparse.ArgumentTypeError(
+            f"unknown state {text!r}; one of {', '.join(_STATE_NAMES.values())}"
+        )
+    return name
 
 
 def _fail(message: str) -> int:

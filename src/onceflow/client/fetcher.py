@@ -23,6 +23,7 @@ from onceflow.client.completed_fetch import READ_COMMITTED, READ_UNCOMMITTED, Co
 from onceflow.client.config import ClientConfig
 from onceflow.client.errors import (
     BrokerResponseError,
+    KafkaError,
     KafkaTimeoutError,
     OffsetOutOfRangeError,
     UnsupportedVersionError,
@@ -33,6 +34,7 @@ from onceflow.client.metadata import TopicPartition
 from onceflow.client.network import AsyncBrokerConnection, NetworkClient
 from onceflow.client.sender import STALE_METADATA
 from onceflow.client.subscription import SubscriptionState
+from onceflow.client.tasks import BackgroundTasks
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
@@ -72,6 +74,7 @@ class Fetcher:
         self.io: IOThread | None = None
         self._nodes_in_flight: set[int] = set()
         self._node_backoff: dict[int, float] = {}
+        self.tasks = BackgroundTasks(log)
 
     async def run(self, io: IOThread) -> None:
         self.io = io
@@ -275,7 +278,27 @@ class Fetcher:
         for node, partitions in by_node.items():
             conn = self.network.connection(node)
             if conn is not None:
-                asyncio.ensure_future(self._list_offsets(conn, partitions))
+                self.tasks.spawn(
+                    self._list_offsets(conn, partitions),
+                    "ListOffsets",
+                    lambda exc, parts=partitions: self._list_offsets_crashed(parts, exc),
+                )
+
+    def _list_offsets_crashed(
+        self, partitions: list[tuple[TopicPartition, str, int]], exc: BaseException
+    ) -> None:
+        """The offset-reset task raised unexpectedly: the partitions are no longer waiting for
+        it, and the next poll raises the error."""
+        error = KafkaError(f"resetting offsets failed unexpectedly: {exc!r}")
+        error.__cause__ = exc
+        with self.subs.lock:
+            for tp, _strategy, _generation in partitions:
+                state = self.subs.assignment.get(tp)
+                if state is not None:
+                    state.reset_in_flight = False
+                    state.error = error
+            self.subs.changed.notify_all()
+        self._wake()
 
     async def _list_offsets(
         self, conn: AsyncBrokerConnection, partitions: list[tuple[TopicPartition, str, int]]

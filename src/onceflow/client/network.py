@@ -39,6 +39,7 @@ from onceflow.client.errors import (
     raise_for_error,
 )
 from onceflow.client.metadata import Cluster, Metadata
+from onceflow.client.tasks import BackgroundTasks
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.codec import DecodeError, skip_tagged_fields
@@ -277,6 +278,7 @@ class NetworkClient:
         self._bootstrap_index = 0
         self._coordinator_addresses: dict[int, tuple[str, int]] = {}
         self._refreshing = False
+        self.tasks = BackgroundTasks(log)
         self.wakeup: asyncio.Event | None = None
         self.allow_auto_topic_creation = config["allow.auto.create.topics"]
 
@@ -415,11 +417,17 @@ class NetworkClient:
             if self.wakeup is not None:
                 self.wakeup.set()
 
+    def _refresh_crashed(self, exc: BaseException) -> None:
+        """A refresh raised unexpectedly: count it as a failed refresh (retried after the
+        backoff; waiters see the error)."""
+        self.metadata.need_update = True
+        self.metadata.failed_update(exc, time.monotonic())
+
     def maybe_refresh_metadata(self) -> float:
         """Start a refresh if one is due; returns seconds until the next is due."""
         delay = self.metadata.time_to_next_update(time.monotonic())
         if delay <= 0 and not self._refreshing:
-            asyncio.ensure_future(self.refresh_metadata())
+            self.tasks.spawn(self.refresh_metadata(), "metadata refresh", self._refresh_crashed)
             return self.metadata.retry_backoff_ms / 1000
         return delay if delay > 0 else self.metadata.retry_backoff_ms / 1000
 

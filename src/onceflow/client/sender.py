@@ -40,6 +40,7 @@ from onceflow.client.errors import (
 from onceflow.client.io_thread import IOThread
 from onceflow.client.network import NetworkClient
 from onceflow.client.producer_state import ProduceAction, TransactionManager
+from onceflow.client.tasks import BackgroundTasks
 from onceflow.client.txn_manager import TxnManager
 from onceflow.client.txn_requests import PRODUCE_TV1_MAX
 from onceflow.client.txn_sender import TxnRequestSender
@@ -103,6 +104,7 @@ class Sender:
         self._init_not_before = 0.0
         self._commit_flushing = False
         self.txn_sender: TxnRequestSender | None = None
+        self.tasks = BackgroundTasks(log)
         if isinstance(txn, TxnManager):
             self.txn_sender = TxnRequestSender(
                 txn, network, accumulator, self.request_timeout_ms, self._wake
@@ -366,7 +368,20 @@ class Sender:
             return
         plan = self.txn.prepare_init_producer_id()
         if plan is not None:
-            asyncio.ensure_future(self._init_producer_id(plan.producer_id, plan.producer_epoch))
+            self.tasks.spawn(
+                self._init_producer_id(plan.producer_id, plan.producer_epoch),
+                "InitProducerId",
+                self._init_producer_id_crashed,
+            )
+
+    def _init_producer_id_crashed(self, exc: BaseException) -> None:
+        """The InitProducerId task raised unexpectedly: the producer fails with the error
+        (every later send raises it) instead of waiting for an id forever."""
+        error = KafkaError(f"InitProducerId failed unexpectedly: {exc!r}")
+        error.__cause__ = exc
+        self.txn.fail_init_producer_id()
+        self.txn.transition_to_fatal(error)
+        self._wake()
 
     async def _init_producer_id(self, producer_id: int, producer_epoch: int) -> None:
         retry = True

@@ -19,6 +19,7 @@ FATAL_ERROR, where every call raises the error. After an abort that left a seque
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Mapping
 from enum import Enum
@@ -63,6 +64,7 @@ __all__ = [
     "normalize_offsets",
 ]
 
+log = logging.getLogger(__name__)
 _S = ProducerState
 _K = TxnRequestKind
 CONCURRENT_TXN_BACKOFF_S = 0.02  # Kafka retries CONCURRENT_TRANSACTIONS sooner than usual
@@ -437,12 +439,22 @@ class TxnManager(TransactionManager):
             )
         else:
             error = error_for_code(code, what)
-        if action is TxnAction.ABORTABLE and self.state is not _S.ABORTING_TRANSACTION:
-            self.transition_to_abortable(error)
-            request.result.complete(self._abortable())
-        else:
+        if action is not TxnAction.ABORTABLE or self._ends_the_abort(request):
             self.transition_to_fatal(error)
             request.result.complete(error)
+        elif self.state is _S.ABORTING_TRANSACTION:
+            # Kafka: "the transaction is already being aborted" - a late answer to a request
+            # of the transaction being aborted fails that request only
+            log.debug("%s failed while aborting, ignored: %s", what, error)
+            request.result.complete(error)
+        else:
+            self.transition_to_abortable(error)
+            request.result.complete(self._abortable())
+
+    def _ends_the_abort(self, request: TxnRequest) -> bool:
+        """The abort's own EndTxn. Kafka fails it and stays in ABORTING_TRANSACTION, which no
+        call can leave; here the producer fails for good, so the application closes it."""
+        return request.kind is _K.END_TXN and self.state is _S.ABORTING_TRANSACTION
 
     def _complete(self, request: TxnRequest, fields: Mapping[str, Any]) -> None:
         kind = request.kind

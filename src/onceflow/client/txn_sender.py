@@ -6,12 +6,16 @@ coordinator's own connection (FindCoordinator on any broker's), and hands the an
 codes and data back to the manager, which decides what follows. A lost connection or a
 timeout is `on_transport_error`: the coordinator is looked up again and the request retried.
 
+Each request runs in a task this sender owns (`tasks.BackgroundTasks`). One that fails with
+an unexpected exception (a bug, not a transport error) would leave the request in flight and
+the producer silently stalled; instead the failure is logged and the manager moves to
+FATAL_ERROR with it, so the waiting call and every later one raise it.
+
 `find_coordinator` is shared with the consumer's group coordinator client.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import Any
@@ -19,10 +23,12 @@ from typing import Any
 from onceflow.client.accumulator import RecordAccumulator
 from onceflow.client.errors import (
     BrokerResponseError,
+    KafkaError,
     KafkaTimeoutError,
     UnsupportedVersionError,
 )
 from onceflow.client.network import AsyncBrokerConnection, NetworkClient
+from onceflow.client.tasks import BackgroundTasks
 from onceflow.client.txn_manager import TxnManager
 from onceflow.client.txn_requests import (
     END_TXN_TV1_MAX,
@@ -78,13 +84,29 @@ class TxnRequestSender:
         self.accumulator = accumulator
         self.request_timeout_s = request_timeout_ms / 1000
         self._wake = wake
+        self.tasks = BackgroundTasks(log)
 
     def run_once(self) -> float:
         """Send the next request if one is due; returns seconds until one may be."""
         request, delay = self.txn.next_request(time.monotonic(), self.accumulator.has_incomplete())
         if request is not None:
-            asyncio.ensure_future(self._send(request))
+            self.tasks.spawn(
+                self._send(request),
+                f"{request.kind.name} for transactional id {self.txn.transactional_id!r}",
+                lambda exc: self._crashed(request, exc),
+            )
         return delay
+
+    def _crashed(self, request: TxnRequest, exc: BaseException) -> None:
+        """`request`'s task raised unexpectedly: fail it and the producer with the error."""
+        error = KafkaError(f"{request.kind.name} failed unexpectedly: {exc!r}")
+        error.__cause__ = exc
+        with self.txn.lock:
+            if self.txn.in_flight is request:
+                self.txn.in_flight = None
+            self.txn.transition_to_fatal(error)
+            request.result.complete(error)
+        self._wake()
 
     async def _send(self, request: TxnRequest) -> None:
         try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from group_helpers import TP0, TP1, committed, offsets, run, stable_group
 
 from onceflow.coordinator.group.coordinator import GroupCoordinator
@@ -183,3 +185,33 @@ def test_offset_delete_drops_pending_txn_offsets(tmp_path) -> None:
         return await committed(c, "g", TP0)
 
     assert run(tmp_path, reloaded) == -1  # the plain tombstone also clears it on replay
+
+
+def test_commits_cancelled_while_being_made_durable_still_finish(tmp_path) -> None:
+    """The request's task is cancelled while its offsets are being fsynced (issue 8): the
+    write is durable, so the commit finishes anyway - installed, and not left in flight."""
+
+    async def scenario(c: GroupCoordinator):
+        gate = asyncio.Event()
+        inner = c.storage.durable
+
+        async def gated_durable(log, next_offset):
+            await gate.wait()
+            return await inner(log, next_offset)
+
+        c.storage.durable = gated_durable
+        plain = asyncio.ensure_future(c.commit_offsets("g", -1, "", None, offsets(p0=5)))
+        txn = asyncio.ensure_future(txn_commit(c, p1=7))
+        await asyncio.sleep(0)
+        for task in (plain, txn):
+            task.cancel()
+        gate.set()
+        await asyncio.gather(plain, txn, return_exceptions=True)
+        while c._tasks:  # the finishing writes (none when the request's task did the work)
+            await asyncio.wait(list(c._tasks))
+        in_flight = dict(c.groups["g"].offsets.in_flight)
+        c.storage.durable = inner
+        await write_marker(c, "g", commit=True)
+        return in_flight, await committed(c, "g", TP0), await committed(c, "g", TP1)
+
+    assert run(tmp_path, scenario) == ({}, 5, 7)

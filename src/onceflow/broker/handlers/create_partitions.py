@@ -6,17 +6,20 @@ Behaviour: grows a topic to `count` partitions; a count that is not an increase 
 INVALID_PARTITIONS, an unknown topic UNKNOWN_TOPIC_OR_PARTITION. Assignments, when given, must
 name exactly this node for each new partition and have one entry per new partition (else
 INVALID_REPLICA_ASSIGNMENT). A topic listed twice is INVALID_REQUEST. validate_only changes
-nothing.
+nothing. An internal topic is INVALID_REQUEST: more partitions would move groups and
+transactional ids to other coordinator partitions (`coordinator.internal_topics`).
 
 Versions: v2 flexible; v3 same as v2.
 
-Deviations: growth is synchronous (`timeout_ms` unused).
+Deviations: growth is synchronous (`timeout_ms` unused). Kafka guards internal topics with
+ACLs and in `kafka-topics.sh`; onceflow, without ACLs, refuses at the broker.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+from onceflow.coordinator.internal_topics import TopicOperation, internal_topic_refusal
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.create_partitions import CreatePartitionsResponse
 
@@ -24,6 +27,9 @@ _Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
 def _grow(broker, topic, validate_only: bool) -> _Result:
+    refusal = internal_topic_refusal(topic.name, TopicOperation.CREATE_PARTITIONS)
+    if refusal is not None:
+        return _Result(name=topic.name, error_code=refusal[0], error_message=refusal[1])
     info = broker.logs.topic(topic.name)
     if info is not None and topic.assignments is not None:
         new = topic.count - info.partitions

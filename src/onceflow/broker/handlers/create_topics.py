@@ -8,13 +8,15 @@ anything else is INVALID_REPLICATION_FACTOR). Manual assignments are accepted wh
 replica list is exactly this node and num_partitions/replication_factor are -1 (else
 INVALID_REQUEST / INVALID_REPLICA_ASSIGNMENT). Configs are topic-level overrides; an unknown
 key, a bad value or a null value is INVALID_CONFIG. A name listed twice is INVALID_REQUEST for
-each occurrence. validate_only checks everything and creates nothing. From v5 a successful
-result carries the partition count, replication factor and every effective config; from v7
-the new topic id.
+each occurrence. An internal topic's name (`__consumer_offsets`, `__transaction_state`) is
+INVALID_REQUEST: the coordinators create those on first use (`coordinator.internal_topics`).
+validate_only checks everything and creates nothing. From v5 a successful result carries the
+partition count, replication factor and every effective config; from v7 the new topic id.
 
 Versions: v2-v4 classic; v5 flexible with the topic details; v7 topic_id.
 
-Deviations: `timeout_ms` is irrelevant (creation is synchronous); no CreateTopicPolicy.
+Deviations: `timeout_ms` is irrelevant (creation is synchronous); no CreateTopicPolicy. Kafka
+refuses only `__cluster_metadata` this way and lets ACLs guard its other internal topics.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import uuid
 from collections import Counter
 
 from onceflow.broker.configs_view import topic_config_entries
+from onceflow.coordinator.internal_topics import TopicOperation, internal_topic_refusal
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.create_topics import CreateTopicsResponse
 
@@ -79,6 +82,9 @@ def _check_request(broker, topic) -> tuple[ErrorCode, str | None, int]:
 
 
 def _create(broker, topic, validate_only: bool, version: int) -> _Result:
+    refusal = internal_topic_refusal(topic.name, TopicOperation.CREATE)
+    if refusal is not None:
+        return _failure(topic.name, *refusal)
     error, message, partitions = _check_request(broker, topic)
     if error != ErrorCode.NONE:
         return _failure(topic.name, error, message)

@@ -33,8 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from onceflow.coordinator.group.config import OFFSETS_TOPIC
-from onceflow.coordinator.txn.state_log import TRANSACTION_STATE_TOPIC
+from onceflow.coordinator.internal_topics import TopicOperation, internal_topic_refusal
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.delete_records import DeleteRecordsResponse
 
@@ -42,13 +41,13 @@ log = logging.getLogger("onceflow.broker.delete_records")
 
 _TopicResult = DeleteRecordsResponse.DeleteRecordsTopicResult
 _PartitionResult = _TopicResult.DeleteRecordsPartitionResult
-_INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
 def _check(broker, topic: str, partition: int, offset: int):
     """`(error, log, target offset)` for one partition, before anything changes."""
-    if topic in _INTERNAL_TOPICS:
-        return ErrorCode.INVALID_TOPIC_EXCEPTION, None, -1
+    refusal = internal_topic_refusal(topic, TopicOperation.DELETE_RECORDS)
+    if refusal is not None:
+        return refusal[0], None, -1
     partition_log = broker.get_log(topic, partition)
     if partition_log is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, -1

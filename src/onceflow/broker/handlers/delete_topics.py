@@ -6,16 +6,21 @@ Behaviour: deletes each topic (registry first, then its partition directories) a
 fetches reading it. Unknown names are UNKNOWN_TOPIC_OR_PARTITION; from v6 topics may be named
 by id, unknown ids are UNKNOWN_TOPIC_ID, and a state with both or neither of name and id is
 INVALID_REQUEST. With `delete.topic.enable=false` every topic gets TOPIC_DELETION_DISABLED.
+An internal topic (`__consumer_offsets`, `__transaction_state`) is INVALID_REQUEST
+(`coordinator.internal_topics`).
 
 Versions: v1 throttle_time_ms; v4 flexible; v5 error_message; v6 topics by name or id.
 
-Deviations: deletion is synchronous, so `timeout_ms` is not used.
+Deviations: deletion is synchronous, so `timeout_ms` is not used. Kafka protects its
+internal topics with ACLs (TOPIC_AUTHORIZATION_FAILED) and in `kafka-topics.sh`; onceflow has
+no ACLs and refuses at the broker, in the words Kafka uses for `__cluster_metadata`.
 """
 
 from __future__ import annotations
 
 import uuid
 
+from onceflow.coordinator.internal_topics import TopicOperation, internal_topic_refusal
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.delete_topics import DeleteTopicsResponse
 
@@ -40,6 +45,11 @@ def _delete(broker, name: str | None, topic_id: uuid.UUID) -> _Result:
             topic_id=topic_id,
             error_code=ErrorCode.TOPIC_DELETION_DISABLED,
             error_message="Topic deletion is disabled.",
+        )
+    refusal = internal_topic_refusal(name, TopicOperation.DELETE)
+    if refusal is not None:
+        return _Result(
+            name=name, topic_id=topic_id, error_code=refusal[0], error_message=refusal[1]
         )
     result = broker.delete_topic(name)
     return _Result(

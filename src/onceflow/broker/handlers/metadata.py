@@ -32,6 +32,7 @@ from onceflow.broker.authorized_ops import (
     ResourceType,
     authorized_operations,
 )
+from onceflow.coordinator.internal_topics import is_internal
 from onceflow.log.manager import validate_topic_name
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.metadata import MetadataResponse
@@ -57,7 +58,7 @@ def _topic_response(broker, info) -> MetadataResponse.MetadataResponseTopic:
         error_code=ErrorCode.NONE,
         name=info.name,
         topic_id=info.topic_id,
-        is_internal=info.name.startswith("__"),
+        is_internal=is_internal(info.name),
         partitions=partitions,
         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )

@@ -42,8 +42,12 @@ broker never answers UNKNOWN_PRODUCER_ID.
 Versions: v5 adds log_start_offset; v8 record_errors and error_message; v9 flexible; v10
 tagged current_leader/node_endpoints (only sent with NOT_LEADER_OR_FOLLOWER, never here).
 
+Internal topics (`__consumer_offsets`, `__transaction_state`) only take the coordinators' own
+appends: a client's produce to one is INVALID_TOPIC_EXCEPTION, as Kafka answers.
+
 Deviations: a produce to a missing topic is UNKNOWN_TOPIC_OR_PARTITION (Kafka creates topics
-on Metadata requests, not on Produce). `timeout_ms` is not applied to the fsync wait. No ACLs,
+on Metadata requests, not on Produce). Kafka lets client id `__admin_client` write to internal
+topics; onceflow lets no client. `timeout_ms` is not applied to the fsync wait. No ACLs,
 so no TRANSACTIONAL_ID_AUTHORIZATION_FAILED / CLUSTER_AUTHORIZATION_FAILED. A transactional
 batch in a request without transactional_id is not verified (as in Kafka, where verification
 needs the id).
@@ -68,6 +72,7 @@ import logging
 import time
 from typing import NamedTuple
 
+from onceflow.coordinator.internal_topics import TopicOperation, internal_topic_refusal
 from onceflow.log.validator import out_of_range_timestamps, recompress, target_compression
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.produce import ProduceResponse
@@ -222,11 +227,17 @@ async def handle_produce(ctx, header, request) -> ProduceResponse | None:
                 partitions.append(_error(index, ErrorCode.INVALID_REQUIRED_ACKS))
                 metrics.produce_errors[ErrorCode.INVALID_REQUIRED_ACKS] += 1
                 continue
-            partition_log = broker.get_log(name, index)
+            refusal = internal_topic_refusal(name, TopicOperation.PRODUCE)
+            partition_log = None if refusal else broker.get_log(name, index)
             if partition_log is None:
-                partitions.append(_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                metrics.produce_errors[ErrorCode.UNKNOWN_TOPIC_OR_PARTITION] += 1
-                failures.append(f"{name}-{index}: UNKNOWN_TOPIC_OR_PARTITION")
+                error, message = refusal or (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+                if refusal:
+                    log.info(
+                        "produce to %s-%d from %s rejected: %s", name, index, ctx.peer, message
+                    )
+                partitions.append(_error(index, error, message))
+                metrics.produce_errors[error] += 1
+                failures.append(f"{name}-{index}: {error.name}")
                 continue
             rejection = _validate(partition_log, data.records, header.request_api_version)
             if rejection.error == ErrorCode.NONE:

@@ -54,7 +54,8 @@ async def _abort(broker, marker, tp: TopicPartition) -> ErrorCode:
         tp, marker.producer_id, marker.producer_epoch, marker.coordinator_epoch
     )
     broker.markers_written({tp: error})
-    log.warning(
+    log.log(
+        logging.INFO if error == ErrorCode.NONE else logging.WARNING,
         "admin ABORT marker for producer %d epoch %d on %s-%d: %s",
         marker.producer_id,
         marker.producer_epoch,

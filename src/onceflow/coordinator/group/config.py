@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from onceflow.coordinator.internal_topics import GROUP_METADATA_TOPIC
 from onceflow.coordinator.partitioning import coordinator_partition
 
 __all__ = ["OFFSETS_TOPIC", "GroupConfig"]
 
-OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_TOPIC = GROUP_METADATA_TOPIC
 
 
 @dataclass(frozen=True)

@@ -381,6 +381,19 @@ class GroupCoordinator:
             self.txn_groups.setdefault(producer_id, set()).add(group.group_id)
         else:
             group.offsets.begin_commit(written)
+        # finished in a task of ours: a cancelled request must not leave the commit in flight
+        finish = self._finish_store(group, write, written, producer_id, results)
+        return await asyncio.shield(self.spawn(finish))
+
+    async def _finish_store(
+        self,
+        group: GroupMetadata,
+        write: PendingWrite,
+        written: Mapping[TopicPartition, OffsetAndMetadata],
+        producer_id: int,
+        results: dict[TopicPartition, ErrorCode],
+    ) -> dict[TopicPartition, ErrorCode]:
+        transactional = producer_id != NO_PRODUCER_ID
         error = await self.await_write(write, COMMIT_ERRORS)
         if transactional:
             if error != ErrorCode.NONE:

@@ -5,7 +5,9 @@ transaction whose PREPARE_COMMIT/PREPARE_ABORT is durable, prepares the COMPLETE
 pending state keeps other requests of the id at CONCURRENT_TRANSACTIONS), writes the markers
 through the `TxnMarkerChannel` - retrying partitions whose logs fail, skipping those that are
 gone or refuse the marker for good - and appends COMPLETE_* before completing the transition.
-Cancelled tasks (shutdown) leave PREPARE_* in the log; the next load finishes them.
+Whatever goes wrong (an exception from the channel or the state log) is logged and the
+completion retried with backoff: a durable PREPARE_* always ends in COMPLETE_*. Only
+cancellation (shutdown) stops it, leaving PREPARE_* in the log for the next load to finish.
 """
 
 from __future__ import annotations
@@ -90,8 +92,36 @@ class TxnCompleter:
         producer_epoch: int,
         coordinator_epoch: int,
     ) -> None:
-        commit = complete.txn_state is TxnState.COMPLETE_COMMIT
         remaining = set(partitions)
+        backoff = _FIRST_BACKOFF_S
+        while True:
+            try:
+                await self._write_markers(
+                    md, complete, remaining, producer_epoch, coordinator_epoch
+                )
+                await self._append_complete(md, complete)
+                md.complete_transition(complete)
+                return
+            except Exception:  # an I/O failure or a bug: the id must not stay pending
+                logger.exception(
+                    "completing %s for %r failed; retrying in %.2f s",
+                    complete.txn_state.name,
+                    md.transactional_id,
+                    backoff,
+                )
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, _MAX_BACKOFF_S)
+
+    async def _write_markers(
+        self,
+        md: TransactionMetadata,
+        complete: TxnTransitMetadata,
+        remaining: set[TopicPartition],
+        producer_epoch: int,
+        coordinator_epoch: int,
+    ) -> None:
+        """Write markers until `remaining` (updated in place) is empty."""
+        commit = complete.txn_state is TxnState.COMPLETE_COMMIT
         backoff = _FIRST_BACKOFF_S
         while remaining:
             outcomes = await self.markers.write_markers(
@@ -114,14 +144,15 @@ class TxnCompleter:
             if remaining:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF_S)
+
+    async def _append_complete(self, md: TransactionMetadata, complete: TxnTransitMetadata) -> None:
         backoff = _FIRST_BACKOFF_S
         while True:
             error = await self.state_log.append(md.transactional_id, complete, self.clock())
             if error == ErrorCode.NONE:
-                break
+                return
             logger.warning(
                 "retrying %s for %r: %s", complete.txn_state.name, md.transactional_id, error.name
             )
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, _MAX_BACKOFF_S)
-        md.complete_transition(complete)

@@ -11,6 +11,12 @@ background task writes a marker to every partition of the transaction through th
 that id waits with CONCURRENT_TRANSACTIONS). `load` rebuilds the cache from the state log and
 finishes every transaction found in a PREPARE_* state.
 
+The rule that keeps an id from getting stuck: a transition, once appended, is finished whatever
+happens to the request that caused it. Each append runs in a task the coordinator owns (not in
+the request's task, which a shutdown or a future caller may cancel); that task completes the
+transition and then runs what must follow it (EndTxn: start the markers; expiration: drop the
+id) before the request hears anything. Completions retry until COMPLETE_* is durable.
+
 Methods return Kafka error codes as values; handlers map PRODUCER_FENCED for old request
 versions with `compat_error`.
 """
@@ -125,6 +131,7 @@ class TransactionCoordinator:
         self._closed = False
         self.completer = TxnCompleter(self.state_log, self.markers, clock)
         self._timers: list[asyncio.Task] = []
+        self._appends: set[asyncio.Task] = set()  # transitions being made durable
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -178,17 +185,21 @@ class TransactionCoordinator:
         ]
 
     async def close(self) -> None:
-        """Stop timers and marker tasks; unfinished transactions complete on the next load."""
+        """Stop timers, appends and marker tasks; what is durable is finished on the next load."""
         self._closed = True
-        for task in self._timers:
+        tasks = [*self._timers, *self._appends]
+        for task in tasks:
             task.cancel()
-        for task in self._timers:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.completer.close()
 
     async def wait_for_completions(self) -> None:
-        """Wait until every marker/COMPLETE_* task started so far has finished (tests, shutdown)."""
+        """Wait until every append, and every marker/COMPLETE_* task, started so far (or by
+        those) has finished (tests, shutdown)."""
+        while self._appends:
+            await asyncio.gather(*list(self._appends), return_exceptions=True)
         await self.completer.wait_idle()
 
     async def _every(self, interval_ms: int, action: Callable[[], Awaitable[int]]) -> None:
@@ -497,24 +508,42 @@ class TransactionCoordinator:
     async def _finish_end(
         self, md: TransactionMetadata, transit: TxnTransitMetadata, *, fenced: bool
     ) -> ErrorCode:
-        error = await self._append(md, transit)
-        if error != ErrorCode.NONE:
-            if fenced:
-                md.has_failed_epoch_fence = True
-            return error
+        error = await self._append(md, transit, then=self._start_completion)
+        if error != ErrorCode.NONE and fenced:
+            md.has_failed_epoch_fence = True
+        return error
+
+    def _start_completion(self, md: TransactionMetadata, transit: TxnTransitMetadata) -> None:
         if transit.txn_state is TxnState.PREPARE_COMMIT and self.after_prepare_commit:
             self.after_prepare_commit()
         self.completer.start(md, self.coordinator_epoch)
-        return ErrorCode.NONE
 
-    async def _append(self, md: TransactionMetadata, transit: TxnTransitMetadata) -> ErrorCode:
-        """Append a prepared transit; complete it when durable, cancel it otherwise. Shielded:
-        a caller cancelled mid-append (its connection closed) must not leave the transition
-        pending forever, nor the log ahead of memory."""
-        return await asyncio.shield(self._append_and_complete(md, transit))
+    async def _append(
+        self,
+        md: TransactionMetadata,
+        transit: TxnTransitMetadata,
+        then: Callable[[TransactionMetadata, TxnTransitMetadata], None] | None = None,
+    ) -> ErrorCode:
+        """Append a prepared transit; once durable complete it and run `then`, else cancel it.
+
+        The work runs in a task the coordinator owns, and the caller only awaits it (shielded):
+        a caller cancelled mid-append must leave neither the transition pending forever, nor
+        the log ahead of memory, nor a durable PREPARE_* without its completion."""
+        task = asyncio.ensure_future(self._append_and_complete(md, transit, then))
+        self._appends.add(task)
+        task.add_done_callback(self._append_done)
+        return await asyncio.shield(task)
+
+    def _append_done(self, task: asyncio.Task) -> None:
+        self._appends.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("a __transaction_state append failed", exc_info=task.exception())
 
     async def _append_and_complete(
-        self, md: TransactionMetadata, transit: TxnTransitMetadata
+        self,
+        md: TransactionMetadata,
+        transit: TxnTransitMetadata,
+        then: Callable[[TransactionMetadata, TxnTransitMetadata], None] | None,
     ) -> ErrorCode:
         try:
             error = await self.state_log.append(md.transactional_id, transit, self.clock())
@@ -525,6 +554,8 @@ class TransactionCoordinator:
             md.cancel_transition()
             return error
         md.complete_transition(transit)
+        if then is not None:
+            then(md, transit)
         return ErrorCode.NONE
 
     # -- timeouts and expiration --------------------------------------------------------------
@@ -569,12 +600,12 @@ class TransactionCoordinator:
         return sum(results)
 
     async def _expire(self, md: TransactionMetadata, transit: TxnTransitMetadata) -> bool:
-        if await self._append(md, transit) != ErrorCode.NONE:
-            return False
+        return await self._append(md, transit, then=self._forget) == ErrorCode.NONE
+
+    def _forget(self, md: TransactionMetadata, _transit: TxnTransitMetadata) -> None:
         if self._txns.get(md.transactional_id) is md:  # removed before anything else runs
             del self._txns[md.transactional_id]
         logger.info("transactional id %r expired", md.transactional_id)
-        return True
 
     # -- admin (KIP-664) ----------------------------------------------------------------------
 

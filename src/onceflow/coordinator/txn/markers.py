@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
+from onceflow.coordinator.internal_topics import GROUP_METADATA_TOPIC as CONSUMER_OFFSETS_TOPIC
 from onceflow.coordinator.txn.metadata import TopicPartition
 from onceflow.log.manager import LogManager
 from onceflow.log.producer_state import AppendOrigin
@@ -35,8 +36,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("onceflow.coordinator.txn")
-
-CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 
 # on_marker(partition, producer_id, commit): the group coordinator's hook, called after a
 # marker for `producer_id` is durable on a `__consumer_offsets` partition

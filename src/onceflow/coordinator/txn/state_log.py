@@ -17,6 +17,7 @@ import logging
 import os
 from collections.abc import Iterator
 
+from onceflow.coordinator.internal_topics import TRANSACTION_STATE_TOPIC
 from onceflow.coordinator.partitioning import coordinator_partition
 from onceflow.coordinator.txn.config import TxnConfig
 from onceflow.coordinator.txn.log_codec import build_state_batch, iter_state_records
@@ -29,7 +30,6 @@ __all__ = ["COORDINATOR_EPOCH_FILE", "TRANSACTION_STATE_TOPIC", "TransactionStat
 
 logger = logging.getLogger("onceflow.coordinator.txn")
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 COORDINATOR_EPOCH_FILE = "transaction-coordinator-epoch"
 _READ_BYTES = 1 << 20
 
