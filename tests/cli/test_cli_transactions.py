@@ -172,3 +172,49 @@ def test_list_with_an_unknown_state_is_a_usage_error(capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "unknown state 'bogus'; one of Empty, Ongoing" in err
+
+
+def test_find_hanging_reports_only_transactions_no_coordinator_will_end(broker_factory, capsys):
+    broker = broker_factory(
+        {"transaction.state.log.num.partitions": 3, "onceflow.admin.allow.write.txn.markers": True}
+    )
+    b = ("--bootstrap-server", broker.bootstrap)
+    create_topic(broker.bootstrap, "hung", 1)
+    create_topic(broker.bootstrap, "other", 2)
+    hang_a_transaction(broker.bootstrap, "hung")
+    live = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "live-txn"})
+    live.init_transactions(30)
+    live.begin_transaction()
+    live.produce("hung", value=b"live", partition=0)
+    live.produce("other", value=b"live", partition=1)
+    live.flush(10)
+    try:
+        now = ("--max-transaction-timeout", "0")
+        for scope in (("--topic", "hung"), ("--topic", "hung", "--partition", "0"),
+                      ("--broker-id", "1")):  # fmt: skip
+            code, out, err = _run(capsys, "transactions", "find-hanging", *b, *scope, *now)
+            assert (code, err) == (0, "")
+            found = [
+                (r["Topic"], r["ProducerId"], r["StartOffset"], r["CoordinatorState"])
+                for r in _rows(out)
+            ]
+            assert found == [("hung", str(HUNG_PRODUCER_ID), "1", "-")], scope
+        code, out, _ = _run(capsys, "transactions", "find-hanging", *b, "--broker-id", "1")
+        assert code == 0 and _rows(out) == []  # not open for 15 minutes yet
+        code, out, _ = _run(capsys, "transactions", "find-hanging", *b, "--topic", "other", *now)
+        assert code == 0 and _rows(out) == []  # only the live, coordinated transaction
+
+        code, _, _ = _run(
+            capsys, "transactions", "abort", *b, "--topic", "hung", "--partition", "0",
+            "--start-offset", "1",
+        )  # fmt: skip
+        assert code == 0
+        code, out, _ = _run(capsys, "transactions", "find-hanging", *b, "--broker-id", "1", *now)
+        assert code == 0 and _rows(out) == []
+    finally:
+        live.abort_transaction(30)
+    code, _, err = _run(capsys, "transactions", "find-hanging", *b, "--topic", "nope", *now)
+    assert code == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in err
+    code, _, err = _run(capsys, "transactions", "find-hanging", *b, "--broker-id", "1",
+                        "--partition", "0")  # fmt: skip
+    assert code == 1 and "--partition needs --topic" in err

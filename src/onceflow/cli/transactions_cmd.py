@@ -1,4 +1,4 @@
-"""`onceflow transactions list|describe|describe-producers|abort`: transaction tooling (KIP-664).
+"""`onceflow transactions list|describe|describe-producers|find-hanging|abort` (KIP-664).
 
 Modelled on Kafka's `kafka-transactions.sh`:
 
@@ -8,6 +8,11 @@ Modelled on Kafka's `kafka-transactions.sh`:
   timeout, start time and duration of the open transaction, its partitions.
 - `describe-producers --topic T --partition P` — DescribeProducers: the producers with state
   on the partition and the first offset of each one's open transaction.
+- `find-hanging (--topic T [--partition P] | --broker-id N) [--max-transaction-timeout MIN]`
+  — DescribeProducers on each partition, then ListTransactions / DescribeTransactions for the
+  producers with a transaction open longer than the threshold (default 15 minutes): those
+  whose coordinator does not have that partition in an unfinished transaction at that epoch
+  are hanging; each is printed with its start offset and the coordinator's state.
 - `abort --topic T --partition P (--start-offset O | --producer-id --producer-epoch
   --coordinator-epoch)` — ends a hanging transaction: with `--start-offset` the producer whose
   open transaction starts at O is found with DescribeProducers, then an ABORT marker is written
@@ -39,6 +44,7 @@ from onceflow.protocol.messages.describe_producers import DescribeProducersReque
 from onceflow.protocol.messages.describe_transactions import DescribeTransactionsRequest
 from onceflow.protocol.messages.find_coordinator import FindCoordinatorRequest
 from onceflow.protocol.messages.list_transactions import ListTransactionsRequest
+from onceflow.protocol.messages.metadata import MetadataRequest
 from onceflow.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -86,6 +92,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     producers.add_argument("--topic", required=True)
     producers.add_argument("--partition", type=int, required=True)
     producers.set_defaults(func=_guarded(_describe_producers))
+
+    hanging = actions.add_parser(
+        "find-hanging", help="open transactions that no coordinator will finish (KIP-664)"
+    )
+    common(hanging)
+    scope = hanging.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--topic", help="look at this topic's partitions")
+    scope.add_argument("--broker-id", type=int, help="look at every partition this broker leads")
+    hanging.add_argument("--partition", type=int, help="only this partition (with --topic)")
+    hanging.add_argument(
+        "--max-transaction-timeout",
+        type=float,
+        default=15,
+        metavar="MINUTES",
+        help="only transactions open longer than this (default 15, Kafka's "
+        "transaction.max.timeout.ms)",
+    )
+    hanging.set_defaults(func=_guarded(_find_hanging))
 
     abort = actions.add_parser("abort", help="abort a hanging transaction on a partition")
     common(abort)
@@ -220,6 +244,79 @@ def _describe_producers(conn: BrokerConnection, args: argparse.Namespace) -> int
     ]  # fmt: skip
     _print_rows(header, rows)
     return 0
+
+
+def _partitions(conn: BrokerConnection, args: argparse.Namespace) -> list[tuple[str, int]]:
+    """The partitions `find-hanging` looks at: a topic's (or one of them), or every
+    partition the broker leads."""
+    if args.partition is not None and args.topic is None:
+        raise CommandError("--partition needs --topic")
+    topics = None if args.topic is None else [MetadataRequest.MetadataRequestTopic(name=args.topic)]
+    response = conn.send(MetadataRequest(topics=topics, allow_auto_topic_creation=False))
+    out = []
+    for topic in response.topics:
+        _check(topic.error_code, f"Metadata for {topic.name!r}")
+        for p in topic.partitions:
+            if args.topic is None and p.leader_id != args.broker_id:
+                continue
+            if args.partition is None or p.partition_index == args.partition:
+                out.append((topic.name, p.partition_index))
+    if args.partition is not None and not out:
+        raise CommandError(f"{args.topic} has no partition {args.partition}")
+    return sorted(out)
+
+
+def _coordinator_view(conn: BrokerConnection, producer_ids: set[int]) -> dict[int, object]:
+    """Producer id -> its transactional id's DescribeTransactions state, where the
+    coordinator knows one (ListTransactions filtered by producer id)."""
+    if not producer_ids:
+        return {}
+    listed = conn.send(ListTransactionsRequest(producer_id_filters=sorted(producer_ids)))
+    _check(listed.error_code, "ListTransactions")
+    ids = [t.transactional_id for t in listed.transaction_states]
+    if not ids:
+        return {}
+    described = conn.send(DescribeTransactionsRequest(transactional_ids=ids))
+    return {s.producer_id: s for s in described.transaction_states if s.error_code == 0}
+
+
+def _find_hanging(conn: BrokerConnection, args: argparse.Namespace) -> int:
+    """`transactions find-hanging`: producers with an open transaction on a partition, older
+    than the threshold, that their coordinator does not have ongoing with that partition (at
+    that epoch): nothing will ever end them but `transactions abort`."""
+    now = int(time.time() * 1000)
+    threshold_ms = args.max_transaction_timeout * 60_000
+    candidates = []
+    for topic, partition in _partitions(conn, args):
+        for p in _producers(conn, topic, partition):
+            if p.current_txn_start_offset >= 0 and now - p.last_timestamp >= threshold_ms:
+                candidates.append((topic, partition, p))
+    states = _coordinator_view(conn, {p.producer_id for _, _, p in candidates})
+    header = [
+        "Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch",
+        "StartOffset", "LastTimestamp", "Duration(min)", "CoordinatorState",
+    ]  # fmt: skip
+    rows = []
+    for topic, partition, p in candidates:
+        state = states.get(p.producer_id)
+        if state is not None and _coordinator_has(state, topic, partition, p.producer_epoch):
+            continue  # the coordinator will commit or abort it (or time it out)
+        rows.append(
+            [topic, partition, p.producer_id, p.producer_epoch, p.coordinator_epoch,
+             p.current_txn_start_offset, p.last_timestamp, (now - p.last_timestamp) // 60_000,
+             "-" if state is None else state.transaction_state]
+        )  # fmt: skip
+    _print_rows(header, rows)
+    return 0
+
+
+def _coordinator_has(state, topic: str, partition: int, epoch: int) -> bool:
+    """Whether the coordinator's transaction includes the partition at this epoch and is not
+    finished (so it will write the partition's marker itself)."""
+    if state.transaction_state not in ("Ongoing", "PrepareCommit", "PrepareAbort"):
+        return False
+    in_txn = any(t.topic == topic and partition in t.partitions for t in state.topics)
+    return in_txn and state.producer_epoch == epoch
 
 
 def _abort_target(conn: BrokerConnection, args: argparse.Namespace) -> tuple[int, int, int]:
