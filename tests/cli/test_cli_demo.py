@@ -4,6 +4,7 @@ arguments are usage errors; failures are one clear line."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -79,7 +80,8 @@ def test_demo_help_explains_what_it_shows():
 
 
 def _processes_mentioning(text: str) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    # -ww: full command lines (ps cuts them at $COLUMNS otherwise, and pytest sets COLUMNS)
+    out = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True).stdout
     return [line for line in out.splitlines() if text in line and "ps -eo" not in line]
 
 
@@ -109,3 +111,36 @@ def test_sigterm_stops_the_driver_and_the_broker_and_cleans_up():
         time.sleep(0.5)
     assert _processes_mentioning(workdir) == []
     assert not os.path.exists(workdir)
+
+
+@pytest.mark.slow
+def test_sigkill_of_the_demo_takes_its_broker_and_driver_down():
+    """Issue 8: even when `onceflow demo` itself is SIGKILLed (no cleanup of its own runs),
+    its broker and Spark driver do not stay behind as orphans."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "onceflow", "demo", "--records", "2000", "--faults", "none"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    workdir = None
+    try:
+        for line in proc.stdout:
+            if "driver output in " in line:
+                workdir = line.split("driver output in ", 1)[1].split("/driver.log")[0]
+            if "driver run 1: starting" in line:
+                break
+        assert workdir is not None
+        deadline = time.monotonic() + 60
+        while len(_processes_mentioning(workdir)) < 2:  # the broker and the driver
+            assert time.monotonic() < deadline, _processes_mentioning(workdir)
+            time.sleep(0.2)
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    deadline = time.monotonic() + 60
+    while _processes_mentioning(workdir) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _processes_mentioning(workdir) == []
+    shutil.rmtree(workdir, ignore_errors=True)  # nobody was left to remove it

@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from onceflow.process import child_options
+
 __all__ = ["BrokerError", "EmbeddedBroker"]
 
 READY_PREFIX = "onceflow broker ready on "
@@ -52,6 +54,7 @@ class EmbeddedBroker:
                 stdout=subprocess.PIPE,
                 stderr=stderr,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                **child_options(),  # stops with us even if we are SIGKILLed
             )
         self.address = self._wait_ready(self.timeout)
 

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from onceflow.process import child_options
+
 __all__ = ["DriverProcess", "Outcome"]
 
 
@@ -50,6 +52,7 @@ class DriverProcess:
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,
+                **child_options(),  # stops with us even if we are SIGKILLed
             )
 
     def _fault_files(self) -> list[Path]:
