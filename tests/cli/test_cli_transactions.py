@@ -157,6 +157,7 @@ def test_abort_is_refused_unless_the_broker_allows_it(broker_factory):
     )  # fmt: skip
     assert proc.returncode == 1
     assert "CLUSTER_AUTHORIZATION_FAILED" in proc.stderr
+    assert "onceflow.admin.allow.write.txn.markers=true" in proc.stderr  # the way out
     assert last_stable_offset(broker.bootstrap, "hung") == 1
 
 

@@ -304,6 +304,11 @@ class BrokerConfig:
                     raw.update(parse_properties(f.read()))
             except OSError as exc:
                 raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+            except UnicodeDecodeError as exc:
+                raise ConfigError(
+                    f"config file {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} "
+                    f"at offset {exc.start})"
+                ) from None
         raw.update(extra or {})
         for item in overrides:
             key, sep, value = item.partition("=")

@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
+import time
 
 from onceflow.broker.config import BrokerConfig, ConfigError, parse_listener
 
@@ -42,17 +44,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="override one config (repeatable), e.g. --set num.partitions=3",
     )
     parser.add_argument(
-        "--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")
+        "--log-level",
+        default="INFO",
+        type=str.upper,
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="any case (default INFO)",
     )
     parser.set_defaults(func=run)
 
 
 def configure_logging(level: str) -> None:
-    """One line per event on stderr, logger names under `onceflow.broker`."""
+    """One line per event on stderr, logger names under `onceflow.broker`; timestamps in UTC
+    (ISO 8601 with milliseconds and a Z)."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%Y-%m-%dT%H:%M:%S")
+    formatter = logging.Formatter(
+        "%(asctime)s.%(msecs)03dZ %(levelname)s %(name)s: %(message)s", "%Y-%m-%dT%H:%M:%S"
     )
+    formatter.converter = time.gmtime
+    handler.setFormatter(formatter)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
@@ -80,7 +89,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"onceflow broker: {exc}", file=sys.stderr)
         return 2
     if not (args.data_dir or config.is_explicit("log.dirs") or config.is_explicit("log.dir")):
-        print("onceflow broker: --data-dir (or log.dirs) is required", file=sys.stderr)
+        log.warning(
+            "no --data-dir or log.dirs given: using log.dir's default %s (as Kafka uses "
+            "/tmp/kafka-logs); data there may not survive a reboot",
+            config.data_dir,
+        )
+    if os.path.exists(config.data_dir) and not os.path.isdir(config.data_dir):
+        print(
+            f"onceflow broker: data directory {config.data_dir} exists and is not a directory",
+            file=sys.stderr,
+        )
         return 2
     for key in config.unknown_keys:
         log.warning("unknown config %s ignored", key)

@@ -48,12 +48,26 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue
         module.add_parser(subparsers)
+    _remember_parsers(subparsers)
     return parser
+
+
+def _remember_parsers(subparsers: argparse._SubParsersAction) -> None:
+    """Give every (sub-)sub-command parser itself as the default `_usage_parser`, so a usage
+    error names the command the user typed, not the top level."""
+    for sub in subparsers.choices.values():
+        sub.set_defaults(_usage_parser=sub)
+        for action in sub._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _remember_parsers(action)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        usage_parser = getattr(args, "_usage_parser", parser)
+        usage_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help(sys.stderr)

@@ -360,6 +360,12 @@ def _abort(conn: BrokerConnection, args: argparse.Namespace) -> int:
     )
     response = conn.send(request)
     (result,) = [p for m in response.markers for t in m.topics for p in t.partitions]
+    if result.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+        raise CommandError(
+            f"WriteTxnMarkers for {args.topic}-{args.partition}: CLUSTER_AUTHORIZATION_FAILED "
+            "(the broker accepts an admin abort only with "
+            "onceflow.admin.allow.write.txn.markers=true, from a client on its own host)"
+        )
     _check(result.error_code, f"WriteTxnMarkers for {args.topic}-{args.partition}")
     print(
         f"Aborted the transaction of producer {producer_id} (epoch {producer_epoch}) on "
