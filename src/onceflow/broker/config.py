@@ -52,7 +52,7 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = _defs(
     ConfigDef("listeners", "str", "PLAINTEXT://127.0.0.1:9092", None, "address to bind"),
     ConfigDef("advertised.listeners", "str", None, None, "address given to clients"),
     ConfigDef("log.dirs", "str", None, None, "the data directory (one)"),
-    ConfigDef("log.dir", "str", "/tmp/onceflow-logs", None, "used when log.dirs is not set"),
+    ConfigDef("log.dir", "str", None, None, "used when log.dirs is not set; one is required"),
     ConfigDef("num.partitions", "int", 1, 1, "partitions of an auto-created topic"),
     ConfigDef("default.replication.factor", "int", 1, 1, "must be 1 on a single node"),
     ConfigDef("auto.create.topics.enable", "bool", True),

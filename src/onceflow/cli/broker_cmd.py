@@ -89,11 +89,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"onceflow broker: {exc}", file=sys.stderr)
         return 2
     if not (args.data_dir or config.is_explicit("log.dirs") or config.is_explicit("log.dir")):
-        log.warning(
-            "no --data-dir or log.dirs given: using log.dir's default %s (as Kafka uses "
-            "/tmp/kafka-logs); data there may not survive a reboot",
-            config.data_dir,
-        )
+        # Kafka falls back to /tmp/kafka-logs; a durable broker asks where its data belongs
+        print("onceflow broker: --data-dir (or log.dirs) is required", file=sys.stderr)
+        return 2
     if os.path.exists(config.data_dir) and not os.path.isdir(config.data_dir):
         print(
             f"onceflow broker: data directory {config.data_dir} exists and is not a directory",
