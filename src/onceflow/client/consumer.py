@@ -295,10 +295,14 @@ class Consumer:
 
     def _poll(self, timeout: float, max_records: int | None, take: _Take) -> list:
         self._check_open()
+        group = self._group
+        if not self.subscriptions.assignment and (group is None or group.subscription is None):
+            raise IllegalStateError(
+                "Consumer is not subscribed to any topics or assigned any partitions"
+            )
         limit = max_records or self.max_poll_records
         deadline = time.monotonic() + max(timeout, 0.0)
         subs = self.subscriptions
-        group = self._group
         if group is not None:
             if group.subscription is not None and not group.ensure_active_group(deadline):
                 return []

@@ -51,6 +51,7 @@ __all__ = ["AsyncBrokerConnection", "NetworkClient"]
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 _CORRELATION = struct.Struct(">i")
+CONNECT_WARNING_INTERVAL_S = 10.0
 COORDINATOR_ID_BASE = 1 << 30  # connection ids of coordinators: base + node id * 2 + key type
 
 
@@ -274,6 +275,7 @@ class NetworkClient:
         self.bootstrap = [_parse_address(a) for a in config["bootstrap.servers"]]
         self._conns: dict[int, AsyncBrokerConnection] = {}
         self._connecting: dict[int, asyncio.Task] = {}
+        self._last_warning: dict[int, float] = {}  # node id -> when a failure was last logged
         self._last_failure: dict[int, float] = {}
         self._bootstrap_index = 0
         self._coordinator_addresses: dict[int, tuple[str, int]] = {}
@@ -305,6 +307,7 @@ class NetworkClient:
         return None
 
     async def _connect(self, node_id: int) -> AsyncBrokerConnection | None:
+        address = None
         try:
             address = self._address(node_id)
             if address is None:
@@ -317,8 +320,24 @@ class NetworkClient:
             self._conns[node_id] = conn
             return conn
         except (OSError, KafkaTimeoutError, BrokerResponseError, UnsupportedVersionError) as exc:
-            log.debug("connection to node %s failed: %s", node_id, exc)
-            self._last_failure[node_id] = time.monotonic()
+            now = time.monotonic()
+            # like Kafka's clients, say so at WARNING (at most every CONNECT_WARNING_INTERVAL_S
+            # per node, so a dead broker does not flood the log between retries)
+            if now - self._last_warning.get(node_id, -CONNECT_WARNING_INTERVAL_S) >= (
+                CONNECT_WARNING_INTERVAL_S
+            ):
+                self._last_warning[node_id] = now
+                where = f"{address[0]}:{address[1]}" if address is not None else "no address"
+                log.warning(
+                    "connection to node %s (%s) could not be established; broker may not be "
+                    "available: %s",
+                    node_id,
+                    where,
+                    exc,
+                )
+            else:
+                log.debug("connection to node %s failed: %s", node_id, exc)
+            self._last_failure[node_id] = now
             self.metadata.request_update()
             return None
         finally:
