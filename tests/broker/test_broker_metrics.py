@@ -144,3 +144,44 @@ def test_render_counts_errors_and_requests_without_a_broker():
 
 def test_label_values_are_escaped():
     assert _escape('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
+
+
+def test_allocated_producer_ids_count_transactional_producers_too(state):
+    from onceflow.protocol.messages.init_producer_id import InitProducerIdRequest
+
+    for transactional_id in (None, "txn-a", "txn-b"):
+        request = InitProducerIdRequest(
+            transactional_id=transactional_id,
+            transaction_timeout_ms=60_000,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+        response = asyncio.run(call(state, ApiKey.INIT_PRODUCER_ID, 4, request))
+        assert response.error_code == 0
+    got = samples(state.metrics.render(state))
+    assert got["onceflow_producer_ids_allocated_total"] == "3"
+
+
+def test_exposition_follows_prometheus_conventions(state):
+    """Every sample belongs to a family announced by # HELP and # TYPE; counters end in
+    _total, gauges do not; names and labels are snake_case under onceflow_."""
+    state.logs.create_topic("t", 2, {})
+    text = state.metrics.render(state)
+    families: dict[str, str] = {}
+    helped: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            helped.add(line.split()[2])
+        elif line.startswith("# TYPE "):
+            _, _, name, kind = line.split()
+            assert name not in families, f"family {name} announced twice"
+            families[name] = kind
+        elif line:
+            name = re.split(r"[{ ]", line, maxsplit=1)[0]
+            assert name in families and name in helped, f"sample of an unannounced family: {line}"
+            assert re.fullmatch(r"onceflow_[a-z0-9_]+", name), name
+            labels = re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="', line)
+            assert all(re.fullmatch(r"[a-z_]+", label) for label in labels), line
+    for name, kind in families.items():
+        assert kind in ("counter", "gauge"), (name, kind)
+        assert name.endswith("_total") == (kind == "counter"), (name, kind)

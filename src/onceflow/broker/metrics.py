@@ -23,7 +23,8 @@ take, the last stable offset to spot consumers stuck behind a hanging transactio
   DUPLICATE_SEQUENCE_NUMBER; a separate counter is clearer).
 - `onceflow_producer_ids_expired_total` counter: producer ids dropped by
   `producer.id.expiration.ms`.
-- `onceflow_producer_ids_allocated_total` counter: ids handed out by InitProducerId.
+- `onceflow_producer_ids_allocated_total` counter: ids handed out (idempotent and
+  transactional producers).
 
 - `onceflow_transactional_ids{state}` gauge: transactional ids known to the transaction
   coordinator, by Kafka's state name ("Ongoing", "CompleteCommit", ...); the "Ongoing" series is
@@ -79,7 +80,6 @@ class BrokerMetrics:
         self.produce_errors: Counter[int] = Counter()
         self.duplicate_batches = 0
         self.expired_producer_ids = 0
-        self.allocated_producer_ids = 0
 
     def count_request(self, api_key: int) -> None:
         """One request of `api_key` arrived (called for every decoded request)."""
@@ -115,8 +115,10 @@ class BrokerMetrics:
              "Retried batches answered from the producer window, not written again."),
             ("onceflow_producer_ids_expired_total", self.expired_producer_ids,
              "Producer ids removed after producer.id.expiration.ms."),
-            ("onceflow_producer_ids_allocated_total", self.allocated_producer_ids,
-             "Producer ids handed out by InitProducerId."),
+            ("onceflow_producer_ids_allocated_total",
+             state.producer_ids.allocated if state is not None else 0,
+             "Producer ids handed out (InitProducerId of idempotent and transactional "
+             "producers)."),
         ):  # fmt: skip
             _header(out, name, "counter", text)
             out.append(f"{name} {value}")

@@ -70,6 +70,7 @@ class ProducerIdManager:
                 self._persisted_next_block = _decode(f.read(), self.path)
         except FileNotFoundError:
             self._persisted_next_block = 0
+        self.allocated = 0  # ids handed out since start (idempotent and transactional)
         # the current block is [_next_id, _block_end); empty until the first allocation
         self._next_id = self._persisted_next_block
         self._block_end = self._persisted_next_block
@@ -89,6 +90,7 @@ class ProducerIdManager:
             self._reserve_block()
         producer_id = self._next_id
         self._next_id += 1
+        self.allocated += 1
         return producer_id
 
     def _reserve_block(self) -> None:

@@ -89,6 +89,5 @@ async def handle_init_producer_id(ctx, header, request) -> InitProducerIdRespons
     except ProducerIdStateError as exc:
         log.error("cannot allocate a producer id: %s", exc)
         return _answer(ErrorCode.UNKNOWN_SERVER_ERROR)
-    broker.metrics.allocated_producer_ids += 1
     log.debug("producer id %d (epoch 0) for %s", producer_id, ctx.peer)
     return _answer(ErrorCode.NONE, producer_id, 0)
