@@ -37,7 +37,7 @@ from onceflow.client.subscription import SubscriptionState
 from onceflow.client.tasks import BackgroundTasks
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
-from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.errors import ErrorCode, error_name
 
 __all__ = ["Fetcher"]
 
@@ -189,7 +189,7 @@ class Fetcher:
         data: dict[TopicPartition, Any] = {}
         if response is not None:
             if response.error_code:
-                log.info("fetch from node %d: %s", node, ErrorCode.of(response.error_code))
+                log.info("fetch from node %d: %s", node, error_name(response.error_code))
                 self._node_backoff[node] = time.monotonic() + self.retry_backoff_s
             names = self.metadata.cluster.topic_names
             for topic in response.responses:

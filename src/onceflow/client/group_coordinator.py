@@ -49,7 +49,7 @@ from onceflow.client.txn_sender import find_coordinator
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.codec import DecodeError
-from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.errors import ErrorCode, error_name
 
 __all__ = ["GroupAction", "ConsumerCoordinator", "JoinResult", "MemberState"]
 
@@ -118,10 +118,7 @@ def _action(table: Mapping[ErrorCode, GroupAction], code: int) -> GroupAction:
     return table.get(known, GroupAction.FAIL) if isinstance(known, ErrorCode) else GroupAction.FAIL
 
 
-def code_name(code: int) -> str:
-    """An error code's name, for logs and messages."""
-    known = ErrorCode.of(code)
-    return known.name if isinstance(known, ErrorCode) else f"error code {code}"
+code_name = error_name  # the client's older name for it
 
 
 class JoinResult(NamedTuple):

@@ -47,7 +47,7 @@ from onceflow.client.txn_sender import TxnRequestSender
 from onceflow.client.txn_states import ProducerState
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
-from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.errors import ErrorCode, error_name
 
 __all__ = ["Sender"]
 
@@ -301,7 +301,7 @@ class Sender:
             self.complete(batch, base_offset, append_time, None)
         elif action in (ProduceAction.RETRY, ProduceAction.RETRY_AFTER_BUMP):
             if self.can_retry(batch):
-                log.debug("retrying %r after %s", batch, ErrorCode.of(code))
+                log.debug("retrying %s after %s", batch, error_name(code))
                 self.accumulator.reenqueue(batch, now_ms())
             else:
                 self.fail(batch, error_for_code(code, message))

@@ -159,6 +159,13 @@ class ErrorCode(IntEnum):
             return code
 
 
+def error_name(code: int) -> str:
+    """An error code's name for logs and messages (`%s` of an IntEnum member prints its
+    number, and a container of them prints reprs)."""
+    known = ErrorCode.of(code)
+    return known.name if isinstance(known, ErrorCode) else f"error code {code}"
+
+
 RETRIABLE: Final[frozenset[ErrorCode]] = frozenset(
     {
         ErrorCode.CORRUPT_MESSAGE,

@@ -31,7 +31,7 @@ import logging
 from onceflow.coordinator.txn.coordinator import compat_error
 from onceflow.coordinator.txn.metadata import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
-from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.errors import ErrorCode, error_name
 from onceflow.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnResponse
 
 log = logging.getLogger("onceflow.broker.add_partitions_to_txn")
@@ -82,7 +82,8 @@ async def handle_add_partitions_to_txn(ctx, header, request) -> AddPartitionsToT
             )
         failed = {e for e in errors.values() if e != ErrorCode.NONE}
         if failed:
-            log.info("AddPartitionsToTxn for %r from %s: %s", tid, ctx.peer, sorted(failed))
+            names = ", ".join(sorted(error_name(e) for e in failed))
+            log.info("AddPartitionsToTxn for %r from %s: %s", tid, ctx.peer, names)
         return AddPartitionsToTxnResponse(
             throttle_time_ms=0,
             results_by_topic_v3_and_below=_topic_results(
