@@ -11,7 +11,7 @@ from onceflow.client.admin import (
     OffsetSpec,
     TopicPartition,
 )
-from onceflow.client.connection import KafkaConnectionError, TopicAlreadyExistsError
+from onceflow.client.errors import KafkaConnectionError, TopicAlreadyExistsError
 from onceflow.protocol.errors import ErrorCode
 
 

@@ -14,8 +14,8 @@ import threading
 
 import pytest
 
-from onceflow.client.connection import (
-    BrokerConnection,
+from onceflow.client.connection import BrokerConnection, connect_bootstrap
+from onceflow.client.errors import (
     BrokerResponseError,
     KafkaConnectionError,
     KafkaError,
@@ -23,7 +23,6 @@ from onceflow.client.connection import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
-    connect_bootstrap,
     raise_for_error,
 )
 from onceflow.protocol.api_keys import ApiKey

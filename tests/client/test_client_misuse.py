@@ -50,3 +50,24 @@ def test_dead_bootstrap_is_logged_while_send_waits(caplog):
     ]
     assert len(warnings) == 1, warnings  # once, although it retried many times
     assert address in warnings[0] and "refused" in warnings[0].lower()
+
+
+def test_one_timeout_class_for_every_client(broker):
+    """An AdminClient (blocking connection) whose request times out raises the same
+    KafkaTimeoutError the producer and consumer raise, so one `except` handles all of them."""
+    import onceflow.client
+    from onceflow.client.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "request.timeout.ms": 500})
+    try:
+        admin.list_topics()  # connected
+        broker.pause()  # SIGSTOP: the next request gets no answer
+        try:
+            with pytest.raises(onceflow.client.KafkaTimeoutError) as info:
+                admin.list_topics()
+        finally:
+            broker.resume()
+    finally:
+        admin.close()
+    assert isinstance(info.value, TimeoutError)
+    assert isinstance(info.value, onceflow.client.KafkaError)

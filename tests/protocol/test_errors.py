@@ -40,3 +40,14 @@ def test_retriable_set_and_of() -> None:
     assert ErrorCode.PRODUCER_FENCED not in RETRIABLE
     assert ErrorCode.of(51) is ErrorCode.CONCURRENT_TRANSACTIONS
     assert ErrorCode.of(30000) == 30000
+
+
+def test_generated_error_classes_are_current() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    check = [sys.executable, str(root / "tools" / "gen_errors.py"), "--check"]
+    result = subprocess.run(check, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr

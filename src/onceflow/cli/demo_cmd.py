@@ -32,7 +32,7 @@ from typing import Any
 
 from onceflow.cli.embedded_broker import BrokerError, EmbeddedBroker
 from onceflow.client.admin import AdminClient, NewTopic
-from onceflow.client.connection import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from onceflow.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 
 FAULT_MODES = ("none", "driver", "broker", "all")
 DRIVER_FAULTS = ("task.midway@1", "driver.between_commits@2")

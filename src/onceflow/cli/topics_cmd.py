@@ -16,7 +16,7 @@ import json
 import sys
 
 from onceflow.client.admin import AdminClient, NewTopic, OffsetSpec, TopicPartition
-from onceflow.client.connection import (
+from onceflow.client.errors import (
     BrokerResponseError,
     KafkaConnectionError,
     KafkaError,

@@ -31,8 +31,8 @@ import argparse
 import sys
 import time
 
-from onceflow.client.connection import (
-    BrokerConnection,
+from onceflow.client.connection import BrokerConnection
+from onceflow.client.errors import (
     BrokerResponseError,
     KafkaConnectionError,
     KafkaError,

@@ -19,12 +19,8 @@ from typing import Any
 
 from onceflow.client import config_admin, group_admin
 from onceflow.client.config_admin import AlterOp, ConfigResource, ConfigsResult
-from onceflow.client.connection import (
-    BrokerConnection,
-    UnsupportedVersionError,
-    connect_bootstrap,
-    raise_for_error,
-)
+from onceflow.client.connection import BrokerConnection, connect_bootstrap
+from onceflow.client.errors import UnsupportedVersionError, raise_for_error
 from onceflow.client.group_admin import GroupDescription, GroupListing
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode

@@ -1,4 +1,4 @@
-"""A small blocking connection to one Kafka broker, and the client's typed errors.
+"""A small blocking connection to one Kafka broker.
 
 `BrokerConnection` opens a socket, negotiates versions with ApiVersions (for each API the highest
 version both this client's generated messages and the broker support) and sends requests built
@@ -6,11 +6,10 @@ from `onceflow.protocol.messages`, one at a time, matching correlation ids. Head
 Kafka: request header v1 (v2 for flexible versions), response header v0 (v1 for flexible
 versions, except ApiVersions, whose response header is always v0).
 
-Errors: `KafkaError.for_code(code, message)` gives the typed error for a Kafka error code, one
-class per code named after Kafka's exception (`TopicAlreadyExistsError`,
-`UnknownTopicOrPartitionError`, ...). Transport failures raise `KafkaConnectionError` (an
-`OSError`) and `KafkaTimeoutError`; a version neither side shares raises
-`UnsupportedVersionError`.
+Errors (defined in `client.errors`, imported here for the callers of this module):
+transport failures raise `KafkaConnectionError` (an `OSError`) and `KafkaTimeoutError`; a
+version neither side shares raises `UnsupportedVersionError`; `raise_for_error` turns a
+Kafka error code into its typed error.
 """
 
 from __future__ import annotations
@@ -20,6 +19,13 @@ import socket
 import struct
 from typing import Any
 
+from onceflow.client.errors import (
+    BrokerResponseError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    UnsupportedVersionError,
+    raise_for_error,
+)
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.codec import DecodeError, skip_tagged_fields
@@ -29,67 +35,6 @@ from onceflow.protocol.headers import RequestHeader, response_header_version
 CLIENT_SOFTWARE_NAME = "onceflow"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
 _INT16, _INT32 = struct.Struct(">h"), struct.Struct(">i")
-
-
-class KafkaError(Exception):
-    """An error code returned by the broker; `code` is the `ErrorCode`."""
-
-    code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
-    # confluent-kafka's KafkaError flags: the producer cannot go on (`fatal`), or the current
-    # transaction must be aborted (`txn_requires_abort`); set per instance by the producer
-    fatal: bool = False
-    txn_requires_abort: bool = False
-
-    def __init__(self, message: str | None = None):
-        self.message = message
-        super().__init__(self.code.name if not message else f"{self.code.name}: {message}")
-
-    @property
-    def retriable(self) -> bool:
-        """True when Kafka's own client would retry after this error."""
-        return self.code.retriable
-
-    @staticmethod
-    def for_code(code: int, message: str | None = None) -> KafkaError:
-        """The typed error for a Kafka error code (an unknown code gives a plain `KafkaError`)."""
-        cls = ERRORS_BY_CODE.get(int(code))
-        if cls is None:
-            return KafkaError(f"error code {code}" + (f": {message}" if message else ""))
-        return cls(message)
-
-
-def _class_name(code: ErrorCode) -> str:
-    name = "".join(word.capitalize() for word in code.name.lower().split("_"))
-    name = name.removesuffix("Exception")  # INVALID_TOPIC_EXCEPTION -> InvalidTopicError
-    return name if name.endswith("Error") else name + "Error"
-
-
-# one subclass per error code: UnknownTopicOrPartitionError, TopicAlreadyExistsError, ...
-ERRORS_BY_CODE: dict[int, type[KafkaError]] = {
-    int(code): type(_class_name(code), (KafkaError,), {"code": code, "__module__": __name__})
-    for code in ErrorCode
-    if code != ErrorCode.NONE
-}
-globals().update({cls.__name__: cls for cls in ERRORS_BY_CODE.values()})
-UnsupportedVersionError: type[KafkaError] = ERRORS_BY_CODE[int(ErrorCode.UNSUPPORTED_VERSION)]
-
-
-def raise_for_error(code: int, message: str | None = None) -> None:
-    """Raise the typed error for `code` unless it is NONE (0)."""
-    if code != ErrorCode.NONE:
-        raise KafkaError.for_code(code, message)
-
-
-class KafkaConnectionError(OSError):
-    """The connection to a broker could not be made, or was closed mid-request."""
-
-
-class KafkaTimeoutError(TimeoutError):
-    """A request got no response within request.timeout.ms."""
-
-
-class BrokerResponseError(Exception):
-    """A response that does not fit its request (correlation id mismatch, undecodable body)."""
 
 
 def is_flexible(message_cls: Any, version: int) -> bool:

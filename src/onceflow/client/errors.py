@@ -1,12 +1,15 @@
-"""The client's typed exceptions, named after Kafka's.
+"""The client's typed exceptions, named after Kafka's; import them from here.
 
-Every broker error code has a `KafkaError` subclass (built in `client.connection`, one per
-`ErrorCode`: `UnknownTopicOrPartitionError`, `ProducerFencedError`, ...); `.code` is the
-`ErrorCode` and `.retriable` says whether Kafka's client would retry. This module re-exports
-them and adds the errors that arise in the client itself:
+Every broker error code has a `KafkaError` subclass (generated into `client.error_classes`,
+one per `ErrorCode`: `UnknownTopicOrPartitionError`, `ProducerFencedError`, ...); `.code` is
+the `ErrorCode` and `.retriable` says whether Kafka's client would retry. This module adds the
+errors that arise in the client itself:
 
-- `KafkaTimeoutError` — a bounded wait ran out (Kafka's `TimeoutException`): metadata, buffer
-  space, delivery.timeout.ms, flush/close. Also a `TimeoutError`.
+- `KafkaTimeoutError` — a bounded wait ran out (Kafka's `TimeoutException`): connecting, a
+  request's request.timeout.ms, metadata, buffer space, delivery.timeout.ms, flush/close. The
+  one timeout class of every client (producer, consumer, admin, CLI); also a `TimeoutError`.
+- `KafkaConnectionError` — a broker could not be reached or the connection broke (an
+  `OSError`); `BrokerResponseError` — a response that does not fit its request.
 - `ConfigException` — a configuration value or combination Kafka's `ProducerConfig` /
   `ConsumerConfig` would refuse; its message is Kafka's.
 - `OutOfOrderSequenceError` — Kafka's `OutOfOrderSequenceException` (the broker's
@@ -25,15 +28,9 @@ producer cannot continue: fenced, unauthorized, unsupported) and `txn_requires_a
 
 from __future__ import annotations
 
-from onceflow.client.connection import (
-    ERRORS_BY_CODE,
-    BrokerResponseError,
-    KafkaConnectionError,
-    KafkaError,
-    UnsupportedVersionError,
-    raise_for_error,
-)
-from onceflow.client.connection import KafkaTimeoutError as _BlockingTimeoutError
+from onceflow.client.error_base import KafkaError
+from onceflow.client.error_classes import *  # noqa: F403  (re-exported: one class per code)
+from onceflow.client.error_classes import ERRORS_BY_CODE, UnsupportedVersionError
 from onceflow.protocol.errors import ErrorCode
 
 __all__ = [
@@ -62,6 +59,20 @@ __all__ = [
 ]
 
 
+def raise_for_error(code: int, message: str | None = None) -> None:
+    """Raise the typed error for `code` unless it is NONE (0)."""
+    if code != ErrorCode.NONE:
+        raise KafkaError.for_code(code, message)
+
+
+class KafkaConnectionError(OSError):
+    """The connection to a broker could not be made, or was closed mid-request."""
+
+
+class BrokerResponseError(Exception):
+    """A response that does not fit its request (correlation id mismatch, undecodable body)."""
+
+
 def _by(code: ErrorCode) -> type[KafkaError]:
     return ERRORS_BY_CODE[int(code)]
 
@@ -85,7 +96,7 @@ class _PlainMessageError(KafkaError):
         Exception.__init__(self, message or self.code.name)
 
 
-class KafkaTimeoutError(_PlainMessageError, _BlockingTimeoutError):
+class KafkaTimeoutError(_PlainMessageError, TimeoutError):
     """A bounded wait ran out (Kafka's `TimeoutException`); also a `TimeoutError`."""
 
     code = ErrorCode.REQUEST_TIMED_OUT

@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from onceflow.client.connection import raise_for_error
 from onceflow.client.consumer_protocol import decode_assignment
+from onceflow.client.errors import raise_for_error
 from onceflow.client.metadata import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from onceflow.client.admin import AdminClient, OffsetSpec, TopicPartition
-from onceflow.client.connection import KafkaTimeoutError
+from onceflow.client.errors import KafkaTimeoutError
 from onceflow.protocol.errors import ErrorCode
 from onceflow.spark.options import SourceOptions
 
