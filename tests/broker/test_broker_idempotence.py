@@ -66,7 +66,7 @@ def test_init_producer_id_hands_out_new_ids_with_epoch_0(state, version):
     assert (first.error_code, first.producer_epoch) == (ErrorCode.NONE, 0)
     assert (again.error_code, again.producer_epoch) == (ErrorCode.NONE, 0)
     assert first.producer_id >= 0 and again.producer_id > first.producer_id
-    assert state.metrics.allocated_producer_ids == 2
+    assert state.producer_ids.allocated == 2
 
 
 def test_producer_ids_are_never_reused_across_restarts(state_factory):

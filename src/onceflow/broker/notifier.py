@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
-TopicPartition = tuple[str, int]
+from onceflow.common import TopicPartition
 
 
 class HighWatermarkNotifier:

@@ -120,11 +120,9 @@ def _missing(group) -> bool:
 
 
 def _describe(admin: AdminClient, group) -> str:
-    owners = {TopicPartition(*tp): m for m in group.members for tp in m.assignment}
+    owners = {tp: m for m in group.members for tp in m.assignment}
     committed = admin.list_consumer_group_offsets(group.group_id, None, require_stable=False)
-    partitions = sorted(
-        set(owners) | {tp for tp, c in committed.items() if c is not None}, key=_order
-    )
+    partitions = sorted(set(owners) | {tp for tp, c in committed.items() if c is not None})
     ends = admin.list_offsets(
         {tp: OffsetSpec.latest() for tp in partitions}, isolation_level=READ_COMMITTED
     )
@@ -173,10 +171,6 @@ def run_delete(args: argparse.Namespace) -> int:
     return code
 
 
-def _order(tp: TopicPartition) -> tuple[str, int]:
-    return tp.topic, tp.partition
-
-
 def _parse_datetime(text: str) -> int:
     moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     if moment.tzinfo is None:
@@ -187,7 +181,7 @@ def _parse_datetime(text: str) -> int:
 def _scope(args, admin: AdminClient, committed) -> list[TopicPartition] | str:
     """The partitions to reset, or why the scope is wrong."""
     if args.all_topics:
-        return sorted((tp for tp, c in committed.items() if c is not None), key=_order)
+        return sorted(tp for tp, c in committed.items() if c is not None)
     out: list[TopicPartition] = []
     for item in args.topic:
         topic, _, numbers = item.partition(":")

@@ -22,6 +22,7 @@ from onceflow.client.config_admin import AlterOp, ConfigResource, ConfigsResult
 from onceflow.client.connection import BrokerConnection, connect_bootstrap
 from onceflow.client.errors import UnsupportedVersionError, raise_for_error
 from onceflow.client.group_admin import GroupDescription, GroupListing
+from onceflow.common import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages import REQUESTS
@@ -38,14 +39,6 @@ _GROUP_RETRIABLE = _COORDINATOR_MOVED | {
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
-
-
-@dataclass(frozen=True)
-class TopicPartition:
-    """A topic and a partition index."""
-
-    topic: str
-    partition: int
 
 
 @dataclass(frozen=True)

@@ -16,18 +16,12 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from onceflow.client.errors import KafkaTimeoutError, error_for_code
+from onceflow.common import TopicPartition
 from onceflow.protocol.errors import ErrorCode
 
 __all__ = ["BrokerNode", "Cluster", "Metadata", "PartitionInfo", "TopicInfo", "TopicPartition"]
 
 ZERO_UUID = uuid.UUID(int=0)
-
-
-class TopicPartition(NamedTuple):
-    """A topic and a partition index (equal to the plain tuple `(topic, partition)`)."""
-
-    topic: str
-    partition: int
 
 
 class BrokerNode(NamedTuple):

@@ -29,6 +29,7 @@ from typing import Final, NamedTuple
 from onceflow.client.accumulator import ProducerBatch
 from onceflow.client.errors import error_for_code
 from onceflow.client.txn_states import ProducerState, check_transition
+from onceflow.common import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from onceflow.protocol.errors import ErrorCode
 from onceflow.records.batch import increment_sequence
 
@@ -44,8 +45,6 @@ __all__ = [
 
 MAX_IN_FLIGHT_PER_PARTITION = 5  # the broker keeps the metadata of the last 5 batches
 MAX_EPOCH = 32767
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
 
 
 class ProduceAction(Enum):

@@ -52,6 +52,7 @@ from collections import deque
 from enum import IntEnum
 from typing import NamedTuple
 
+from onceflow.common import NO_PRODUCER_EPOCH
 from onceflow.protocol.errors import ErrorCode
 
 __all__ = [
@@ -68,7 +69,6 @@ __all__ = [
 ]
 
 NUM_BATCHES_TO_RETAIN = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
-NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_COORDINATOR_EPOCH = -1
 MAX_SEQUENCE = 2**31 - 1

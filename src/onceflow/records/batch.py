@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
+from onceflow.common import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from onceflow.records.errors import CorruptRecordError, ErrorCode
 
 __all__ = [
@@ -79,8 +80,6 @@ BASE_SEQUENCE_OFFSET = 53
 RECORDS_COUNT_OFFSET = 57
 RECORDS_OFFSET = 61
 
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 NO_TIMESTAMP = -1

@@ -18,16 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import NamedTuple
+
+from onceflow.common import TopicPartition
 
 __all__ = ["GroupOffsets", "OffsetAndMetadata", "TopicPartition"]
-
-
-class TopicPartition(NamedTuple):
-    """A topic name and partition index."""
-
-    topic: str
-    partition: int
 
 
 @dataclass(frozen=True)

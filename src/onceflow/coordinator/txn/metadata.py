@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
 
+from onceflow.common import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TopicPartition
 from onceflow.coordinator.txn.state import IllegalTxnTransition, TxnState, check_transition
 from onceflow.protocol.errors import ErrorCode
 
@@ -26,18 +26,9 @@ __all__ = [
     "is_epoch_exhausted",
 ]
 
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
 MAX_PRODUCER_EPOCH = 32767  # Java's Short.MAX_VALUE
 
 _COMPLETED = frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
-
-
-class TopicPartition(NamedTuple):
-    """A topic name and partition index."""
-
-    topic: str
-    partition: int
 
 
 def is_epoch_exhausted(epoch: int) -> bool:
