@@ -85,38 +85,9 @@ def _processes_mentioning(text: str) -> list[str]:
     return [line for line in out.splitlines() if text in line and "ps -eo" not in line]
 
 
-@pytest.mark.slow
-def test_sigterm_stops_the_driver_and_the_broker_and_cleans_up():
-    """Issue 8: SIGTERM while the Spark driver runs leaves no broker, driver or temp dir."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "onceflow", "demo", "--records", "2000", "--faults", "none"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    workdir = None
-    try:
-        for line in proc.stdout:
-            if "driver output in " in line:
-                workdir = line.split("driver output in ", 1)[1].split("/driver.log")[0]
-            if "driver run 1: starting" in line:
-                break
-        assert workdir is not None
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 143
-    finally:
-        proc.kill()
-    deadline = time.monotonic() + 30
-    while _processes_mentioning(workdir) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert _processes_mentioning(workdir) == []
-    assert not os.path.exists(workdir)
-
-
-@pytest.mark.slow
-def test_sigkill_of_the_demo_takes_its_broker_and_driver_down():
-    """Issue 8: even when `onceflow demo` itself is SIGKILLed (no cleanup of its own runs),
-    its broker and Spark driver do not stay behind as orphans."""
+def _demo_with_driver_running() -> tuple[subprocess.Popen, str]:
+    """`onceflow demo` started and waited for until its broker and Spark driver both run;
+    (the process, its temp directory)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "onceflow", "demo", "--records", "2000", "--faults", "none"],
         stdout=subprocess.PIPE,
@@ -135,12 +106,41 @@ def test_sigkill_of_the_demo_takes_its_broker_and_driver_down():
         while len(_processes_mentioning(workdir)) < 2:  # the broker and the driver
             assert time.monotonic() < deadline, _processes_mentioning(workdir)
             time.sleep(0.2)
+    except BaseException:
         proc.kill()
-        proc.wait(timeout=30)
-    finally:
-        proc.kill()
+        raise
+    return proc, workdir
+
+
+def _wait_until_gone(workdir: str) -> None:
     deadline = time.monotonic() + 60
     while _processes_mentioning(workdir) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert _processes_mentioning(workdir) == []
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_driver_and_the_broker_and_cleans_up():
+    """Issue 8: SIGTERM while the Spark driver runs leaves no broker, driver or temp dir."""
+    proc, workdir = _demo_with_driver_running()
+    try:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 143
+    finally:
+        proc.kill()
+    _wait_until_gone(workdir)
+    assert not os.path.exists(workdir)
+
+
+@pytest.mark.slow
+def test_sigkill_of_the_demo_takes_its_broker_and_driver_down():
+    """Issue 8: even when `onceflow demo` itself is SIGKILLed (no cleanup of its own runs),
+    its broker and Spark driver do not stay behind as orphans."""
+    proc, workdir = _demo_with_driver_running()
+    try:
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    _wait_until_gone(workdir)
     shutil.rmtree(workdir, ignore_errors=True)  # nobody was left to remove it

@@ -15,6 +15,7 @@ import argparse
 import json
 import sys
 
+from onceflow.cli.options import add_bootstrap
 from onceflow.client.admin import AdminClient, NewTopic, OffsetSpec, TopicPartition
 from onceflow.client.errors import (
     BrokerResponseError,
@@ -23,8 +24,6 @@ from onceflow.client.errors import (
     KafkaTimeoutError,
 )
 from onceflow.protocol.errors import ErrorCode
-
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -36,16 +35,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
-    def common(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument(
-            "--bootstrap-server",
-            default=DEFAULT_BOOTSTRAP,
-            metavar="HOST:PORT[,...]",
-            help=f"broker(s) to connect to (default {DEFAULT_BOOTSTRAP})",
-        )
-        sub.add_argument(
-            "--request-timeout-ms", type=int, default=30_000, help="request.timeout.ms"
-        )
+    common = add_bootstrap
 
     create = actions.add_parser("create", help="create a topic")
     common(create)

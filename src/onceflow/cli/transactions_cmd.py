@@ -31,6 +31,7 @@ import argparse
 import sys
 import time
 
+from onceflow.cli.options import add_bootstrap
 from onceflow.client.connection import BrokerConnection
 from onceflow.client.errors import (
     BrokerResponseError,
@@ -47,7 +48,6 @@ from onceflow.protocol.messages.list_transactions import ListTransactionsRequest
 from onceflow.protocol.messages.metadata import MetadataRequest
 from onceflow.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
 
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 _TRANSACTION_KEY = 1
 _FIND_COORDINATOR_VERSION = 3
 
@@ -65,9 +65,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
-    def common(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT")
-        sub.add_argument("--request-timeout-ms", type=int, default=30_000)
+    common = add_bootstrap
 
     listing = actions.add_parser("list", help="list transactional ids")
     common(listing)
