@@ -1,7 +1,8 @@
 """The idempotent producer's state, with no I/O: producer id, epoch, per-partition sequences.
 
-`TransactionManager` (named after Kafka's client class; transactions come later and will add
-their states through `txn_states`) is driven by the sender thread:
+`TransactionManager` (named after Kafka's client class; `txn_manager.TxnManager` extends it
+with transactions, whose states and transitions are in `txn_states`) is driven by the sender
+thread:
 
 - `prepare_init_producer_id()` says whether an InitProducerId is due and with which producer
   id/epoch (KIP-360: the current ones for an epoch bump, -1/-1 for a fresh id);

@@ -3,8 +3,9 @@
 Everything that decides which state may follow which lives here, as a literal table (the
 states and valid previous states of Kafka's client `TransactionManager`). The idempotent
 producer uses UNINITIALIZED -> INITIALIZING -> READY, READY -> UNINITIALIZED for an epoch bump,
-and FATAL_ERROR; the transactional states are listed now so transactions can be added without
-changing the table's shape. An illegal transition raises `InvalidStateTransitionError`.
+and FATAL_ERROR; a transactional producer (`txn_manager.TxnManager`) also goes through
+IN_TRANSACTION, COMMITTING_TRANSACTION, ABORTING_TRANSACTION and ABORTABLE_ERROR. An illegal
+transition raises `InvalidStateTransitionError`.
 """
 
 from __future__ import annotations

@@ -28,8 +28,10 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final
 
 from onceflow.coordinator.partitioning import coordinator_partition
 from onceflow.coordinator.producer_id import ProducerIdManager, ProducerIdStateError
@@ -78,6 +80,30 @@ def compat_error(error: ErrorCode, api_key: int, version: int) -> ErrorCode:
     ):
         return ErrorCode.INVALID_PRODUCER_EPOCH
     return error
+
+
+# EndTxn's decision table (Kafka's endTransaction): (current state, the request commits?) ->
+# the error to answer, or None to go ahead and prepare the commit or abort. NONE answers a
+# retried EndTxn whose outcome is already the requested one.
+COMMIT, ABORT = True, False
+_END_TXN_RULES: Final[Mapping[tuple[TxnState, bool], ErrorCode | None]] = MappingProxyType(
+    {
+        (TxnState.ONGOING, COMMIT): None,
+        (TxnState.ONGOING, ABORT): None,
+        (TxnState.COMPLETE_COMMIT, COMMIT): ErrorCode.NONE,
+        (TxnState.COMPLETE_COMMIT, ABORT): ErrorCode.INVALID_TXN_STATE,
+        (TxnState.COMPLETE_ABORT, COMMIT): ErrorCode.INVALID_TXN_STATE,
+        (TxnState.COMPLETE_ABORT, ABORT): ErrorCode.NONE,
+        (TxnState.PREPARE_COMMIT, COMMIT): ErrorCode.CONCURRENT_TRANSACTIONS,
+        (TxnState.PREPARE_COMMIT, ABORT): ErrorCode.INVALID_TXN_STATE,
+        (TxnState.PREPARE_ABORT, COMMIT): ErrorCode.INVALID_TXN_STATE,
+        (TxnState.PREPARE_ABORT, ABORT): ErrorCode.CONCURRENT_TRANSACTIONS,
+        (TxnState.EMPTY, COMMIT): ErrorCode.INVALID_TXN_STATE,
+        (TxnState.EMPTY, ABORT): ErrorCode.INVALID_TXN_STATE,
+        # DEAD and PREPARE_EPOCH_FENCE are never the settled state of a cached id: missing on
+        # purpose
+    }
+)
 
 
 def _wall_clock_ms() -> int:
@@ -654,23 +680,3 @@ class TransactionCoordinator:
             False,
             self.marker_listeners,
         )
-
-
-_C, _A = True, False
-_NONE, _CONC, _BAD = ErrorCode.NONE, ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.INVALID_TXN_STATE
-# EndTxn decision table (state, commit?) -> error, None = go ahead (Kafka's endTransaction)
-_END_TXN_RULES: dict[tuple[TxnState, bool], ErrorCode | None] = {
-    (TxnState.ONGOING, _C): None,
-    (TxnState.ONGOING, _A): None,
-    (TxnState.COMPLETE_COMMIT, _C): _NONE,
-    (TxnState.COMPLETE_COMMIT, _A): _BAD,
-    (TxnState.COMPLETE_ABORT, _C): _BAD,
-    (TxnState.COMPLETE_ABORT, _A): _NONE,
-    (TxnState.PREPARE_COMMIT, _C): _CONC,
-    (TxnState.PREPARE_COMMIT, _A): _BAD,
-    (TxnState.PREPARE_ABORT, _C): _BAD,
-    (TxnState.PREPARE_ABORT, _A): _CONC,
-    (TxnState.EMPTY, _C): _BAD,
-    (TxnState.EMPTY, _A): _BAD,
-    # DEAD and PREPARE_EPOCH_FENCE are never the settled state of a cached id: missing on purpose
-}
