@@ -111,7 +111,7 @@ def test_bad_changes_change_nothing(state):
     )
 
 
-def test_broker_configs_are_static(state):
+def test_onceflows_own_broker_configs_are_static(state):
     error, message = incremental(state, 1, "1", [("log.retention.ms", SET, "5")], kind=BROKER)
     assert error == ErrorCode.INVALID_REQUEST
     assert "Cannot update these configs dynamically: log.retention.ms" in message
@@ -128,3 +128,40 @@ def test_changes_survive_a_restart(state_factory):
     again = state_factory("d")
     assert again.logs.topic("t").configs == {"retention.ms": "4242"}
     assert again.get_log("t", 0).config.retention_ms == 4242
+
+
+def test_kafkas_dynamic_broker_configs_for_absent_features_are_stored(state_factory):
+    """Kafka lets clients set per-broker SSL/SASL, thread-pool and cleaner configs at runtime;
+    onceflow has none of those features, so it stores them (durably) and describes them, and
+    still refuses its own static configs."""
+    from onceflow.protocol.messages.describe_configs import DescribeConfigsRequest
+
+    state = state_factory("d")
+    ops = [
+        ("sasl.kerberos.min.time.before.relogin", SET, "58000"),
+        ("background.threads", SET, "9"),
+    ]
+    assert incremental(state, 1, "1", ops, kind=BROKER) == (0, None)
+    assert alter(state, 1, [(BROKER, "1", {"log.cleaner.threads": "2"})]) == [(0, None)]
+    error, message = incremental(
+        state, 1, "1", [("background.threads", SET, "3"), ("num.partitions", SET, "5")], kind=BROKER
+    )
+    assert error == ErrorCode.INVALID_REQUEST and "num.partitions" in message
+    assert state.dynamic_configs.values["background.threads"] == "9"  # all or nothing
+    asyncio.run(state.close())
+
+    again = state_factory("d")
+    request = DescribeConfigsRequest(
+        resources=[
+            DescribeConfigsRequest.DescribeConfigsResource(
+                resource_type=BROKER, resource_name="1", configuration_keys=None
+            )
+        ]
+    )
+    response = asyncio.run(call(again, ApiKey.DESCRIBE_CONFIGS, 4, request))
+    entries = {c.name: (c.value, c.config_source) for c in response.results[0].configs}
+    assert entries["sasl.kerberos.min.time.before.relogin"] == ("58000", 2)  # DYNAMIC_BROKER
+    assert entries["background.threads"] == ("9", 2)
+    assert entries["num.partitions"][1] == 5  # onceflow's own: still the default
+    assert incremental(again, 1, "1", [("background.threads", DELETE, None)], kind=BROKER)[0] == 0
+    assert "background.threads" not in again.dynamic_configs.values

@@ -59,7 +59,7 @@ def alter(
     if len(set(names)) != len(names):
         return ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys"
     if resource_type == BROKER:
-        return _alter_broker(broker, resource_name, names)
+        return _alter_broker(broker, resource_name, changes, validate_only)
     if resource_type != TOPIC:
         return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
     info = broker.logs.topic(resource_name)
@@ -113,15 +113,31 @@ def _apply(overrides: dict, effective: dict, name: str, operation: int, value) -
     return None
 
 
-def _alter_broker(broker, resource_name: str, names: list[str]) -> Outcome:
+def _alter_broker(broker, resource_name: str, changes: Sequence[Change], validate_only: bool):
+    """Kafka's dynamic configs for features onceflow lacks are stored (no effect); onceflow's
+    own broker configs are static."""
     if resource_name not in ("", str(broker.node_id)):
         return ErrorCode.INVALID_REQUEST, (
             f"Unexpected broker id, expected {broker.node_id} or empty string, "
             f"but received {resource_name}"
         )
-    if not names:
-        return ErrorCode.NONE, None
-    return ErrorCode.INVALID_REQUEST, (
-        f"Cannot update these configs dynamically: {', '.join(sorted(names))} (onceflow's broker "
-        "configs are static: set them in the properties file or with --set and restart)"
-    )
+    static = sorted(name for name, _, _ in changes if not broker.dynamic_configs.accepts(name))
+    if static:
+        return ErrorCode.INVALID_REQUEST, (
+            f"Cannot update these configs dynamically: {', '.join(static)} (onceflow's broker "
+            "configs are static: set them in the properties file or with --set and restart)"
+        )
+    diff: dict[str, str | None] = {}
+    for name, operation, value in changes:
+        if operation == DELETE:
+            diff[name] = None
+        elif operation == SET and value is not None:
+            diff[name] = value
+        else:
+            return ErrorCode.INVALID_REQUEST, f"Cannot {_OPERATION_NAMES.get(operation)} {name}"
+    if not validate_only and diff:
+        broker.dynamic_configs.update(diff)
+    return ErrorCode.NONE, None
+
+
+_OPERATION_NAMES = {SET: "set a null value for", APPEND: "append to", SUBTRACT: "subtract from"}

@@ -97,9 +97,19 @@ def topic_config_entries(config: BrokerConfig, log_config, overrides: dict[str, 
     return entries
 
 
-def broker_config_entries(config: BrokerConfig):
-    """Every known broker config with its effective value and source (static or default)."""
-    entries = []
+def broker_config_entries(config: BrokerConfig, dynamic: dict[str, str] | None = None):
+    """Every known broker config with its effective value and source (static or default),
+    then the stored dynamic ones (`broker.dynamic_configs`: accepted, no effect)."""
+    entries = [
+        ConfigEntry(
+            name,
+            value,
+            ConfigSource.DYNAMIC_BROKER_CONFIG,
+            ConfigType.STRING,
+            ((name, value, ConfigSource.DYNAMIC_BROKER_CONFIG),),
+        )
+        for name, value in sorted((dynamic or {}).items())
+    ]
     for name, value in config.items():
         definition = BROKER_CONFIGS[name]
         text = describe_value(value)

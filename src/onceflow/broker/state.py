@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Iterable
 
 from onceflow.broker.config import BrokerConfig, Listener
+from onceflow.broker.dynamic_configs import DynamicBrokerConfigs
 from onceflow.broker.meta import load_or_create
 from onceflow.broker.metrics import BrokerMetrics
 from onceflow.broker.notifier import HighWatermarkNotifier
@@ -56,6 +57,7 @@ class BrokerState:
         self.advertised = advertised
         self.notifier = HighWatermarkNotifier()
         self.producer_ids = producer_ids
+        self.dynamic_configs = DynamicBrokerConfigs(config.data_dir)  # accepted, no effect
         # Classic consumer groups; `load_coordinators` reads __consumer_offsets on the loop.
         self.group_coordinator = GroupCoordinator(GroupConfig.from_properties(dict(config.items())))
         self.metrics = BrokerMetrics()

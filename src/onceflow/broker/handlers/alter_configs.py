@@ -7,12 +7,14 @@ overrides (keys not given go back to their defaults, as in Kafka), validated exa
 creation: an unknown key or a bad value is INVALID_CONFIG and changes nothing; a missing topic
 is UNKNOWN_TOPIC_OR_PARTITION. The new set is written durably before the answer and applies to
 every partition at once. With validate_only nothing is stored. A key listed twice is
-INVALID_REQUEST. BROKER resources (type 4): broker configs are static here, so a change is
-INVALID_REQUEST naming the keys (an empty change succeeds). Other types: INVALID_REQUEST.
+INVALID_REQUEST. BROKER resources (type 4): onceflow's own broker configs are static, so a
+change is INVALID_REQUEST naming the keys; Kafka's dynamic configs for features onceflow lacks
+(SSL/SASL, thread pools, the log cleaner, replication throttles) are stored durably and
+described but change nothing (`broker.dynamic_configs`). Other types: INVALID_REQUEST.
 
 Versions: v1 same as v0; v2 flexible.
 
-Deviations: no dynamic broker configs; no ACLs.
+Deviations: dynamic broker configs are stored without effect; no ACLs.
 """
 
 from __future__ import annotations

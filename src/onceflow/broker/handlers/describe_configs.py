@@ -12,9 +12,11 @@ most specific first. Other resource types are INVALID_REQUEST.
 
 Versions: v1 config_source and synonyms; v3 config_type and documentation; v4 flexible.
 
-Deviations: nothing is sensitive; broker configs cannot be changed at runtime (no dynamic
-sources). Topic overrides set with AlterConfigs / IncrementalAlterConfigs are TOPIC_CONFIG,
-like those given at creation.
+Deviations: nothing is sensitive; onceflow's own broker configs cannot be changed at runtime;
+the dynamic broker configs Kafka has for features onceflow lacks (SSL/SASL, thread pools, the
+cleaner) are listed with source DYNAMIC_BROKER_CONFIG when set, and have no effect. Topic
+overrides set with AlterConfigs / IncrementalAlterConfigs are TOPIC_CONFIG, like those given
+at creation.
 """
 
 from __future__ import annotations
@@ -55,7 +57,11 @@ def _entries(broker, resource):
                 f"but received {resource.resource_name}"
             )
             return ErrorCode.INVALID_REQUEST, message, []
-        return ErrorCode.NONE, None, broker_config_entries(broker.config)
+        return (
+            ErrorCode.NONE,
+            None,
+            broker_config_entries(broker.config, broker.dynamic_configs.values),
+        )
     return ErrorCode.INVALID_REQUEST, f"unsupported resource type {resource.resource_type}", []
 
 

@@ -9,12 +9,14 @@ INVALID_CONFIG "Config value append is not allowed ..."). The result is validate
 at creation (INVALID_CONFIG changes nothing), written durably before the answer and applied
 to every partition; with validate_only nothing is stored. A missing topic is
 UNKNOWN_TOPIC_OR_PARTITION, a key listed twice INVALID_REQUEST, a null value for SET or
-APPEND INVALID_REQUEST. BROKER resources (type 4): broker configs are static here, so a
-change is INVALID_REQUEST naming the keys. Other types: INVALID_REQUEST.
+APPEND INVALID_REQUEST. BROKER resources (type 4): onceflow's own broker configs are static,
+so a change is INVALID_REQUEST naming the keys; Kafka's dynamic configs for features onceflow
+lacks (SSL/SASL, thread pools, the log cleaner, replication throttles) are stored durably and
+described but change nothing (`broker.dynamic_configs`). Other types: INVALID_REQUEST.
 
 Versions: v1 flexible.
 
-Deviations: no dynamic broker configs; no ACLs.
+Deviations: dynamic broker configs are stored without effect; no ACLs.
 """
 
 from __future__ import annotations
