@@ -122,6 +122,38 @@ def produce_run(bootstrap: str, topic: str, mode: str, args, pid: int) -> dict[s
     }
 
 
+def run_rounds(args, modes, client_mode, topic_config, prefix: str) -> dict[str, list[dict]]:
+    """`args.rounds` rounds of `produce_run`, one fresh topic per mode (created with
+    `topic_config(mode)`, produced to with `client_mode(mode)`'s producer settings, then
+    deleted), rotating which mode goes first each round; one embedded broker for all."""
+    data_dir = Path(tempfile.mkdtemp(prefix=prefix))
+    broker = EmbeddedBroker(data_dir, 30)
+    runs: dict[str, list[dict]] = {mode: [] for mode in modes}
+    width = max(len(mode) for mode in modes)
+    try:
+        with AdminClient({"bootstrap.servers": broker.address}) as admin:
+            for round_index in range(args.rounds):
+                shift = round_index % len(modes)
+                for mode in modes[shift:] + modes[:shift]:
+                    topic = f"{mode}-{round_index}"
+                    new = NewTopic(topic, args.partitions, 1, topic_config(mode))
+                    admin.create_topics([new])[topic].raise_for_error()
+                    result = produce_run(
+                        broker.address, topic, client_mode(mode), args, broker.proc.pid
+                    )
+                    runs[mode].append(result)
+                    print(
+                        f"round {round_index} {mode:>{width}}: {result['mb_per_s']:6.1f} MB/s, "
+                        f"broker {result['broker_cpu_ms_per_mb']:.2f} ms CPU/MB",
+                        flush=True,
+                    )
+                    admin.delete_topics([topic])[topic].raise_for_error()
+    finally:
+        broker.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return runs
+
+
 MICRO_BATCH_RECORDS = 256
 MICRO_BATCHES = 400
 
@@ -195,30 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{MICRO_BATCH_RECORDS}-record batch",
         flush=True,
     )
-    data_dir = Path(tempfile.mkdtemp(prefix="onceflow-idem-bench-"))
-    broker = EmbeddedBroker(data_dir, 30)
-    runs: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
-    try:
-        with AdminClient({"bootstrap.servers": broker.address}) as admin:
-            for round_index in range(args.rounds):
-                shift = round_index % len(MODES)
-                order = MODES[shift:] + MODES[:shift]
-                for mode in order:
-                    topic = f"{mode}-{round_index}"
-                    admin.create_topics([NewTopic(topic, args.partitions, 1)])[
-                        topic
-                    ].raise_for_error()
-                    result = produce_run(broker.address, topic, mode, args, broker.proc.pid)
-                    runs[mode].append(result)
-                    print(
-                        f"round {round_index} {mode:>15}: {result['mb_per_s']:6.1f} MB/s, "
-                        f"broker {result['broker_cpu_ms_per_mb']:.2f} ms CPU/MB",
-                        flush=True,
-                    )
-                    admin.delete_topics([topic])[topic].raise_for_error()
-    finally:
-        broker.stop()
-        shutil.rmtree(data_dir, ignore_errors=True)
+    runs = run_rounds(args, MODES, lambda mode: mode, lambda mode: {}, "onceflow-idem-bench-")
 
     median = {
         mode: {

@@ -19,16 +19,11 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import shutil
 import statistics
-import tempfile
 from pathlib import Path
 
 from broker_throughput import append_result, machine, parse_size
-from idempotence_cost import produce_run
-
-from onceflow.cli.demo_cmd import EmbeddedBroker
-from onceflow.client.admin import AdminClient, NewTopic
+from idempotence_cost import run_rounds
 
 RESULTS = Path(__file__).parent / "results" / "topic_compression.json"
 MODES = ("producer", "lz4", "zstd", "gzip")
@@ -48,28 +43,13 @@ def main(argv: list[str] | None = None) -> int:
         : args.record_size
     ]
 
-    data_dir = Path(tempfile.mkdtemp(prefix="onceflow-compression-bench-"))
-    broker = EmbeddedBroker(data_dir, 30)
-    runs: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
-    try:
-        with AdminClient({"bootstrap.servers": broker.address}) as admin:
-            for round_index in range(args.rounds):
-                shift = round_index % len(MODES)
-                for mode in MODES[shift:] + MODES[:shift]:
-                    topic = f"{mode}-{round_index}"
-                    new = NewTopic(topic, args.partitions, 1, {"compression.type": mode})
-                    admin.create_topics([new])[topic].raise_for_error()
-                    result = produce_run(broker.address, topic, "idempotent", args, broker.proc.pid)
-                    runs[mode].append(result)
-                    print(
-                        f"round {round_index} {mode:>8}: {result['mb_per_s']:6.1f} MB/s, "
-                        f"broker {result['broker_cpu_ms_per_mb']:.2f} ms CPU/MB",
-                        flush=True,
-                    )
-                    admin.delete_topics([topic])[topic].raise_for_error()
-    finally:
-        broker.stop()
-        shutil.rmtree(data_dir, ignore_errors=True)
+    runs = run_rounds(
+        args,
+        MODES,
+        lambda mode: "idempotent",
+        lambda mode: {"compression.type": mode},
+        "onceflow-compression-bench-",
+    )
 
     median = {
         mode: {k: statistics.median(r[k] for r in runs[mode]) for k in runs[mode][0]}
