@@ -16,8 +16,13 @@ Measures, alternating the order of the variants each round:
 - end to end: a streaming query, onceflow source -> projection -> onceflow sink, AvailableNow
   with maxOffsetsPerTrigger, with deliveryGuarantee exactly_once and at_least_once: rows/s,
   MB/s, the ratio (target: exactly_once <= 10% slower) and the median time Spark spends in
-  addBatch per micro-batch in each mode (the difference is the exactly-once latency per
-  batch; target <= 50 ms).
+  addBatch per micro-batch in each mode;
+- latency: the same streaming query with small micro-batches (`--latency-records` per trigger,
+  100 per partition by default, 30 batches per mode and round), where addBatch is mostly the
+  fixed cost of a batch rather than moving 10 MB: the difference of the medians is the latency
+  exactly-once adds per micro-batch (target <= 50 ms). With 10k-record batches the same
+  difference drowns in the throughput noise of the batch (it swung from -6 to +74 ms between
+  runs) and is reported for reference only.
 
 Appends the run to bench/results/spark_eos.json and prints a summary. JVM start-up is
 excluded: only the actions and the queries are timed.
@@ -47,6 +52,7 @@ RESULTS = Path(__file__).parent / "results" / "spark_eos.json"
 PARTITIONS = 3
 VALUE = 1024
 TINY = 3000  # records of the query that measures Spark's fixed cost per read
+LATENCY_BATCHES = 30  # micro-batches per latency query
 
 
 def produce(bootstrap: str, topic: str, n: int) -> float:
@@ -147,6 +153,12 @@ def main(argv: list[str] | None = None) -> int:
         "row, so small reads measure that; default 300000)",
     )
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--latency-records",
+        type=int,
+        default=300,
+        help="records per micro-batch of the latency queries (default 300, 30 batches each)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     n = args.records
@@ -161,16 +173,18 @@ def main(argv: list[str] | None = None) -> int:
     sn = args.source_records
     query_s: list[float] = []  # a whole query of TINY records: Spark's fixed cost per read
     add_batch: dict[str, list[int]] = {"exactly_once": [], "at_least_once": []}
+    small_batch: dict[str, list[int]] = {"exactly_once": [], "at_least_once": []}
+    per_small = args.latency_records
 
     def record(name: str, seconds: float, rows: int = n) -> None:
         rates.setdefault(name, []).append(rows / seconds)
 
     try:
         bootstrap = broker.bootstrap
-        topics = ["input", "source-input", "tiny", "warmup"] + [
+        topics = ["input", "source-input", "tiny", "warmup", "small"] + [
             f"{kind}-{r}"
             for r in range(args.rounds)
-            for kind in ("produced", "written", "eos", "alo")
+            for kind in ("produced", "written", "eos", "alo", "eos-small", "alo-small")
         ]
         with AdminClient({"bootstrap.servers": bootstrap}) as admin:
             for result in admin.create_topics(
@@ -180,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         produce(bootstrap, "input", n)
         produce(bootstrap, "source-input", args.source_records)
         produce(bootstrap, "tiny", TINY)
+        produce(bootstrap, "small", per_small * LATENCY_BATCHES)
         spark_read(spark, bootstrap, "input")  # warm the JVM and the Python workers
         # and the transaction machinery: the first transactional use creates the broker's
         # internal topics (once per cluster, not a per-batch cost)
@@ -209,15 +224,22 @@ def main(argv: list[str] | None = None) -> int:
                 written = sum(end_offsets(bootstrap, topic, PARTITIONS, True))
                 if mode == "exactly_once" and written < n:
                     raise RuntimeError(f"exactly_once wrote {written} offsets for {n} rows")
+            for mode in modes if flip else modes[::-1]:
+                topic = f"{'eos' if mode == 'exactly_once' else 'alo'}-small-{r}"
+                _, _, batches = spark_stream(
+                    spark, bootstrap, "small", topic, mode, per_small, workdir / f"cp-{topic}"
+                )
+                small_batch[mode].extend(batches)
     finally:
         spark.stop()
         broker.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
     med = {k: statistics.median(v) for k, v in rates.items()}
-    added_ms = statistics.median(add_batch["exactly_once"]) - statistics.median(
-        add_batch["at_least_once"]
-    )
+    large_ms = {k: statistics.median(v) for k, v in add_batch.items()}
+    small_ms = {k: statistics.median(v) for k, v in small_batch.items()}
+    added_ms = small_ms["exactly_once"] - small_ms["at_least_once"]
+    added_large_ms = large_ms["exactly_once"] - large_ms["at_least_once"]
     ratios = {
         "source_to_consumer": med["source"] / med["consumer"],
         "sink_to_producer": med["sink"] / med["producer"],
@@ -232,9 +254,11 @@ def main(argv: list[str] | None = None) -> int:
         f"({med['producer']:,.0f}); end to end exactly_once {med['exactly_once']:,.0f} rows/s "
         f"({med['exactly_once'] * VALUE / 1e6:.0f} MB/s) = "
         f"{ratios['exactly_once_to_at_least_once']:.2f}x at_least_once "
-        f"({med['at_least_once']:,.0f}); exactly-once adds {added_ms:.0f} ms per batch "
-        f"(median addBatch {statistics.median(add_batch['exactly_once']):.0f} vs "
-        f"{statistics.median(add_batch['at_least_once']):.0f} ms)"
+        f"({med['at_least_once']:,.0f}); exactly-once adds {added_ms:.0f} ms per micro-batch "
+        f"(median addBatch of {per_small}-record batches {small_ms['exactly_once']:.0f} vs "
+        f"{small_ms['at_least_once']:.0f} ms; of {n // 10}-record batches "
+        f"{large_ms['exactly_once']:.0f} vs {large_ms['at_least_once']:.0f} ms, "
+        f"{added_large_ms:+.0f} ms)"
     )
     run = {
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -247,11 +271,14 @@ def main(argv: list[str] | None = None) -> int:
             "mb": mb,
             "master": "local[2]",
             "max_offsets_per_trigger": n // 10,
+            "latency_records_per_trigger": per_small,
         },  # fmt: skip
         "rows_per_s": rates,
         "median_rows_per_s": med,
         "add_batch_ms": add_batch,
+        "small_add_batch_ms": small_batch,
         "exactly_once_added_ms_per_batch": added_ms,
+        "exactly_once_added_ms_per_large_batch": added_large_ms,
         "tiny_read_seconds": query_s,
         "ratios": ratios,
         "targets": {

@@ -91,16 +91,23 @@ def test_abort_fences_tasks_that_returned_nothing(sink_broker):
     assert read_committed(bootstrap, "sink-b", 2) == []
 
 
-@pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])
-def test_a_record_the_broker_rejects_fails_the_task(sink_broker, guarantee):
+@pytest.mark.parametrize(
+    ("guarantee", "linger_ms"),
+    [("exactly_once", "5"), ("exactly_once", "3000"), ("at_least_once", "5")],
+)
+def test_a_record_the_broker_rejects_fails_the_task(sink_broker, guarantee, linger_ms):
     """A batch over the topic's max.message.bytes is refused by the broker: the task raises,
-    and in exactly_once mode its transaction is aborted (nothing visible, nothing open)."""
+    and in exactly_once mode its transaction is aborted (nothing visible, nothing open).
+    With a long linger the records go out only at the flush, after the progress marker
+    joined the transaction: the refusal must still fail the task."""
     bootstrap = sink_broker.bootstrap
-    topic = f"small-{guarantee}".replace("_", "-")
+    topic = f"small-{guarantee}-{linger_ms}".replace("_", "-")
     with AdminClient({"bootstrap.servers": bootstrap}) as admin:
         new = NewTopic(topic, 1, 1, config={"max.message.bytes": "2000"})
         assert admin.create_topics([new])[topic].ok
-    options = _options(bootstrap, topic, deliveryGuarantee=guarantee)
+    options = _options(
+        bootstrap, topic, deliveryGuarantee=guarantee, **{"kafka.linger.ms": linger_ms}
+    )
     values = [b"small"] * 5 + [b"x" * 5000]
     with pytest.raises(Exception, match="MESSAGE_TOO_LARGE|RECORD_LIST_TOO_LARGE|too large"):
         write_task(options, TaskInfo("q6", 0, 0, 0), f"test-q6-{guarantee}", _batches(values, 1))

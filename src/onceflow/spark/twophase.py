@@ -12,9 +12,9 @@ Phase one runs in each write task (`write_task`), under the transactional id
    covers this batch, the task writes nothing (`AlreadyCommitted`): a batch re-run after a
    driver crash leaves committed shares alone.
 3. Open a transaction, send the rows, add the marker `batch id + 1` to the same transaction
-   (`send_offsets_to_transaction`), flush, and return `PreparedTransaction` (transactional
-   id, producer id, epoch) **without committing**. Nothing is visible to read_committed
-   consumers yet.
+   (`send_offsets_to_transaction`, while the rows are still in flight), flush, and return
+   `PreparedTransaction` (transactional id, producer id, epoch) **without committing**.
+   Nothing is visible to read_committed consumers yet.
 
 Phase two runs on the driver once Spark has decided the batch (`commit_batch`): every
 prepared transaction is committed with `Producer.resume_transaction(id, epoch)` and EndTxn,
@@ -39,7 +39,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 from onceflow.client.admin import AdminClient, TopicPartition
 from onceflow.client.errors import KafkaError, ProducerFencedError
 from onceflow.client.producer import Producer
-from onceflow.client.txn_manager import OffsetAndMetadata
+from onceflow.client.txn_manager import OffsetAndMetadata, TxnApi
 from onceflow.protocol.errors import ErrorCode
 from onceflow.spark.faults import fault_point
 from onceflow.spark.options import SinkOptions
@@ -222,11 +222,12 @@ def write_task(
         fault("task.midway")
         for batch in rows:
             count += send_arrow_batch(batch, options.topic, producer.send)
-        # a record that failed makes the transaction abortable: after the flush, the next
-        # transactional call raises TransactionAbortableError (no per-record callbacks needed)
-        producer.flush(timeout)
+        # the marker joins the transaction (AddOffsetsToTxn, TxnOffsetCommit) while the
+        # records are still being produced, then the flush waits for the records
         marker = OffsetAndMetadata(info.batch_id + 1, MARKER_METADATA.format(batch=info.batch_id))
         producer.send_offsets_to_transaction({marker_partition(options): marker}, txn_id, timeout)
+        producer.flush(timeout)
+        _raise_if_abortable(producer)
         fault("task.prepared")
         return PreparedTransaction(
             txn_id, producer.producer_id, producer.producer_epoch, info.batch_id,
@@ -305,6 +306,13 @@ def _init_error(exc: KafkaError, options: SinkOptions, txn_id: str) -> BaseExcep
             "option kafka.transaction.timeout.ms, or raise the broker setting."
         )
     return exc
+
+
+def _raise_if_abortable(producer: Producer) -> None:
+    """A record the broker refused makes the transaction abortable (no per-record callbacks
+    needed): raise its error, as `commit_transaction` would, instead of preparing."""
+    if producer.txn is not None:
+        producer.txn.check_call(TxnApi.COMMIT_TRANSACTION)
 
 
 def _abort_quietly(producer: Producer) -> None:
