@@ -1,11 +1,11 @@
 """Exactly-once consume-transform-produce with the onceflow client under kill -9.
 
-The onceflow twin of tests/faults/test_fault_eos_app.py: `client_eos_app.py` (our consumer
-group + transactional producer + send_offsets_to_transaction) processes 20 000 input records
-over 4 partitions. Once a good part is done, the test makes the application stop inside a
-transaction whose records are already in the output log (`--hold-file`), kills it with
-SIGKILL there, and starts it again with the same transactional.id (which fences and aborts
-the dead instance's transaction). At the end:
+The onceflow twin of tests/faults/test_fault_eos_app.py: `support/eos_app.py --client
+onceflow` (our consumer group + transactional producer + send_offsets_to_transaction)
+processes 20 000 input records over 4 partitions. Once a good part is done, the test
+makes the application stop inside a transaction whose records are already in the output log
+(`--hold-file`), kills it with SIGKILL there, and starts it again with the same
+transactional.id (which fences and aborts the dead instance's transaction). At the end:
 
 - the output read with read_committed (by our consumer and by confluent-kafka) holds the
   transformation of every input record exactly once, byte-exact;
@@ -34,7 +34,7 @@ from support.eos_app import parse_output, transform
 
 from onceflow.client import TopicPartition
 
-APP = Path(__file__).resolve().parent / "client_eos_app.py"
+APP = Path(__file__).resolve().parent.parent / "support" / "eos_app.py"
 N = 20_000
 PARTITIONS = 4
 GROUP = "client-eos-group"
@@ -63,6 +63,8 @@ def start_app(bootstrap: str, log_path: Path, hold_file: Path) -> subprocess.Pop
                 "client-eos-1",
                 "--hold-file",
                 str(hold_file),
+                "--client",
+                "onceflow",
             ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -98,7 +100,7 @@ def test_client_eos_app_exactly_once_through_kill(broker_factory, tmp_path):
     create_topic(bootstrap, "eos-out", PARTITIONS)
     produce(bootstrap, "eos-in", [input_value(seq) for seq in range(N)], PARTITIONS)
     end_offsets = dict.fromkeys(range(PARTITIONS), N // PARTITIONS)
-    log_path = tmp_path / "client_eos_app.log"
+    log_path = tmp_path / "eos_app.log"
     hold = tmp_path / "hold"
     held = Path(f"{hold}.held")
 

@@ -1,4 +1,5 @@
-"""A consume-transform-produce application with exactly-once semantics, using confluent-kafka.
+"""A consume-transform-produce application with exactly-once semantics, on confluent-kafka
+(`--client confluent`, the default) or on onceflow's own client (`--client onceflow`).
 
 Our own code after the pattern of Kafka's `ExactlyOnceMessageProcessor` example and the
 exactly-once chapter of *Kafka: The Definitive Guide* (seed 004):
@@ -7,19 +8,24 @@ exactly-once chapter of *Kafka: The Definitive Guide* (seed 004):
   subscribed to `--input`;
 - a transactional producer (`--transactional-id`, fixed per application instance), which for
   every poll batch runs begin_transaction -> produce the transformed records to `--output` ->
-  send_offsets_to_transaction(consumer.position(assignment), consumer_group_metadata()) ->
-  commit_transaction;
+  send_offsets_to_transaction(the consumer's positions, consumer_group_metadata()) ->
+  commit_transaction (retried while the error is retriable: a commit that timed out must be
+  retried, not turned into an abort);
 - an error that requires an abort: abort_transaction, then rewind the consumer to the group's
-  committed offsets and carry on; a retriable error in commit: retry the commit; a fatal error
-  (for example fenced by a newer instance): exit with status 3.
+  committed offsets and carry on; a fatal error (for example fenced by a newer instance):
+  exit with status 3.
 
 `transform(partition, offset, value)` is `VALUE.upper() + b"|" + partition + b"|" + offset`, so
 every output record names the input record it came from. The output record goes to the input
 record's partition. SIGTERM or SIGINT stops the loop after the current transaction and closes
 the clients. Progress and errors go to stderr; nothing is printed on stdout.
 
+`--hold-file PATH` (for fault tests): while PATH exists, the application stops inside its
+next transaction, after that transaction's records were flushed to the log, creates
+`PATH.held` and waits there, so a kill -9 is known to land mid-transaction.
+
 Run: `python tests/support/eos_app.py --bootstrap HOST:PORT --input IN --output OUT --group G
---transactional-id ID`.
+--transactional-id ID [--client onceflow]`.
 """
 
 from __future__ import annotations
@@ -30,8 +36,8 @@ import os
 import signal
 import sys
 import time
-
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from pathlib import Path
+from typing import Any, NamedTuple
 
 log = logging.getLogger("eos_app")
 
@@ -64,114 +70,198 @@ class Stop:
         signal.signal(signal.SIGINT, handler)
 
 
-def make_clients(args) -> tuple[Consumer, Producer]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": args.bootstrap,
-            "group.id": args.group,
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "session.timeout.ms": args.session_timeout_ms,
-            "heartbeat.interval.ms": max(100, args.session_timeout_ms // 6),
-            "client.id": f"eos-consumer-{args.transactional_id}",
-        }
-    )
-    producer = Producer(
-        {
-            "bootstrap.servers": args.bootstrap,
-            "transactional.id": args.transactional_id,
-            "transaction.timeout.ms": 60000,
-            "linger.ms": 5,
-            "client.id": f"eos-producer-{args.transactional_id}",
-        }
-    )
-    return consumer, producer
+class Record(NamedTuple):
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
 
 
-def rewind_to_committed(consumer: Consumer) -> None:
-    """Seek every assigned partition back to the group's committed offset (or the beginning
-    when nothing is committed): the records of an aborted transaction are processed again."""
-    assignment = consumer.assignment()
-    if not assignment:
-        return
-    for tp in consumer.committed(assignment, timeout=TXN_TIMEOUT_S):
-        if tp.offset < 0:
-            tp.offset = 0  # auto.offset.reset=earliest: the input starts at 0
-        consumer.seek(tp)
-    log.info("rewound to %s", {tp.partition: tp.offset for tp in consumer.position(assignment)})
+def consumer_config(args) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": args.bootstrap,
+        "group.id": args.group,
+        "isolation.level": "read_committed",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": args.session_timeout_ms,
+        "heartbeat.interval.ms": max(100, args.session_timeout_ms // 6),
+        "client.id": f"eos-consumer-{args.transactional_id}",
+    }
 
 
-def commit(producer: Producer) -> None:
-    """commit_transaction, retried while the error is retriable (a commit that timed out must
-    be retried, not turned into an abort)."""
+def producer_config(args) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": args.bootstrap,
+        "transactional.id": args.transactional_id,
+        "transaction.timeout.ms": 60_000,
+        "linger.ms": 5,
+        "client.id": f"eos-producer-{args.transactional_id}",
+    }
+
+
+class ConfluentClients:
+    """The application's client calls on confluent-kafka (librdkafka)."""
+
+    def __init__(self, args) -> None:
+        from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+
+        self.error_type = KafkaException
+        self.fenced = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED)
+        self.fenced += (KafkaError.INVALID_PRODUCER_EPOCH,)
+        self.consumer = Consumer(consumer_config(args))
+        self.producer = Producer(producer_config(args))
+
+    def poll(self, batch: int) -> list[Record]:
+        messages = self.consumer.consume(num_messages=batch, timeout=0.2)
+        for msg in messages:
+            if msg.error() is not None:
+                log.info("consumer event: %s", msg.error())
+        return [
+            Record(m.partition(), m.offset(), m.key(), m.value())
+            for m in messages
+            if m.error() is None
+        ]
+
+    def send(self, topic: str, record: Record, value: bytes) -> None:
+        self.producer.produce(topic, key=record.key, value=value, partition=record.partition)
+
+    def send_offsets(self) -> None:
+        positions = self.consumer.position(self.consumer.assignment())
+        self.producer.send_offsets_to_transaction(
+            [tp for tp in positions if tp.offset >= 0],
+            self.consumer.consumer_group_metadata(),
+            TXN_TIMEOUT_S,
+        )
+
+    def commit_retriable(self, exc: Exception) -> bool:
+        error = exc.args[0]
+        return error.retriable() and not error.txn_requires_abort()
+
+    def is_fatal(self, exc: Exception) -> bool:
+        error = exc.args[0]
+        return error.fatal() or error.code() in self.fenced
+
+    def rewind(self) -> None:
+        assignment = self.consumer.assignment()
+        for tp in self.consumer.committed(assignment, timeout=TXN_TIMEOUT_S):
+            tp.offset = max(tp.offset, 0)  # nothing committed: the input starts at 0
+            self.consumer.seek(tp)
+
+    def close(self) -> None:
+        self.consumer.close()
+        self.producer.flush(10)
+
+
+class OnceflowClients:
+    """The application's client calls on onceflow's own client."""
+
+    def __init__(self, args) -> None:
+        from onceflow.client import Consumer, Producer
+        from onceflow.client.errors import KafkaError, KafkaTimeoutError
+
+        self.error_type = KafkaError
+        self.timeout_type = KafkaTimeoutError
+        extra = {"max.poll.interval.ms": 20_000, "max.poll.records": args.batch}
+        self.consumer = Consumer({**consumer_config(args), **extra})
+        self.producer = Producer(producer_config(args))
+
+    def poll(self, batch: int) -> list[Record]:
+        return [Record(r.partition, r.offset, r.key, r.value) for r in self.consumer.poll(0.2)]
+
+    def send(self, topic: str, record: Record, value: bytes) -> None:
+        self.producer.send(topic, value, key=record.key, partition=record.partition)
+
+    def send_offsets(self) -> None:
+        positions = {tp: self.consumer.position(tp) for tp in self.consumer.assignment()}
+        self.producer.send_offsets_to_transaction(
+            positions, self.consumer.consumer_group_metadata(), TXN_TIMEOUT_S
+        )
+
+    def commit_retriable(self, exc: Exception) -> bool:
+        return isinstance(exc, self.timeout_type)
+
+    def is_fatal(self, exc: Exception) -> bool:
+        return exc.fatal
+
+    def rewind(self) -> None:
+        assignment = self.consumer.assignment()
+        committed = self.consumer.committed(assignment, timeout=TXN_TIMEOUT_S)
+        for tp, offset in committed.items():
+            self.consumer.seek(tp, offset.offset if offset is not None else 0)
+
+    def close(self) -> None:
+        self.consumer.close()
+        self.producer.close(10)
+
+
+CLIENTS = {"confluent": ConfluentClients, "onceflow": OnceflowClients}
+
+
+def commit(clients) -> None:
+    """commit_transaction, called again while the error is retriable."""
     while True:
         try:
-            producer.commit_transaction(TXN_TIMEOUT_S)
+            clients.producer.commit_transaction(TXN_TIMEOUT_S)
             return
-        except KafkaException as exc:
-            error = exc.args[0]
-            if error.retriable() and not error.txn_requires_abort():
-                log.warning("commit_transaction retriable error: %s; retrying", error)
-                continue
-            raise
+        except clients.error_type as exc:
+            if not clients.commit_retriable(exc):
+                raise
+            log.warning("commit_transaction retriable error: %s; retrying", exc)
 
 
-def process_batch(consumer: Consumer, producer: Producer, output: str, messages) -> int:
+def hold_if_asked(clients, hold_file: Path | None) -> None:
+    if hold_file is None or not hold_file.exists():
+        return
+    clients.producer.flush(TXN_TIMEOUT_S)
+    Path(f"{hold_file}.held").touch()
+    log.info("holding inside a transaction")
+    while hold_file.exists() and not Stop.requested:
+        time.sleep(0.05)
+
+
+def process_batch(clients, args, records: list[Record]) -> int:
     """One transaction: the transformed records and the consumer's positions."""
-    producer.begin_transaction()
-    for msg in messages:
-        producer.produce(
-            output,
-            key=msg.key(),
-            value=transform(msg.partition(), msg.offset(), msg.value()),
-            partition=msg.partition(),
-        )
-    positions = [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
-    producer.send_offsets_to_transaction(
-        positions, consumer.consumer_group_metadata(), TXN_TIMEOUT_S
-    )
-    commit(producer)
-    return len(messages)
+    clients.producer.begin_transaction()
+    for r in records:
+        clients.send(args.output, r, transform(r.partition, r.offset, r.value))
+    hold_if_asked(clients, args.hold_file)
+    clients.send_offsets()
+    commit(clients)
+    return len(records)
 
 
 def run(args) -> int:
-    consumer, producer = make_clients(args)
-    producer.init_transactions(TXN_TIMEOUT_S * 2)
-    consumer.subscribe([args.input])
+    clients = CLIENTS[args.client](args)
     processed = transactions = 0
-    last_report = time.monotonic()
     try:
+        clients.producer.init_transactions(TXN_TIMEOUT_S * 2)
+        clients.consumer.subscribe([args.input])
+        last_report = time.monotonic()
         while not Stop.requested:
-            messages = consumer.consume(num_messages=args.batch, timeout=0.2)
-            errors = [m for m in messages if m.error() is not None]
-            for msg in errors:
-                log.info("consumer event: %s", msg.error())
-            messages = [m for m in messages if m.error() is None]
-            if not messages:
+            records = clients.poll(args.batch)
+            if not records:
                 continue
             try:
-                processed += process_batch(consumer, producer, args.output, messages)
+                processed += process_batch(clients, args, records)
                 transactions += 1
-            except KafkaException as exc:
-                error = exc.args[0]
-                if error.fatal() or error.code() in (
-                    KafkaError._FENCED,
-                    KafkaError.PRODUCER_FENCED,
-                    KafkaError.INVALID_PRODUCER_EPOCH,
-                ):
-                    log.error("fatal transaction error: %s", error)
+            except clients.error_type as exc:
+                if clients.is_fatal(exc):
+                    log.error("fatal transaction error: %r", exc)
                     return EXIT_FATAL
-                log.warning("aborting transaction after: %s", error)
-                producer.abort_transaction(TXN_TIMEOUT_S)
-                rewind_to_committed(consumer)
+                log.warning("aborting transaction after: %s", exc)
+                clients.producer.abort_transaction(TXN_TIMEOUT_S)
+                clients.rewind()
+                log.info("rewound to the group's committed offsets")
             if time.monotonic() - last_report > 2:
                 last_report = time.monotonic()
                 log.info("%d records in %d transactions", processed, transactions)
+    except clients.error_type as exc:
+        log.error("unrecoverable: %r", exc)
+        return EXIT_FATAL
     finally:
         log.info("stopping after %d records in %d transactions", processed, transactions)
-        consumer.close()
-        producer.flush(10)
+        clients.close()
     return 0
 
 
@@ -182,22 +272,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", required=True)
     parser.add_argument("--group", required=True)
     parser.add_argument("--transactional-id", required=True)
+    parser.add_argument("--client", choices=sorted(CLIENTS), default="confluent")
     parser.add_argument("--batch", type=int, default=500, help="records per poll batch")
     parser.add_argument("--session-timeout-ms", type=int, default=3000)
+    parser.add_argument("--hold-file", type=Path, default=None)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO,
         stream=sys.stderr,
-        format=f"%(asctime)s {args.transactional_id} %(levelname)s %(message)s",
+        format=f"%(asctime)s {args.transactional_id} %(levelname)s %(name)s %(message)s",
     )
     Stop.install()
     # the test's terminate() waits for this line: before it, SIGTERM would kill the process
     log.info("started pid=%d, SIGTERM handler installed", os.getpid())
-    try:
-        return run(args)
-    except KafkaException as exc:
-        log.error("unrecoverable: %s", exc)
-        return EXIT_FATAL
+    return run(args)
 
 
 if __name__ == "__main__":
