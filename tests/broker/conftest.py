@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from broker_helpers import open_state
+
+from broker.broker_helpers import open_state
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ import asyncio
 import uuid
 
 import pytest
-from broker_helpers import call
 
+from broker.broker_helpers import call
 from onceflow.broker import dispatch
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode

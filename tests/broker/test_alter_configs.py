@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from broker_helpers import call
-from test_produce_fetch import create
 
+from broker.broker_helpers import call
+from broker.test_produce_fetch import create
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.alter_configs import AlterConfigsRequest

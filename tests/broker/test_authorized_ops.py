@@ -7,9 +7,9 @@ import asyncio
 import uuid
 
 import pytest
-from broker_helpers import call
-from test_broker_group_membership import run_with_state, stable_member
 
+from broker.broker_helpers import call
+from broker.test_broker_group_membership import run_with_state, stable_member
 from onceflow.broker.authorized_ops import AclOperation as Op
 from onceflow.broker.authorized_ops import operations_in, to_bit_field
 from onceflow.protocol.api_keys import ApiKey

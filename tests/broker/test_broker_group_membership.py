@@ -9,8 +9,8 @@ import asyncio
 import struct
 
 import pytest
-from broker_helpers import call, open_state
 
+from broker.broker_helpers import call, open_state
 from onceflow.broker import dispatch
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode

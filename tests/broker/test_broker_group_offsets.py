@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from broker_helpers import call, open_state
-from test_broker_group_membership import GROUP_SETTINGS, run_with_state, stable_member
 
+from broker.broker_helpers import call, open_state
+from broker.test_broker_group_membership import GROUP_SETTINGS, run_with_state, stable_member
 from onceflow.coordinator.group.offsets import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode

@@ -8,9 +8,9 @@ import asyncio
 import time
 
 import pytest
-from broker_helpers import call, decode_all, make_batch
-from test_produce_fetch import create, fetch_request, partition_results, produce_request
 
+from broker.broker_helpers import call, decode_all, make_batch
+from broker.test_produce_fetch import create, fetch_request, partition_results, produce_request
 from onceflow.log.producer_state import AppendOrigin
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 
-from broker_helpers import call, make_batch
-
+from broker.broker_helpers import call, make_batch
 from onceflow.broker.config import BrokerConfig
 from onceflow.broker.metrics import BrokerMetrics, _escape
 from onceflow.broker.server import Broker

@@ -19,11 +19,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from broker_helpers import call
-from test_broker_group_offsets import txn_commit_request
-from test_broker_txn_handlers import add_partitions, end_txn, find_txn, init, run
-from test_produce_fetch import create
 
+from broker.broker_helpers import call
+from broker.test_broker_group_offsets import txn_commit_request
+from broker.test_broker_txn_handlers import add_partitions, end_txn, find_txn, init, run
+from broker.test_produce_fetch import create
 from onceflow.coordinator.txn.state import TxnState
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode

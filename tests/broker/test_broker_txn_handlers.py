@@ -9,9 +9,9 @@ import asyncio
 import logging
 
 import pytest
-from broker_helpers import call, decode_all, make_batch
-from test_produce_fetch import create, fetch_request, partition_results, produce_request
 
+from broker.broker_helpers import call, decode_all, make_batch
+from broker.test_produce_fetch import create, fetch_request, partition_results, produce_request
 from onceflow.broker.connection import RequestContext
 from onceflow.broker.dispatch import lookup
 from onceflow.protocol.api_keys import ApiKey

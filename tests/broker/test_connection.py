@@ -8,8 +8,8 @@ import struct
 import time
 
 import pytest
-from broker_helpers import make_batch
 
+from broker.broker_helpers import make_batch
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.headers import RequestHeader, encode_request_frame

@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from broker_helpers import call, decode_all, make_batch
-from test_produce_fetch import create, fetch_request, list_offsets_request, produce_request
 
+from broker.broker_helpers import call, decode_all, make_batch
+from broker.test_produce_fetch import create, fetch_request, list_offsets_request, produce_request
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.delete_records import DeleteRecordsRequest

@@ -8,8 +8,8 @@ import struct
 from pathlib import Path
 
 import pytest
-from broker_helpers import decode_all
 
+from broker.broker_helpers import decode_all
 from onceflow.broker import dispatch
 from onceflow.broker.connection import RequestContext
 from onceflow.protocol.api_keys import ApiKey

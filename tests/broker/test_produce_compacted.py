@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from broker_helpers import call
-from test_produce_fetch import PRODUCE_VERSIONS, create, partition_results, produce_request
 
+from broker.broker_helpers import call
+from broker.test_produce_fetch import PRODUCE_VERSIONS, create, partition_results, produce_request
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.records.builder import BatchBuilder

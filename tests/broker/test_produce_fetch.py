@@ -6,8 +6,8 @@ import asyncio
 import uuid
 
 import pytest
-from broker_helpers import call, decode_all, make_batch
 
+from broker.broker_helpers import call, decode_all, make_batch
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.fetch import FetchRequest

@@ -9,9 +9,9 @@ import asyncio
 import time
 
 import pytest
-from broker_helpers import call
-from test_produce_fetch import create, partition_results, produce_request
 
+from broker.broker_helpers import call
+from broker.test_produce_fetch import create, partition_results, produce_request
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.records.batch import split_complete_batches

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from broker_helpers import call, make_batch
-
+from broker.broker_helpers import call, make_batch
 from onceflow.broker.config import BrokerConfig
 from onceflow.broker.server import Broker
 from onceflow.protocol.api_keys import ApiKey

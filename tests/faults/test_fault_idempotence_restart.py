@@ -22,7 +22,8 @@ import time
 import pytest
 from interop.workload import check_exact_round_trip, consume_confluent, create_topic, record_value
 from support.broker import BrokerStartError
-from test_fault_idempotence_proxy import scrape
+
+from faults.test_fault_idempotence_proxy import scrape
 
 PARTITIONS = 3
 RECORDS = 90_000

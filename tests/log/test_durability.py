@@ -8,8 +8,7 @@ import os
 import threading
 import time
 
-from log_helpers import make_batch, open_log
-
+from log.log_helpers import make_batch, open_log
 from onceflow.log import segment as segment_module
 from onceflow.log.config import LogConfig
 from onceflow.log.durability import GroupCommitter

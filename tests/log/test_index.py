@@ -6,8 +6,8 @@ import tempfile
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from log_helpers import headers_of, make_batch, open_log
 
+from log.log_helpers import headers_of, make_batch, open_log
 from onceflow.log.config import LogConfig
 from onceflow.log.index import OffsetIndex, TimeIndex
 

@@ -8,8 +8,8 @@ import logging
 import os
 
 import pytest
-from log_helpers import make_batch, record_offsets
 
+from log.log_helpers import make_batch, record_offsets
 from onceflow.log.manager import (
     CLEAN_SHUTDOWN_FILE,
     RECOVERY_POINT_FILE,

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import os
 
-from log_helpers import fill, headers_of, make_batch, open_log, record_offsets, record_values
-
+from log.log_helpers import fill, headers_of, make_batch, open_log, record_offsets, record_values
 from onceflow.log import segment as segment_module
 from onceflow.log.config import LogConfig
 from onceflow.protocol.errors import ErrorCode

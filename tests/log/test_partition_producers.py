@@ -7,9 +7,9 @@ import tempfile
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from log_helpers import make_batch, open_log, record_values
-from producer_helpers import marker, producer_batch
 
+from log.log_helpers import make_batch, open_log, record_values
+from log.producer_helpers import marker, producer_batch
 from onceflow.log.config import LogConfig
 from onceflow.log.producer_state import AppendOrigin
 from onceflow.log.txn_index import ENTRY_SIZE, AbortedTxn

@@ -9,9 +9,9 @@ import os
 import time
 
 import pytest
-from log_helpers import make_batch, open_log
-from producer_helpers import marker, producer_batch
 
+from log.log_helpers import make_batch, open_log
+from log.producer_helpers import marker, producer_batch
 from onceflow.log.config import LogConfig
 from onceflow.log.manager import LogManager
 from onceflow.log.producer_snapshot import (

@@ -5,8 +5,7 @@ from __future__ import annotations
 import logging
 import os
 
-from log_helpers import fill, make_batch, open_log, record_offsets
-
+from log.log_helpers import fill, make_batch, open_log, record_offsets
 from onceflow.log.config import LogConfig
 from onceflow.records.batch import split_complete_batches
 

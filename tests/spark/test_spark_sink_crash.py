@@ -13,14 +13,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from pipeline_helpers import (
+from support.broker import BrokerProcess
+
+from spark.pipeline_helpers import (
     Pipeline,
     assert_exactly_once,
     end_offsets,
     output_problems,
     read_output,
 )
-from support.broker import BrokerProcess
 
 pytestmark = pytest.mark.slow
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from group_helpers import TP0, committed, join_with_id, offsets, run, stable_group
-
+from coordinator.group.group_helpers import TP0, committed, join_with_id, offsets, run, stable_group
 from onceflow.coordinator.group.coordinator import GroupCoordinator
 from onceflow.coordinator.group.state import GroupState
 from onceflow.protocol.errors import ErrorCode

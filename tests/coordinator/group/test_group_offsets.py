@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from group_helpers import (
+from coordinator.group.group_helpers import (
     TP0,
     TP1,
     Clock,
@@ -12,7 +12,6 @@ from group_helpers import (
     run,
     stable_group,
 )
-
 from onceflow.coordinator.group.config import OFFSETS_TOPIC
 from onceflow.coordinator.group.coordinator import GroupCoordinator
 from onceflow.coordinator.group.offsets import OffsetAndMetadata, TopicPartition

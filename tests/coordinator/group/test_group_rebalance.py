@@ -5,8 +5,15 @@ from __future__ import annotations
 import asyncio
 import time
 
-from group_helpers import PROTOCOLS, config, join, join_with_id, run, stable_group, subscription
-
+from coordinator.group.group_helpers import (
+    PROTOCOLS,
+    config,
+    join,
+    join_with_id,
+    run,
+    stable_group,
+    subscription,
+)
 from onceflow.coordinator.group.coordinator import GroupCoordinator
 from onceflow.coordinator.group.state import GroupState
 from onceflow.protocol.errors import ErrorCode

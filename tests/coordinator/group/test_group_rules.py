@@ -12,8 +12,8 @@ import asyncio
 from dataclasses import dataclass
 
 import pytest
-from group_helpers import TP0, join, join_with_id, offsets, run, stable_group
 
+from coordinator.group.group_helpers import TP0, join, join_with_id, offsets, run, stable_group
 from onceflow.coordinator.group.coordinator import GroupCoordinator
 from onceflow.coordinator.group.state import GroupState
 from onceflow.protocol.errors import ErrorCode

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from group_helpers import TP0, TP1, committed, offsets, run, stable_group
-
+from coordinator.group.group_helpers import TP0, TP1, committed, offsets, run, stable_group
 from onceflow.coordinator.group.coordinator import GroupCoordinator
 from onceflow.log.producer_state import AppendOrigin
 from onceflow.protocol.errors import ErrorCode

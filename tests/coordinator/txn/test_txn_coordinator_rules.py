@@ -12,8 +12,8 @@ import asyncio
 import itertools
 
 import pytest
-from txn_helpers import TP0, TP1, coordinator_env
 
+from coordinator.txn.txn_helpers import TP0, TP1, coordinator_env
 from onceflow.coordinator.txn.metadata import TopicPartition, TransactionMetadata
 from onceflow.coordinator.txn.state import IllegalTxnTransition, TxnState
 from onceflow.protocol.errors import ErrorCode

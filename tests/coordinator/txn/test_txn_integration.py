@@ -9,7 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from txn_helpers import (
+from coordinator.txn.txn_helpers import (
     TEST_CONFIG,
     TP0,
     TP1,
@@ -20,7 +20,6 @@ from txn_helpers import (
     markers_on,
     state_records,
 )
-
 from onceflow.coordinator.txn.config import CRASH_AFTER_PREPARE_ENV, TxnConfig
 from onceflow.coordinator.txn.markers import InProcessTxnMarkerChannel
 from onceflow.coordinator.txn.metadata import (

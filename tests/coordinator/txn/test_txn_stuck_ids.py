@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from txn_helpers import TP0, TP1, begin, coordinator_env, markers_on
 
+from coordinator.txn.txn_helpers import TP0, TP1, begin, coordinator_env, markers_on
 from onceflow.coordinator.txn.markers import InProcessTxnMarkerChannel
 from onceflow.coordinator.txn.state import TxnState
 from onceflow.protocol.errors import ErrorCode
