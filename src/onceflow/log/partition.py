@@ -48,18 +48,8 @@ from onceflow.log.producer_state import (
     ProducerInfo,
     ProducerStateManager,
 )
-from onceflow.log.recovery import RecoverySummary, recover_segment
-from onceflow.log.segment import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    SEGMENT_SUFFIXES,
-    SNAPSHOT_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    BatchInfo,
-    LogSegment,
-    parse_segment_stem,
-    segment_file_stem,
-)
+from onceflow.log.recovery import load_segments
+from onceflow.log.segment import BatchInfo, LogSegment
 from onceflow.log.timestamps import find_offset_by_timestamp
 from onceflow.protocol.errors import ErrorCode
 from onceflow.records.batch import (
@@ -154,12 +144,15 @@ class PartitionLog:
         self.failed: OSError | None = None
         self.last_flush_ms = int(time.time() * 1000)
         self.producer_state = ProducerStateManager(producer_id_expiration_ms)
-        self._replay_bound: int | None = None  # first segment whose .txnindex needs a replay
         created = not os.path.isdir(self.dir_path)
         os.makedirs(self.dir_path, exist_ok=True)
         if created:
             fsync_dir(os.path.dirname(self.dir_path))
-        self._load(recovery_point, clean_shutdown)
+        loaded = load_segments(self.dir_path, config, self.name, recovery_point, clean_shutdown)
+        self._segments = loaded.segments
+        self._base_offsets = [s.base_offset for s in loaded.segments]
+        # first segment whose .txnindex needs a replay
+        self._replay_bound: int | None = loaded.replay_bound
         self._log_end_offset = self._segments[-1].next_offset
         stored_start = read_int_file(os.path.join(self.dir_path, LOG_START_OFFSET_FILE))
         self._checkpoint_lock = threading.Lock()  # serialises `checkpoint_log_start_offset`
@@ -659,106 +652,6 @@ class PartitionLog:
             self.name,
         )
         self._replay_bound = None
-
-    def _load(self, recovery_point: int, clean_shutdown: bool) -> None:
-        """Open every segment, recovering those that may hold unflushed or damaged data."""
-        bases = self._scan_directory()
-        if not bases:
-            segment = LogSegment(self.dir_path, 0, self.config, create=True)
-            self._segments = [segment]
-            self._base_offsets = [0]
-            fsync_dir(self.dir_path)
-            return
-        missing = {}
-        for base in bases:
-            stem = os.path.join(self.dir_path, segment_file_stem(base))
-            absent = [x for x in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) if not os.path.exists(stem + x)]
-            missing[base] = f"{', '.join(absent)} missing" if absent else None
-        segments = [LogSegment(self.dir_path, b, self.config, create=False) for b in bases]
-        summary = RecoverySummary(self.name)
-        recovered: set[int] = set()
-        next_offset = 0
-        for i, segment in enumerate(segments):
-            is_last = i == len(segments) - 1
-            next_base = None if is_last else segments[i + 1].base_offset
-            problem = missing[segment.base_offset] or self._index_problem(segment, next_base)
-            unflushed = not clean_shutdown and (next_base is None or next_base > recovery_point)
-            if problem is None and not unflushed:
-                segment.load_state()
-                next_offset = segment.next_offset
-                continue
-            outcome = recover_segment(segment, next_offset)
-            recovered.add(segment.base_offset)
-            self._distrust_txn_index(segment)
-            summary.add(segment, outcome, problem)
-            next_offset = segment.next_offset
-            if outcome.truncated_bytes and not is_last:
-                later = segments[i + 1 :]
-                for doomed in later:
-                    doomed.delete()
-                del segments[i + 1 :]
-                summary.dropped_segments = len(later)
-                fsync_dir(self.dir_path)
-                break
-        summary.log()
-        self._segments = segments
-        self._base_offsets = [s.base_offset for s in segments]
-        for segment in segments:
-            if segment.base_offset in recovered:
-                continue  # its .txnindex was emptied; the producer-state replay refills it
-            problem = segment.txn_index.load()
-            if problem is not None:
-                logger.warning(
-                    "cut the .txnindex of segment %d of %s (%s); rebuilding it from the log",
-                    segment.base_offset,
-                    self.name,
-                    problem,
-                )
-                self._distrust_txn_index(segment)
-
-    def _distrust_txn_index(self, segment: LogSegment) -> None:
-        """Make the producer-state replay start at or before `segment` (its .txnindex is
-        rebuilt from the log)."""
-        if self._replay_bound is None or segment.base_offset < self._replay_bound:
-            self._replay_bound = segment.base_offset
-
-    def _index_problem(self, segment: LogSegment, next_base: int | None) -> str | None:
-        """Why `segment`'s index files cannot be trusted, or None."""
-        if not segment.offset_index.load():
-            return "offset index size is not a whole number of entries"
-        if not segment.time_index.load():
-            return "time index size is not a whole number of entries"
-        problem = segment.offset_index.sanity_check(segment.size)
-        if problem is None:
-            bound = segment.base_offset + 2**31 if next_base is None else next_base
-            problem = segment.time_index.sanity_check(bound)
-        if problem is None and next_base is not None:
-            if segment.offset_index.last_entry()[0] >= next_base:
-                problem = f"{INDEX_SUFFIX} points past the next segment"
-        return problem
-
-    def _scan_directory(self) -> list[int]:
-        """Base offsets of the segments in the directory; removes leftovers of crashes."""
-        bases: set[int] = set()
-        names = os.listdir(self.dir_path)
-        for name in names:
-            base = parse_segment_stem(name)
-            if base is not None and name.endswith(LOG_SUFFIX):
-                bases.add(base)
-        for name in names:
-            path = os.path.join(self.dir_path, name)
-            base = parse_segment_stem(name)
-            orphan = (
-                base is not None
-                and base not in bases
-                and name.endswith(SEGMENT_SUFFIXES)
-                and not name.endswith(SNAPSHOT_SUFFIX)  # a shutdown snapshot at the log end
-            )
-            leftover = name.endswith((".deleted", ".tmp", ".cleaned", ".swap"))
-            if orphan or leftover:
-                logger.info("removing leftover file %s", path)
-                os.unlink(path)
-        return sorted(bases)
 
     def close(self) -> None:
         """Flush, seal the active segment's time index, fsync the indexes, snapshot the

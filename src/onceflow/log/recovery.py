@@ -1,8 +1,11 @@
-"""Segment recovery: validate batches, cut a torn or corrupt tail, rebuild the indexes.
+"""Opening a partition's segments, and segment recovery: validate batches, cut a torn or
+corrupt tail, rebuild the indexes.
 
-Run by `PartitionLog` on open for every segment that may hold unflushed data (after an
-unclean shutdown: the segments from the recovery point on) and for any segment whose index
-files are missing or fail their sanity check. A scan reads the `.log` in large chunks and
+`load_segments` runs when `PartitionLog` opens: it removes leftovers of crashes from the
+directory (`scan_directory`), opens every segment and recovers every segment that may hold
+unflushed data (after an unclean shutdown: the segments from the recovery point on) and any
+segment whose index files are missing or fail their sanity check; a truncated tail drops the
+segments after it. A scan reads the `.log` in large chunks and
 checks each batch: length bounds, magic 2, CRC32C, offsets increasing (base offset at or after
 the previous batch's next offset and the segment base, last offset delta >= 0, relative offsets
 within int32). The first batch failing a check and everything after it is truncated; the
@@ -17,8 +20,19 @@ import logging
 import os
 from dataclasses import dataclass
 
-from onceflow.log.config import MAX_INT32
-from onceflow.log.segment import BatchInfo, LogSegment
+from onceflow.log.config import MAX_INT32, LogConfig
+from onceflow.log.fsutil import fsync_dir
+from onceflow.log.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SEGMENT_SUFFIXES,
+    SNAPSHOT_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    BatchInfo,
+    LogSegment,
+    parse_segment_stem,
+    segment_file_stem,
+)
 from onceflow.records.batch import (
     LOG_OVERHEAD,
     iter_batches,
@@ -42,6 +56,121 @@ class SegmentRecovery:
     batches: int
     # why the tail was cut ("torn batch at end of file", "CRC mismatch", ...); None if not cut
     reason: str | None
+
+
+@dataclass(frozen=True)
+class LoadedSegments:
+    """Outcome of `load_segments`."""
+
+    segments: list[LogSegment]  # by base offset, never empty
+    # first segment whose .txnindex the producer-state replay must rebuild; None: none
+    replay_bound: int | None
+
+
+def load_segments(
+    dir_path: str, config: LogConfig, name: str, recovery_point: int, clean_shutdown: bool
+) -> LoadedSegments:
+    """Open every segment of the partition directory `dir_path` (log `name`), recovering
+    those that may hold unflushed or damaged data; an empty directory gets segment 0."""
+    bases = scan_directory(dir_path)
+    if not bases:
+        segment = LogSegment(dir_path, 0, config, create=True)
+        fsync_dir(dir_path)
+        return LoadedSegments([segment], None)
+    missing = {}
+    for base in bases:
+        stem = os.path.join(dir_path, segment_file_stem(base))
+        absent = [x for x in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) if not os.path.exists(stem + x)]
+        missing[base] = f"{', '.join(absent)} missing" if absent else None
+    segments = [LogSegment(dir_path, b, config, create=False) for b in bases]
+    summary = RecoverySummary(name)
+    recovered: set[int] = set()
+    replay_bound: int | None = None
+    next_offset = 0
+    for i, segment in enumerate(segments):
+        is_last = i == len(segments) - 1
+        next_base = None if is_last else segments[i + 1].base_offset
+        problem = missing[segment.base_offset] or _index_problem(segment, next_base)
+        unflushed = not clean_shutdown and (next_base is None or next_base > recovery_point)
+        if problem is None and not unflushed:
+            segment.load_state()
+            next_offset = segment.next_offset
+            continue
+        outcome = recover_segment(segment, next_offset)
+        recovered.add(segment.base_offset)
+        replay_bound = _distrust_txn_index(replay_bound, segment)
+        summary.add(segment, outcome, problem)
+        next_offset = segment.next_offset
+        if outcome.truncated_bytes and not is_last:
+            later = segments[i + 1 :]
+            for doomed in later:
+                doomed.delete()
+            del segments[i + 1 :]
+            summary.dropped_segments = len(later)
+            fsync_dir(dir_path)
+            break
+    summary.log()
+    for segment in segments:
+        if segment.base_offset in recovered:
+            continue  # its .txnindex was emptied; the producer-state replay refills it
+        problem = segment.txn_index.load()
+        if problem is not None:
+            logger.warning(
+                "cut the .txnindex of segment %d of %s (%s); rebuilding it from the log",
+                segment.base_offset,
+                name,
+                problem,
+            )
+            replay_bound = _distrust_txn_index(replay_bound, segment)
+    return LoadedSegments(segments, replay_bound)
+
+
+def _distrust_txn_index(replay_bound: int | None, segment: LogSegment) -> int | None:
+    """The replay bound moved to at or before `segment` (its .txnindex is rebuilt from the
+    log)."""
+    if replay_bound is None or segment.base_offset < replay_bound:
+        return segment.base_offset
+    return replay_bound
+
+
+def _index_problem(segment: LogSegment, next_base: int | None) -> str | None:
+    """Why `segment`'s index files cannot be trusted, or None."""
+    if not segment.offset_index.load():
+        return "offset index size is not a whole number of entries"
+    if not segment.time_index.load():
+        return "time index size is not a whole number of entries"
+    problem = segment.offset_index.sanity_check(segment.size)
+    if problem is None:
+        bound = segment.base_offset + 2**31 if next_base is None else next_base
+        problem = segment.time_index.sanity_check(bound)
+    if problem is None and next_base is not None:
+        if segment.offset_index.last_entry()[0] >= next_base:
+            problem = f"{INDEX_SUFFIX} points past the next segment"
+    return problem
+
+
+def scan_directory(dir_path: str) -> list[int]:
+    """Base offsets of the segments in `dir_path`; removes leftovers of crashes."""
+    bases: set[int] = set()
+    names = os.listdir(dir_path)
+    for name in names:
+        base = parse_segment_stem(name)
+        if base is not None and name.endswith(LOG_SUFFIX):
+            bases.add(base)
+    for name in names:
+        path = os.path.join(dir_path, name)
+        base = parse_segment_stem(name)
+        orphan = (
+            base is not None
+            and base not in bases
+            and name.endswith(SEGMENT_SUFFIXES)
+            and not name.endswith(SNAPSHOT_SUFFIX)  # a shutdown snapshot at the log end
+        )
+        leftover = name.endswith((".deleted", ".tmp", ".cleaned", ".swap"))
+        if orphan or leftover:
+            logger.info("removing leftover file %s", path)
+            os.unlink(path)
+    return sorted(bases)
 
 
 def recover_segment(segment: LogSegment, min_offset: int) -> SegmentRecovery:

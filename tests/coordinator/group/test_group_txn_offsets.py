@@ -206,8 +206,8 @@ def test_commits_cancelled_while_being_made_durable_still_finish(tmp_path) -> No
             task.cancel()
         gate.set()
         await asyncio.gather(plain, txn, return_exceptions=True)
-        while c._tasks:  # the finishing writes (none when the request's task did the work)
-            await asyncio.wait(list(c._tasks))
+        # the finishing writes (none when the request's task did the work)
+        await c.store.finish_tasks()
         in_flight = dict(c.groups["g"].offsets.in_flight)
         c.storage.durable = inner
         await write_marker(c, "g", commit=True)

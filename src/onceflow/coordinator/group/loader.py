@@ -6,17 +6,21 @@
 - An offset record in a transactional batch is held pending for its producer; a COMMIT marker
   of that producer installs the producer's pending offsets of the partition's groups (the later
   record wins against a plain commit), an ABORT drops them. Offsets whose marker is not in the
-  log yet stay pending: the transaction coordinator's recovery writes the marker and calls
-  `GroupCoordinator.on_txn_marker`.
+  log yet stay pending (`LoadedGroups.txn_groups`): the transaction coordinator's recovery
+  writes the marker and calls `GroupCoordinator.on_txn_marker`.
 - A group record restores the group EMPTY with its generation and protocol type (members are
   not restored: they rejoin). A group tombstone forgets the group's metadata; offsets written
   after it (or surviving it) keep an EMPTY group alive, as in Kafka.
+
+`load_groups` reads the partitions in order into one `LoadedGroups` and returns it; the
+coordinator's store takes it in (`GroupStore.load`).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 from onceflow.coordinator.group.group import GroupMetadata
 from onceflow.coordinator.group.records import (
@@ -33,21 +37,28 @@ from onceflow.records.control import ControlRecordType, parse_control_record
 from onceflow.records.errors import CorruptRecordError
 from onceflow.records.record import decode_records
 
-if TYPE_CHECKING:
-    from onceflow.coordinator.group.coordinator import GroupCoordinator
-
-__all__ = ["load_offsets_partition"]
+__all__ = ["LoadedGroups", "load_groups", "load_offsets_partition"]
 
 logger = logging.getLogger("onceflow.coordinator.group")
 
 
-class _PartitionLoad:
-    """State of loading one partition."""
+@dataclass
+class LoadedGroups:
+    """What loading found: the groups by id, and per producer id the groups holding its
+    pending transactional offsets (their marker is not in the log yet)."""
 
-    def __init__(self, coordinator: GroupCoordinator, log: PartitionLog) -> None:
-        self.coordinator = coordinator
+    groups: dict[str, GroupMetadata] = field(default_factory=dict)
+    txn_groups: dict[int, set[str]] = field(default_factory=dict)
+
+
+class _PartitionLoad:
+    """State of loading one partition into `loaded`."""
+
+    def __init__(self, loaded: LoadedGroups, log: PartitionLog, clock: Callable[[], int]) -> None:
+        self.loaded = loaded
         self.log = log
-        self.now = coordinator.now_ms()
+        self.clock = clock
+        self.now = clock()
         self.touched: set[str] = set()
         self.with_metadata: set[str] = set()
         self.open_txns: dict[int, set[str]] = {}  # producer id -> groups with pending offsets
@@ -55,7 +66,10 @@ class _PartitionLoad:
 
     def group(self, group_id: str) -> GroupMetadata:
         self.touched.add(group_id)
-        return self.coordinator.add_group(group_id)
+        group = self.loaded.groups.get(group_id)
+        if group is None:
+            group = self.loaded.groups[group_id] = GroupMetadata(group_id, self.clock())
+        return group
 
     def batch(self, header: BatchHeader, view: memoryview) -> None:
         if header.is_control:
@@ -88,7 +102,7 @@ class _PartitionLoad:
             return  # not a transaction marker
         commit = control.control_type == ControlRecordType.COMMIT
         for group_id in self.open_txns.pop(header.producer_id, ()):
-            group = self.coordinator.groups.get(group_id)
+            group = self.loaded.groups.get(group_id)
             if group is not None:
                 group.offsets.complete_txn(header.producer_id, commit)
 
@@ -96,7 +110,7 @@ class _PartitionLoad:
         if record.offset is not None:
             self.group(record.group_id).offsets.install(record.tp, record.offset)
             return
-        group = self.coordinator.groups.get(record.group_id)
+        group = self.loaded.groups.get(record.group_id)
         if group is not None:
             group.offsets.remove([record.tp])
 
@@ -105,7 +119,7 @@ class _PartitionLoad:
             self.group(record.group_id).offsets.stage_txn(producer_id, record.tp, record.offset)
             self.open_txns.setdefault(producer_id, set()).add(record.group_id)
             return
-        group = self.coordinator.groups.get(record.group_id)
+        group = self.loaded.groups.get(record.group_id)
         staged = group.offsets.pending_txn.get(producer_id) if group is not None else None
         if staged is not None:
             staged.pop(record.tp, None)
@@ -113,11 +127,11 @@ class _PartitionLoad:
                 del group.offsets.pending_txn[producer_id]
 
     def group_record(self, record: GroupRecord) -> None:
-        old = self.coordinator.groups.get(record.group_id)
+        old = self.loaded.groups.get(record.group_id)
         group = GroupMetadata(record.group_id, self.now)
         if old is not None:
             group.offsets = old.offsets
-        self.coordinator.groups[record.group_id] = group
+        self.loaded.groups[record.group_id] = group
         self.touched.add(record.group_id)
         if record.value is None:
             self.with_metadata.discard(record.group_id)
@@ -127,15 +141,15 @@ class _PartitionLoad:
 
     def finish(self) -> None:
         for producer_id, group_ids in self.open_txns.items():
-            self.coordinator.txn_groups.setdefault(producer_id, set()).update(group_ids)
+            self.loaded.txn_groups.setdefault(producer_id, set()).update(group_ids)
         for group_id in self.touched:
-            group = self.coordinator.groups.get(group_id)
+            group = self.loaded.groups.get(group_id)
             if (
                 group is not None
                 and group_id not in self.with_metadata
                 and not group.offsets.all_partitions()
             ):
-                del self.coordinator.groups[group_id]
+                del self.loaded.groups[group_id]
 
 
 def restore_group(group: GroupMetadata, value: GroupMetadataValue, now_ms: int) -> None:
@@ -147,11 +161,23 @@ def restore_group(group: GroupMetadata, value: GroupMetadataValue, now_ms: int) 
     group.state_timestamp_ms = stored if not value.members and stored >= 0 else now_ms
 
 
+def load_groups(
+    partitions: Iterable[tuple[int, PartitionLog]], clock: Callable[[], int]
+) -> LoadedGroups:
+    """Replay every `(partition, log)` of `__consumer_offsets`, in order; `clock` gives the
+    wall-clock milliseconds (a restored group's state timestamp)."""
+    loaded = LoadedGroups()
+    for _, log in partitions:
+        load_offsets_partition(loaded, log, clock)
+    return loaded
+
+
 def load_offsets_partition(
-    coordinator: GroupCoordinator, partition: int, log: PartitionLog
+    loaded: LoadedGroups, log: PartitionLog, clock: Callable[[], int]
 ) -> None:
-    """Replay `__consumer_offsets` partition `partition` into `coordinator`."""
-    load = _PartitionLoad(coordinator, log)
+    """Replay one `__consumer_offsets` partition into `loaded` (on top of the partitions
+    read before it)."""
+    load = _PartitionLoad(loaded, log, clock)
     for header, view in read_batches(log):
         load.batch(header, view)
     load.finish()

@@ -43,8 +43,8 @@ from onceflow.coordinator.group.storage import STORE_GROUP_ERRORS
 from onceflow.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from onceflow.coordinator.group.coordinator import GroupCoordinator
     from onceflow.coordinator.group.results import PendingWrite
+    from onceflow.coordinator.group.store import GroupStore
 
 __all__ = ["GroupMembership", "validate_current_member"]
 
@@ -72,11 +72,11 @@ def validate_current_member(
 
 
 class GroupMembership:
-    """Membership requests and rebalance timers of every group of one coordinator."""
+    """Membership requests and rebalance timers of every group of one coordinator's store."""
 
-    def __init__(self, coordinator: GroupCoordinator) -> None:
-        self.coordinator = coordinator
-        self.config = coordinator.config
+    def __init__(self, store: GroupStore) -> None:
+        self.store = store
+        self.config = store.config
 
     @staticmethod
     def _later(delay_ms: int, callback, *args) -> asyncio.TimerHandle:
@@ -100,8 +100,8 @@ class GroupMembership:
         support_skipping_assignment: bool,
     ) -> JoinResult:
         """Handle a JoinGroup; see the module docstring."""
-        coordinator = self.coordinator
-        error = coordinator.check_group_status(group_id)
+        store = self.store
+        error = store.check_group_status(group_id)
         if error is not None:
             return JoinResult(error, member_id=member_id)
         config = self.config
@@ -110,11 +110,11 @@ class GroupMembership:
         if rebalance_timeout_ms < 0:  # JoinGroup v0 has none: Kafka uses the session timeout
             rebalance_timeout_ms = session_timeout_ms
         protocols = [(name, bytes(metadata)) for name, metadata in protocols]
-        group = coordinator.groups.get(group_id)
+        group = store.groups.get(group_id)
         if group is None:
             if member_id:
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
-            group = coordinator.add_group(group_id)
+            group = store.add_group(group_id)
         if not self._accept_joining_member(group, member_id):
             member = group.members.get(member_id)
             if member is not None:
@@ -224,7 +224,7 @@ class GroupMembership:
             group.new_member_added = True
         group.add(member, req.waiter)
         # a new member cannot heartbeat before its JoinGroup is answered: give it longer
-        self._schedule_heartbeat(group, member, self.config.new_member_join_timeout_ms)
+        self.schedule_heartbeat(group, member, self.config.new_member_join_timeout_ms)
         self._maybe_prepare_rebalance(group, f"adding member {member_id}")
 
     def _update_member_and_rebalance(
@@ -243,7 +243,7 @@ class GroupMembership:
         instance = req.group_instance_id or ""
         member = group.replace_static_member(instance, old_member_id, new_member_id)
         old_protocols = list(member.protocols)
-        self._schedule_heartbeat(group, member)
+        self.schedule_heartbeat(group, member)
         group.update_member(member, req.protocols, req.waiter)
         member.client_id, member.client_host = req.client_id, req.client_host
         member.session_timeout_ms = req.session_timeout_ms
@@ -252,8 +252,8 @@ class GroupMembership:
         if state is GroupState.STABLE:
             if group.select_protocol() == group.protocol_name:
                 assignment = {m.member_id: m.assignment for m in group.members.values()}
-                write = self.coordinator.write_group(group, assignment)
-                self.coordinator.spawn(
+                write = self.store.write_group(group, assignment)
+                self.store.spawn(
                     self._finish_static_replace(
                         group,
                         member,
@@ -285,7 +285,7 @@ class GroupMembership:
         support_skipping_assignment: bool,
         write: PendingWrite,
     ) -> None:
-        error = await self.coordinator.await_write(write, STORE_GROUP_ERRORS)
+        error = await self.store.await_write(write, STORE_GROUP_ERRORS)
         new_member_id = member.member_id
         if error != ErrorCode.NONE:
             logger.warning("group %s: storing static member %s failed: %s",
@@ -294,7 +294,7 @@ class GroupMembership:
             group.update_member(member, old_protocols, None)
             if group.members.get(new_member_id) is member:
                 group.replace_static_member(instance, new_member_id, old_member_id)
-                self._schedule_heartbeat(group, member)
+                self.schedule_heartbeat(group, member)
             if waiter is not None and not waiter.done():
                 waiter.set_result(
                     JoinResult(
@@ -332,7 +332,7 @@ class GroupMembership:
         self._cancel_sync_timer(group)
         self._cancel_join_timer(group)
         initial = group.is_(GroupState.EMPTY)
-        group.transition_to(GroupState.PREPARING_REBALANCE, self.coordinator.now_ms())
+        group.transition_to(GroupState.PREPARING_REBALANCE, self.store.now_ms())
         logger.info("preparing to rebalance group %s (generation %d): %s",
                     group.group_id, group.generation_id, reason)  # fmt: skip
         if initial:
@@ -390,13 +390,13 @@ class GroupMembership:
             # only static members that did not rejoin are left: wait for them or their timeout
             group.join_timer = self._later(group.rebalance_timeout_ms, self._on_join_timeout, group)
             return
-        now = self.coordinator.now_ms()
+        now = self.store.now_ms()
         group.init_next_generation(now)
         if group.is_(GroupState.EMPTY):
             logger.info("group %s with generation %d is now empty",
                         group.group_id, group.generation_id)  # fmt: skip
-            write = self.coordinator.write_group(group, {})
-            self.coordinator.spawn(self._finish_empty_store(group, write))
+            write = self.store.write_group(group, {})
+            self.store.spawn(self._finish_empty_store(group, write))
             return
         logger.info("stabilized group %s generation %d (protocol %s, %d members)",
                     group.group_id, group.generation_id, group.protocol_name,
@@ -404,13 +404,13 @@ class GroupMembership:
         for member in list(group.members.values()):
             leader = group.is_leader(member.member_id)
             member.complete_join(group.join_result_for(member.member_id, with_members=leader))
-            self._schedule_heartbeat(group, member)
+            self.schedule_heartbeat(group, member)
             member.is_new = False
             group.pending_sync.add(member.member_id)
         self._schedule_pending_sync(group)
 
     async def _finish_empty_store(self, group: GroupMetadata, write: PendingWrite) -> None:
-        error = await self.coordinator.await_write(write, STORE_GROUP_ERRORS)
+        error = await self.store.await_write(write, STORE_GROUP_ERRORS)
         if error != ErrorCode.NONE:
             # no member depends on it: the previous generation comes back after a crash
             logger.warning("group %s: writing empty group metadata failed: %s",
@@ -429,10 +429,10 @@ class GroupMembership:
         assignments: Mapping[str, bytes],
     ) -> SyncResult:
         """Handle a SyncGroup; see the module docstring."""
-        error = self.coordinator.check_group_status(group_id)
+        error = self.store.check_group_status(group_id)
         if error is not None:
             return SyncResult(error)
-        group = self.coordinator.groups.get(group_id)
+        group = self.store.groups.get(group_id)
         if group is None:
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
         if group.is_(GroupState.DEAD):
@@ -451,7 +451,7 @@ class GroupMembership:
         member = group.members[member_id]
         if group.is_(GroupState.STABLE):
             self._remove_pending_sync_member(group, member_id)
-            self._schedule_heartbeat(group, member)
+            self.schedule_heartbeat(group, member)
             return SyncResult(
                 ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment
             )
@@ -463,10 +463,8 @@ class GroupMembership:
         self._remove_pending_sync_member(group, member_id)
         if group.is_leader(member_id):
             assignment = {mid: bytes(assignments.get(mid, b"")) for mid in group.members}
-            write = self.coordinator.write_group(group, assignment)
-            self.coordinator.spawn(
-                self._finish_sync_store(group, group.generation_id, assignment, write)
-            )
+            write = self.store.write_group(group, assignment)
+            self.store.spawn(self._finish_sync_store(group, group.generation_id, assignment, write))
         return await waiter
 
     async def _finish_sync_store(
@@ -476,7 +474,7 @@ class GroupMembership:
         assignment: dict[str, bytes],
         write: PendingWrite,
     ) -> None:
-        error = await self.coordinator.await_write(write, STORE_GROUP_ERRORS)
+        error = await self.store.await_write(write, STORE_GROUP_ERRORS)
         if not group.is_(GroupState.COMPLETING_REBALANCE) or group.generation_id != generation_id:
             return  # the group moved on while the record was written
         if error != ErrorCode.NONE:
@@ -491,14 +489,14 @@ class GroupMembership:
                 ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment
             )
             if member.complete_sync(result):
-                self._schedule_heartbeat(group, member)
-        group.transition_to(GroupState.STABLE, self.coordinator.now_ms())
+                self.schedule_heartbeat(group, member)
+        group.transition_to(GroupState.STABLE, self.store.now_ms())
 
     def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: ErrorCode) -> None:
         for member in group.members.values():
             member.assignment = b""
             if member.complete_sync(SyncResult(error)):
-                self._schedule_heartbeat(group, member)
+                self.schedule_heartbeat(group, member)
 
     def _schedule_pending_sync(self, group: GroupMetadata) -> None:
         self._cancel_sync_timer(group)
@@ -530,10 +528,10 @@ class GroupMembership:
         self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
     ) -> ErrorCode:
         """Handle a Heartbeat; see the module docstring."""
-        error = self.coordinator.check_group_status(group_id)
+        error = self.store.check_group_status(group_id)
         if error is not None:
             return error
-        group = self.coordinator.groups.get(group_id)
+        group = self.store.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.is_(GroupState.DEAD):
@@ -545,7 +543,7 @@ class GroupMembership:
             return ErrorCode.ILLEGAL_GENERATION
         if group.is_(GroupState.EMPTY):
             return ErrorCode.UNKNOWN_MEMBER_ID
-        self._schedule_heartbeat(group, group.members[member_id])
+        self.schedule_heartbeat(group, group.members[member_id])
         if group.is_(GroupState.PREPARING_REBALANCE):
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
@@ -556,10 +554,10 @@ class GroupMembership:
         """Handle a LeaveGroup: `(member_id, group_instance_id)` per leaving member (v3+ batch;
         an empty member id removes the static member by instance id). Returns the top-level
         error and one error per member."""
-        error = self.coordinator.check_group_status(group_id)
+        error = self.store.check_group_status(group_id)
         if error is not None:
             return error, []
-        group = self.coordinator.groups.get(group_id)
+        group = self.store.groups.get(group_id)
         if group is None:
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
         if group.is_(GroupState.DEAD):
@@ -602,7 +600,7 @@ class GroupMembership:
 
     # -- timers --------------------------------------------------------------------------------
 
-    def _schedule_heartbeat(
+    def schedule_heartbeat(
         self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int | None = None
     ) -> None:
         member.cancel_heartbeat()
@@ -614,7 +612,7 @@ class GroupMembership:
         if group.is_(GroupState.DEAD) or group.members.get(member.member_id) is not member:
             return
         if not member.is_new and (member.is_awaiting_join or member.is_awaiting_sync):
-            self._schedule_heartbeat(group, member)  # waiting in a rebalance counts as alive
+            self.schedule_heartbeat(group, member)  # waiting in a rebalance counts as alive
             return
         logger.info("group %s: member %s session timed out", group.group_id, member.member_id)
         self._remove_member_and_update_group(group, member, "session timeout")
@@ -647,6 +645,11 @@ class GroupMembership:
             member.cancel_heartbeat()
             member.complete_join(JoinResult(error, member_id=member.member_id))
             member.complete_sync(SyncResult(error))
+
+    def drop_group(self, group: GroupMetadata) -> None:
+        """Forget a DEAD group: stop its timers, answer its waiters, remove it from the store."""
+        self.close_group(group, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        self.store.forget_group(group)
 
 
 @dataclass(slots=True)

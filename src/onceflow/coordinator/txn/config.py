@@ -7,10 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-__all__ = ["CRASH_AFTER_PREPARE_ENV", "TxnConfig"]
+from onceflow.coordinator.txn.faults import AFTER_PREPARE_COMMIT, CRASH_AFTER_PREPARE_ENV
 
-# Test-only: kill the process right after a PREPARE_COMMIT is durable (see `TxnConfig`).
-CRASH_AFTER_PREPARE_ENV = "ONCEFLOW_TEST_CRASH_AFTER_PREPARE"
+__all__ = ["CRASH_AFTER_PREPARE_ENV", "TxnConfig"]
 
 _TRUE = ("true", "1", "yes")
 
@@ -20,9 +19,10 @@ class TxnConfig:
     """Settings of the transaction coordinator (`from_properties` reads Kafka's keys).
 
     `crash_after_prepare` (`onceflow.test.crash.after.prepare`, or the environment variable
-    ONCEFLOW_TEST_CRASH_AFTER_PREPARE=true) is TEST-ONLY: the process exits with status 137
-    right after a PREPARE_COMMIT is durable, before any marker is written, so fault tests can
-    check that recovery completes the commit. Never set it in production.
+    ONCEFLOW_TEST_CRASH_AFTER_PREPARE=true) is TEST-ONLY: it installs the fault point
+    `faults.AFTER_PREPARE_COMMIT`, where the process exits with status 137 right after a
+    PREPARE_COMMIT is durable, before any marker is written, so fault tests can check that
+    recovery completes the commit. Never set it in production.
     """
 
     transaction_max_timeout_ms: int = 900_000
@@ -64,7 +64,7 @@ _KEYS: Mapping[str, tuple[str, ...]] = {
         "transactional.id.expiration.check.interval.ms",
     ),
     "offsets_topic_num_partitions": ("offsets.topic.num.partitions",),
-    "crash_after_prepare": ("onceflow.test.crash.after.prepare",),
+    "crash_after_prepare": (AFTER_PREPARE_COMMIT,),
 }
 
 

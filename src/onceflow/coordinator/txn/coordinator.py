@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ from typing import Final
 
 from onceflow.coordinator.partitioning import coordinator_partition
 from onceflow.coordinator.producer_id import ProducerIdManager, ProducerIdStateError
-from onceflow.coordinator.txn import admin
+from onceflow.coordinator.txn import admin, faults
 from onceflow.coordinator.txn.completion import TxnCompleter
 from onceflow.coordinator.txn.config import TxnConfig
 from onceflow.coordinator.txn.markers import (
@@ -110,12 +109,6 @@ def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _crash_after_prepare() -> None:
-    # TEST-ONLY (onceflow.test.crash.after.prepare): die like kill -9 would, markers unwritten
-    logger.critical("onceflow.test.crash.after.prepare: exiting after a durable PREPARE_COMMIT")
-    os._exit(137)
-
-
 @dataclass(frozen=True)
 class InitProducerIdResult:
     """Answer to InitProducerId."""
@@ -148,9 +141,10 @@ class TransactionCoordinator:
         )
         self.clock = clock
         self.coordinator_epoch = -1
-        # called right after a PREPARE_COMMIT is durable; set only by the test-only config
-        self.after_prepare_commit: Callable[[], None] | None = (
-            _crash_after_prepare if self.config.crash_after_prepare else None
+        # TEST-ONLY fault point (faults.py), called right after a PREPARE_COMMIT is durable:
+        # None unless a test installed it
+        self.after_prepare_commit: Callable[[], None] | None = faults.crash_hook(
+            faults.AFTER_PREPARE_COMMIT, self.config.crash_after_prepare
         )
         self._txns: dict[str, TransactionMetadata] = {}
         self._loaded = False
