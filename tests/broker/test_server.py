@@ -47,7 +47,9 @@ def test_retention_task_deletes_old_segments(tmp_path):
                 )
                 assert response.responses[0].partition_responses[0].error_code == 0
             log = state.get_log("r", 0)
-            assert len(log.segments) == 5
+            # one 700-byte batch per 1 KiB segment; the retention task may already have run
+            # between two produces, so only the end state is certain
+            assert log.log_end_offset == 5
             for _ in range(200):  # up to 10 s on a loaded machine
                 if log.log_start_offset == 4:
                     break
