@@ -18,11 +18,11 @@ from onceflow.client.connection import BrokerConnection, connect_bootstrap
 from onceflow.client.errors import (
     BrokerResponseError,
     KafkaConnectionError,
-    KafkaError,
     KafkaTimeoutError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
+    error_for_code,
     raise_for_error,
 )
 from onceflow.protocol.api_keys import ApiKey
@@ -204,13 +204,13 @@ def test_connect_bootstrap_skips_unreachable_brokers(fake):
 
 
 def test_typed_errors_are_named_after_kafkas():
-    err = KafkaError.for_code(ErrorCode.TOPIC_ALREADY_EXISTS, "t")
+    err = error_for_code(ErrorCode.TOPIC_ALREADY_EXISTS, "t")
     assert isinstance(err, TopicAlreadyExistsError)
     assert str(err) == "TOPIC_ALREADY_EXISTS: t"
     assert not err.retriable
-    assert KafkaError.for_code(3).retriable
-    assert type(KafkaError.for_code(17)).__name__ == "InvalidTopicError"
-    assert "error code 30000" in str(KafkaError.for_code(30000))
+    assert error_for_code(3).retriable
+    assert type(error_for_code(17)).__name__ == "InvalidTopicError"
+    assert "error code 30000" in str(error_for_code(30000))
     with pytest.raises(UnknownTopicOrPartitionError):
         raise_for_error(3)
     raise_for_error(0)

@@ -28,13 +28,3 @@ class KafkaError(Exception):
     def retriable(self) -> bool:
         """True when Kafka's own client would retry after this error."""
         return self.code.retriable
-
-    @staticmethod
-    def for_code(code: int, message: str | None = None) -> KafkaError:
-        """The typed error for a Kafka error code (an unknown code gives a plain `KafkaError`)."""
-        from onceflow.client.error_classes import ERRORS_BY_CODE  # generated from this module
-
-        cls = ERRORS_BY_CODE.get(int(code))
-        if cls is None:
-            return KafkaError(f"error code {code}" + (f": {message}" if message else ""))
-        return cls(message)

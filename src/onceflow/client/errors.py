@@ -62,7 +62,7 @@ __all__ = [
 def raise_for_error(code: int, message: str | None = None) -> None:
     """Raise the typed error for `code` unless it is NONE (0)."""
     if code != ErrorCode.NONE:
-        raise KafkaError.for_code(code, message)
+        raise error_for_code(code, message)
 
 
 class KafkaConnectionError(OSError):
@@ -126,7 +126,10 @@ class IllegalStateError(_PlainMessageError):
 
 def error_for_code(code: int, message: str | None = None) -> KafkaError:
     """The typed error for a broker error code (a plain `KafkaError` for unknown codes)."""
-    return KafkaError.for_code(code, message)
+    cls = ERRORS_BY_CODE.get(int(code))
+    if cls is None:
+        return KafkaError(f"error code {code}" + (f": {message}" if message else ""))
+    return cls(message)
 
 
 class TransactionAbortableError(KafkaError):
