@@ -58,13 +58,19 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def write_file_atomically(path: str, data: bytes) -> None:
+def write_file_atomically(path: str, data: bytes, mode: int = 0o644) -> None:
     """Replace `path` with `data`: write a temp file, fsync, rename over, fsync the directory.
 
     A crash leaves either the old or the new content, never a mix (at worst a stray `.tmp`).
+    The new file gets `mode` (0o600 for secrets): a `.tmp` left by a crash is removed first,
+    since reopening it would keep its old mode.
     """
     tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         view = memoryview(data)
         while view:

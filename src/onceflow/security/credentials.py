@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
-from onceflow.log.fsutil import fsync_dir
+from onceflow.log.fsutil import write_file_atomically
 from onceflow.protocol.errors import ErrorCode
 from onceflow.security.scram import (
     MAX_ITERATIONS,
@@ -243,7 +243,7 @@ class ScramCredentialStore:
             return True
 
     def _replace(self, users: dict[str, dict[ScramMechanism, ScramCredential]]) -> None:
-        _write_private_file_atomically(self.path, _encode(users))
+        write_file_atomically(self.path, _encode(users), mode=0o600)
         self._users = MappingProxyType(
             {name: MappingProxyType(mechanisms) for name, mechanisms in users.items()}
         )
@@ -330,23 +330,3 @@ def _decode_user(name: Any, mechanisms: Any) -> dict[ScramMechanism, ScramCreden
             iterations=iterations,
         )
     return decoded
-
-
-def _write_private_file_atomically(path: str, data: bytes) -> None:
-    """Replace `path` with `data`, readable by the owner only (0600): temp file, fsync, rename,
-    fsync of the directory. A crash leaves the old or the new content (at worst a `.tmp`)."""
-    tmp = path + ".tmp"
-    try:
-        os.unlink(tmp)  # a leftover of a crash could carry another mode
-    except FileNotFoundError:
-        pass
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(os.path.dirname(os.path.abspath(path)))
