@@ -12,42 +12,12 @@ ask for is `AUTHORIZED_OPERATIONS_OMITTED` (INT32_MIN), as in Kafka.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from enum import IntEnum
 from types import MappingProxyType
 from typing import Final
 
+from onceflow.security.acl import AclOperation, ResourceType  # defined there, re-exported
+
 AUTHORIZED_OPERATIONS_OMITTED: Final = -(2**31)
-
-
-class AclOperation(IntEnum):
-    """Kafka's `AclOperation` codes (the bit positions of the fields)."""
-
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-
-
-class ResourceType(IntEnum):
-    """Kafka's `ResourceType` codes."""
-
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
 
 
 _Op = AclOperation
