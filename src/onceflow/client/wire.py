@@ -249,9 +249,7 @@ class WireConnection:
             api_key, version, correlation_id, self.client_id, request.is_flexible(version)
         )
         size = len(header) + sum(p.nbytes if type(p) is memoryview else len(p) for p in parts)
-        self._outbox.append(_INT32.pack(size))
-        self._outbox.append(header)
-        self._outbox.extend(parts)
+        self._outbox += (_INT32.pack(size), header, *parts)
         if expect_response:
             self._pending.append(
                 PendingRequest(correlation_id, api_key, version, context, deadline, handshake)
