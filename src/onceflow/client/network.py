@@ -109,8 +109,9 @@ class AsyncBrokerConnection(asyncio.Protocol):
         if step is not None and not step.done():
             step.set_exception(error)
         for request in self._wire.close():
-            if not request.context.done():
-                request.context.set_exception(error)
+            future = request.context  # None for the core's own handshake requests
+            if future is not None and not future.done():
+                future.set_exception(error)
 
     @property
     def ready(self) -> bool:
