@@ -1,11 +1,12 @@
 """Asynchronous broker connections for the producer and consumer I/O threads.
 
-`AsyncBrokerConnection` is an asyncio protocol over one TCP connection: it negotiates versions
-with ApiVersions (for each API the highest version both sides support, so it works with Apache
-Kafka as well as onceflow), frames requests with a fresh correlation id, pipelines them, and
-matches responses in order. `send()` returns an asyncio future of the decoded response.
-A request that outlives its deadline closes the connection and fails everything in flight on
-it with `KafkaTimeoutError`, as Kafka's `NetworkClient` does.
+`AsyncBrokerConnection` is an asyncio protocol over one TCP connection around the protocol core
+`wire.WireConnection` (shared with the blocking `connection.BrokerConnection`), which
+negotiates versions with ApiVersions (for each API the highest version both sides support, so
+it works with Apache Kafka as well as onceflow), frames requests with a fresh correlation id
+and matches the pipelined responses in order. `send()` returns an asyncio future of the
+decoded response. A request that outlives its deadline closes the connection and fails
+everything in flight on it with `KafkaTimeoutError`, as Kafka's `NetworkClient` does.
 
 `NetworkClient` keeps one connection per node (bootstrap servers first), refreshes `Metadata`
 in the background and finds the least-loaded node for metadata and InitProducerId requests.
@@ -14,56 +15,30 @@ in the background and finds the least-loaded node for metadata and InitProducerI
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import socket
-import struct
 import time
-from collections import deque
 from typing import Any
 
 from onceflow.client.config import ClientConfig
-from onceflow.client.connection import (
-    CLIENT_SOFTWARE_NAME,
-    CLIENT_SOFTWARE_VERSION,
-    encode_request_header,
-    is_flexible,
-    negotiate_version,
-)
 from onceflow.client.errors import (
     BrokerResponseError,
     ConfigException,
     KafkaConnectionError,
     KafkaTimeoutError,
     UnsupportedVersionError,
-    raise_for_error,
 )
 from onceflow.client.metadata import Cluster, Metadata
 from onceflow.client.tasks import BackgroundTasks
+from onceflow.client.wire import WireConnection
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
-from onceflow.protocol.codec import DecodeError, skip_tagged_fields
-from onceflow.protocol.errors import ErrorCode
-from onceflow.protocol.headers import response_header_version
 
 __all__ = ["AsyncBrokerConnection", "NetworkClient"]
 
 log = logging.getLogger(__name__)
-_SIZE = struct.Struct(">i")
-_CORRELATION = struct.Struct(">i")
 CONNECT_WARNING_INTERVAL_S = 10.0
 COORDINATOR_ID_BASE = 1 << 30  # connection ids of coordinators: base + node id * 2 + key type
-
-
-class _Pending:
-    __slots__ = ("correlation_id", "api_key", "version", "future", "deadline")
-
-    def __init__(self, correlation_id, api_key, version, future, deadline):
-        self.correlation_id = correlation_id
-        self.api_key = api_key
-        self.version = version
-        self.future = future
-        self.deadline = deadline
 
 
 class AsyncBrokerConnection(asyncio.Protocol):
@@ -72,21 +47,16 @@ class AsyncBrokerConnection(asyncio.Protocol):
     def __init__(self, node_id: int, host: str, port: int, client_id: str | None):
         self.node_id, self.host, self.port = node_id, host, port
         self.client_id = client_id
-        self.broker_versions: dict[int, tuple[int, int]] = {}
+        self._wire = WireConnection(client_id)
         self._transport: asyncio.Transport | None = None
-        self._pending: deque[_Pending] = deque()
-        self._correlation_ids = itertools.count(1)
-        self._chunks: list[bytes] = []
-        self._buffered = 0
-        self._need = 4
-        self._in_frame = False
         self._closed_error: BaseException | None = None
-        self.ready = False
+        self._handshake_step: asyncio.Future | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
     async def connect(self, timeout_s: float) -> AsyncBrokerConnection:
-        """Connect and negotiate versions; raises KafkaConnectionError / KafkaTimeoutError."""
+        """Connect and negotiate versions; raises KafkaConnectionError / KafkaTimeoutError (or
+        TimeoutError when a handshake response is late by `timeout_s`)."""
         loop = asyncio.get_running_loop()
         try:
             await asyncio.wait_for(
@@ -98,8 +68,18 @@ class AsyncBrokerConnection(asyncio.Protocol):
             raise KafkaConnectionError(
                 f"cannot connect to {self.host}:{self.port}: {exc.strerror or exc}"
             ) from exc
-        await self._negotiate_versions(timeout_s)
-        self.ready = True
+        try:
+            self._flush()
+            while self._wire.handshaking:  # each handshake response within timeout_s
+                self._handshake_step = loop.create_future()
+                await asyncio.wait_for(self._handshake_step, timeout_s)
+            if not self.ready:  # closed while the last step's result waited to be seen
+                raise self._closed_error or KafkaConnectionError(
+                    f"connection to {self.host}:{self.port} closed"
+                )
+        except BaseException as exc:
+            self.close(exc if isinstance(exc, Exception) else None)
+            raise
         return self
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -120,16 +100,23 @@ class AsyncBrokerConnection(asyncio.Protocol):
         )
 
     def _fail_all(self, error: BaseException) -> None:
-        self.ready = False
         if self._closed_error is None:
             self._closed_error = error
         transport, self._transport = self._transport, None
         if transport is not None:
             transport.close()
-        pending, self._pending = self._pending, deque()
-        for item in pending:
-            if not item.future.done():
-                item.future.set_exception(error)
+        step = self._handshake_step
+        if step is not None and not step.done():
+            step.set_exception(error)
+        for request in self._wire.close():
+            future = request.context  # None for the core's own handshake requests
+            if future is not None and not future.done():
+                future.set_exception(error)
+
+    @property
+    def ready(self) -> bool:
+        """Connected and through the handshake."""
+        return self._transport is not None and self._wire.ready
 
     @property
     def closed(self) -> bool:
@@ -137,40 +124,26 @@ class AsyncBrokerConnection(asyncio.Protocol):
 
     @property
     def in_flight(self) -> int:
-        return len(self._pending)
+        return self._wire.in_flight
 
     def expired(self, now: float) -> bool:
         """True when the oldest request is past its deadline."""
-        return bool(self._pending) and self._pending[0].deadline < now
+        oldest = self._wire.oldest_pending
+        return oldest is not None and oldest.deadline < now
 
     # ------------------------------------------------------------------ versions
 
+    @property
+    def broker_versions(self) -> dict[int, tuple[int, int]]:
+        """The broker's version range per api key, from ApiVersions."""
+        return self._wire.broker_versions
+
     def api_version(self, api_key: int, max_version: int | None = None) -> int:
         """Highest version of `api_key` both sides support (capped at `max_version`)."""
-        return negotiate_version(self.broker_versions, api_key, max_version)
+        return self._wire.api_version(api_key, max_version)
 
     def supports(self, api_key: int) -> bool:
-        return int(api_key) in self.broker_versions
-
-    async def _negotiate_versions(self, timeout_s: float) -> None:
-        request_cls = messages.REQUESTS[ApiKey.API_VERSIONS]
-        version = request_cls.VALID_VERSIONS[1]
-        for _attempt in range(2):
-            request = request_cls(
-                client_software_name=CLIENT_SOFTWARE_NAME,
-                client_software_version=CLIENT_SOFTWARE_VERSION,
-            )
-            response = await asyncio.wait_for(self.send(request, version), timeout_s)
-            if response.error_code == ErrorCode.UNSUPPORTED_VERSION and version > 0:
-                theirs = {k.api_key: k.max_version for k in response.api_keys or ()}
-                version = min(version - 1, theirs.get(int(ApiKey.API_VERSIONS), 0))
-                continue
-            raise_for_error(response.error_code, "ApiVersions")
-            self.broker_versions = {
-                k.api_key: (k.min_version, k.max_version) for k in response.api_keys
-            }
-            return
-        raise UnsupportedVersionError("ApiVersions negotiation failed")
+        return self._wire.supports(api_key)
 
     # ------------------------------------------------------------------ requests
 
@@ -191,75 +164,44 @@ class AsyncBrokerConnection(asyncio.Protocol):
                 self._closed_error or KafkaConnectionError(f"not connected to {self.host}")
             )
             return future
-        api_key = int(request.API_KEY)
-        if version is None:
-            version = self.api_version(api_key)
-        correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
-        header = encode_request_header(
-            api_key, version, correlation_id, self.client_id, is_flexible(type(request), version)
+        self._wire.send_request(
+            request,
+            version,
+            expect_response=expect_response,
+            context=future,
+            deadline=time.monotonic() + timeout_s,
         )
-        parts = request.encode_parts(version)
-        size = len(header) + sum(p.nbytes if type(p) is memoryview else len(p) for p in parts)
-        self._transport.writelines([_SIZE.pack(size), header, *parts])
-        if expect_response:
-            self._pending.append(
-                _Pending(correlation_id, api_key, version, future, time.monotonic() + timeout_s)
-            )
-        else:
+        self._transport.writelines(self._wire.data_to_send())
+        if not expect_response:
             future.set_result(None)
         return future
 
-    def data_received(self, data: bytes) -> None:
-        self._chunks.append(data)
-        self._buffered += len(data)
-        while self._buffered >= self._need:
-            buf = self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
-            if not self._in_frame:
-                (size,) = _SIZE.unpack_from(buf)
-                if size < 4:
-                    self.close(BrokerResponseError(f"invalid response size {size}"))
-                    return
-                self._chunks = [buf]
-                self._need = 4 + size
-                self._in_frame = True
-                continue
-            end = self._need
-            frame = memoryview(buf)[4:end]
-            rest = buf[end:]
-            self._chunks = [rest] if rest else []
-            self._buffered = len(rest)
-            self._need = 4
-            self._in_frame = False
-            self._handle_frame(frame)
-            if self._transport is None:
-                return
+    def _flush(self) -> bool:
+        """Write what the protocol core queued; True if there was something."""
+        parts = self._wire.data_to_send()
+        if parts and self._transport is not None:
+            self._transport.writelines(parts)
+        return bool(parts)
 
-    def _handle_frame(self, frame: memoryview) -> None:
-        (correlation_id,) = _CORRELATION.unpack_from(frame)
-        if not self._pending or self._pending[0].correlation_id != correlation_id:
-            self.close(BrokerResponseError(f"unexpected correlation id {correlation_id}"))
-            return
-        item = self._pending.popleft()
+    def data_received(self, data: bytes) -> None:
+        wire = self._wire
+        wire.receive_data(data)
         try:
-            pos = 4
-            if response_header_version(item.api_key, item.version) >= 1:
-                pos = skip_tagged_fields(frame, pos)
-            version = item.version
-            if item.api_key == ApiKey.API_VERSIONS and len(frame) >= 6:
-                # a broker that does not know our version answers with a v0 body (KIP-511)
-                if struct.unpack_from(">h", frame, 4)[0] == ErrorCode.UNSUPPORTED_VERSION:
-                    version = 0
-            response = messages.RESPONSES[item.api_key].decode(frame[pos:], version)
-        except (DecodeError, struct.error) as exc:
-            if not item.future.done():
-                item.future.set_exception(
-                    BrokerResponseError(
-                        f"cannot decode {ApiKey(item.api_key).name} v{item.version}: {exc}"
-                    )
-                )
+            while (event := wire.next_event()) is not None:
+                future = event.request.context
+                if future.done():
+                    continue
+                if event.error is not None:
+                    future.set_exception(event.error)
+                else:
+                    future.set_result(event.message)
+        except Exception as exc:  # the response broke the conversation: the core is closed
+            self.close(exc)
             return
-        if not item.future.done():
-            item.future.set_result(response)
+        step = self._handshake_step
+        if self._flush() or not wire.handshaking:  # a KIP-511 retry was sent, or done
+            if step is not None and not step.done():
+                step.set_result(None)
 
 
 class NetworkClient:
