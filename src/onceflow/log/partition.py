@@ -24,6 +24,13 @@ thread); a start offset inside a segment is kept, fsynced before DeleteRecords i
 in the partition directory's `log-start-offset` file (Kafka keeps one
 `log-start-offset-checkpoint` per data directory and writes it every
 `log.flush.start.offset.checkpoint.interval.ms`).
+
+Offsets events: what a fetch can see is bounded by the log start offset, the high watermark
+and the last stable offset (and whether the log is offline). Whenever one of them changes on
+the event loop (an append, a marker completing a transaction, retention, DeleteRecords, a
+config change, and, through `publish_offsets` from the group committer, an fsync round) the
+log calls its `offsets_listener` once; the `LogManager` sets it and fans it out to its
+subscribers (the broker's long-poll notifier). Nobody else has to remember to wake fetches.
 """
 
 from __future__ import annotations
@@ -79,6 +86,10 @@ LOG_START_OFFSET_FILE = "log-start-offset"
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
+
+
+# offsets_listener(log): the visible offsets of `log` changed (called on the event loop)
+OffsetsListener = Callable[["PartitionLog"], None]
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -138,6 +149,7 @@ class PartitionLog:
         clean_shutdown: bool = False,
         leader_epoch: int = 0,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        offsets_listener: OffsetsListener | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -168,6 +180,8 @@ class PartitionLog:
         self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
         self._flushed_offset = self._log_end_offset
         self._load_producer_state()
+        self.offsets_listener = offsets_listener
+        self._published = self._visible_offsets()
 
     # -- offsets -------------------------------------------------------------------------------
 
@@ -202,6 +216,26 @@ class PartitionLog:
         if first_unstable is None:
             return hw
         return min(hw, max(first_unstable, self._log_start_offset))
+
+    def _visible_offsets(self) -> tuple[int, int, int, bool]:
+        """What bounds a fetch: log start, high watermark, last stable offset, offline."""
+        return (
+            self._log_start_offset,
+            self.high_watermark,
+            self.last_stable_offset,
+            self.failed is not None,
+        )
+
+    def publish_offsets(self) -> None:
+        """Call `offsets_listener(self)` if the visible offsets changed since the last call.
+
+        On the event loop only: the log calls it after changing them there; the group committer
+        calls it after an fsync round (which moves the high watermark in a worker thread)."""
+        visible = self._visible_offsets()
+        if visible != self._published:
+            self._published = visible
+            if self.offsets_listener is not None:
+                self.offsets_listener(self)
 
     @property
     def live_producer_count(self) -> int:
@@ -255,6 +289,7 @@ class PartitionLog:
         self.config = config
         for segment in self._segments:
             segment.config = config
+        self.publish_offsets()  # flush.on.ack decides what the high watermark is
 
     # -- append --------------------------------------------------------------------------------
 
@@ -339,6 +374,7 @@ class PartitionLog:
                 self._go_offline(exc, "transaction index append")
                 return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR)
         self.producer_state.map_end_offset = offset
+        self.publish_offsets()
         return AppendResult(
             ErrorCode.NONE,
             base_offset=base_offset,
@@ -540,6 +576,7 @@ class PartitionLog:
                 else ("retention.ms" if count == by_time else "retention.bytes")
             )
             self._delete_segments(count, reason)
+            self.publish_offsets()
         return count
 
     def delete_records(self, offset: int) -> tuple[ErrorCode, int]:
@@ -595,6 +632,7 @@ class PartitionLog:
             self._log_start_offset = offset
             logger.info("log start offset of %s moved to %d (DeleteRecords)", self.name, offset)
             self.delete_old_segments()
+            self.publish_offsets()
         return self._log_start_offset
 
     def _delete_segments(self, count: int, reason: str) -> None:
@@ -643,6 +681,7 @@ class PartitionLog:
                 self._flushed_offset = min(self._flushed_offset, self._log_end_offset)
                 self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
         self._load_producer_state()
+        self.publish_offsets()
         logger.info("truncated %s to offset %d", self.name, self._log_end_offset)
 
     # -- load and close ------------------------------------------------------------------------

@@ -282,7 +282,6 @@ async def handle_produce(ctx, header, request) -> ProduceResponse | None:
             )
             partitions.append(response)
             waits.append((response, partition_log, result.next_offset))
-    broker.appended([log_ for _, log_, _ in waits])
     if acks == 0:
         for _, partition_log, _ in waits:
             broker.committer.request_flush(partition_log)
