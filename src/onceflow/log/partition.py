@@ -92,6 +92,29 @@ MAX_TIMESTAMP = -3
 OffsetsListener = Callable[["PartitionLog"], None]
 
 
+def _batches_of(
+    buf: bytearray, headers: Sequence[BatchHeader], max_batch_size: int
+) -> list[tuple[BatchHeader, memoryview]]:
+    """`(header, view of its batch in buf)` from headers parsed earlier, as `iter_batches`
+    would split `buf`. Raises CorruptRecordError when their sizes do not add up to `buf`, or
+    MESSAGE_TOO_LARGE for a batch above `max_batch_size` (recompression may grow one)."""
+    view = memoryview(buf)
+    batches = []
+    position = 0
+    for header in headers:
+        if header.total_size > max_batch_size:
+            raise CorruptRecordError(
+                f"record batch of {header.total_size} bytes exceeds {max_batch_size}",
+                "MESSAGE_TOO_LARGE",
+            )
+        end = position + header.total_size
+        batches.append((header, view[position:end]))
+        position = end
+    if position != len(buf):
+        raise CorruptRecordError(f"batch headers cover {position} of {len(buf)} bytes")
+    return batches
+
+
 def partition_dir_name(topic: str, partition: int) -> str:
     """Kafka's partition directory name: `<topic>-<partition>`."""
     return f"{topic}-{partition}"
@@ -297,20 +320,22 @@ class PartitionLog:
         self,
         records: bytes | bytearray | memoryview,
         *,
-        validate: Callable[[list[BatchHeader]], ErrorCode | None] | None = None,
+        headers: Sequence[BatchHeader] | None = None,
         now_ms: int | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendResult:
         """Assign offsets to an already validated record set and write all of it or nothing.
 
-        `validate`, if given, sees the parsed headers before anything is written; a non-None,
-        non-NONE code is returned unchanged and nothing is appended. Then every batch with a
-        producer id is checked against the producer state (`origin` CLIENT for Produce,
-        COORDINATOR for transaction markers): OUT_OF_ORDER_SEQUENCE_NUMBER,
-        INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, TRANSACTION_COORDINATOR_FENCED,
-        INVALID_RECORD (a control batch that is not a marker) leave the log untouched; a client
-        retry of a batch in the window returns NONE with `duplicate=True` and the original
-        offsets (the whole record set is then skipped, as Kafka does). Returns
+        `headers`, when given, are the record set's batch headers as the caller already parsed
+        them (the produce path: `log.validator`); the log then trusts them instead of parsing
+        the set again (only their sizes are checked: they must add up to the set's, each within
+        `max.message.bytes`). Then every batch with a producer id is checked against the
+        producer state (`origin` CLIENT for Produce, COORDINATOR for transaction markers):
+        OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE,
+        TRANSACTION_COORDINATOR_FENCED, INVALID_RECORD (a control batch that is not a marker)
+        leave the log untouched; a client retry of a batch in the window returns NONE with
+        `duplicate=True` and the original offsets (the whole record set is then skipped, as
+        Kafka does). Returns
         KAFKA_STORAGE_ERROR when the write fails (the log goes offline),
         RECORD_LIST_TOO_LARGE when the set exceeds `segment.bytes`, MESSAGE_TOO_LARGE or
         CORRUPT_MESSAGE when framing is off (the broker normally rejected those already).
@@ -318,18 +343,18 @@ class PartitionLog:
         if self.failed is not None:
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR)
         buf = bytearray(records)
+        limit = self.config.max_message_bytes
         try:
-            batches = list(iter_batches(buf, self.config.max_message_bytes))
+            if headers is None:
+                batches = list(iter_batches(buf, limit))
+            else:
+                batches = _batches_of(buf, headers, limit)
         except CorruptRecordError as exc:
             return AppendResult(exc.error_code)
         if not batches:
             return AppendResult(ErrorCode.NONE, log_start_offset=self._log_start_offset)
         if len(buf) > self.config.segment_bytes:
             return AppendResult(ErrorCode.RECORD_LIST_TOO_LARGE)
-        if validate is not None:
-            error = validate([header for header, _ in batches])
-            if error is not None and error != ErrorCode.NONE:
-                return AppendResult(error)
         now = int(time.time() * 1000) if now_ms is None else now_ms
         log_append = self.config.log_append_time
         epoch = self.leader_epoch
