@@ -335,10 +335,11 @@ class PartitionLog:
         TRANSACTION_COORDINATOR_FENCED, INVALID_RECORD (a control batch that is not a marker)
         leave the log untouched; a client retry of a batch in the window returns NONE with
         `duplicate=True` and the original offsets (the whole record set is then skipped, as
-        Kafka does). Returns
-        KAFKA_STORAGE_ERROR when the write fails (the log goes offline),
+        Kafka does). Returns KAFKA_STORAGE_ERROR when the write fails (the log goes offline),
         RECORD_LIST_TOO_LARGE when the set exceeds `segment.bytes`, MESSAGE_TOO_LARGE or
         CORRUPT_MESSAGE when framing is off (the broker normally rejected those already).
+        A successful append publishes the offsets event when the high watermark or last stable
+        offset moved (`publish_offsets`).
         """
         if self.failed is not None:
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR)

@@ -114,46 +114,39 @@ class _Checked(NamedTuple):
     batch: memoryview | None = None
 
 
+def _refused(error: ErrorCode, message: str) -> _Checked:
+    return _Checked(Rejection(error, message))
+
+
 def _parse(records, version: int) -> _Checked:
     """Split the record set (the produce path's one parse) and check the request's shape, as
     Kafka's `ProduceRequest.validateRecords`: exactly one v2 batch, zstd only from v7."""
     view = memoryview(records) if records is not None else memoryview(b"")
     if len(view) <= MAGIC_OFFSET:
-        return _Checked(
-            Rejection(
-                ErrorCode.INVALID_RECORD, "produce requests v3+ need one record batch per partition"
-            )
+        return _refused(
+            ErrorCode.INVALID_RECORD, "produce requests v3+ need one record batch per partition"
         )
     if view[MAGIC_OFFSET] != MAGIC:
-        return _Checked(
-            Rejection(
-                ErrorCode.INVALID_RECORD,
-                f"magic {view[MAGIC_OFFSET]}: only magic 2 batches are allowed",
-            )
+        return _refused(
+            ErrorCode.INVALID_RECORD,
+            f"magic {view[MAGIC_OFFSET]}: only magic 2 batches are allowed",
         )
     try:
         batches, trailing = split_complete_batches(view)
     except CorruptRecordError as exc:
-        return _Checked(Rejection(exc.error_code, str(exc)))
+        return _refused(exc.error_code, str(exc))
     if not batches:
-        return _Checked(Rejection(ErrorCode.INVALID_RECORD, "the record batch is truncated"))
+        return _refused(ErrorCode.INVALID_RECORD, "the record batch is truncated")
     header, batch = batches[0]
     if header.compression == _ZSTD and version < 7:
-        return _Checked(
-            Rejection(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs produce v7 or later")
-        )
+        return _refused(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs produce v7 or later")
     if len(batches) > 1:
-        return _Checked(
-            Rejection(
-                ErrorCode.INVALID_RECORD,
-                "produce requests v3+ need exactly one record batch per partition, "
-                f"got {len(batches)}",
-            )
+        return _refused(
+            ErrorCode.INVALID_RECORD,
+            f"produce requests v3+ need exactly one record batch per partition, got {len(batches)}",
         )
     if trailing:
-        return _Checked(
-            Rejection(ErrorCode.CORRUPT_MESSAGE, f"{trailing} bytes after the record batch")
-        )
+        return _refused(ErrorCode.CORRUPT_MESSAGE, f"{trailing} bytes after the record batch")
     return _Checked(ACCEPTED, header, batch)
 
 
