@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 import pytest
 
@@ -686,3 +687,52 @@ def test_metrics_count_transactional_ids_by_state(txn_state):
     assert 'onceflow_transactional_ids{state="Ongoing"} 1' in text
     assert 'onceflow_transactional_ids{state="CompleteCommit"} 1' in text
     assert 'onceflow_partition_last_stable_offset{topic="t",partition="1"} 0' in text
+
+
+# -- long polls woken by markers ---------------------------------------------------------------
+
+
+async def _commit_by_coordinator(state):
+    pid, epoch = await begin(state, "w")
+    assert (await txn_produce(state, "w", pid, epoch, 0, 0, [b"txn"])).error_code == ErrorCode.NONE
+    yield  # the read_committed fetch parks here (the LSO is pinned at 0)
+    assert (await end_txn(state, "w", pid, epoch, True)).error_code == ErrorCode.NONE
+
+
+async def _abort_by_admin(state):
+    await _hang(state, 902)
+    yield
+    response = await _call_from(state, "127.0.0.1:1", ApiKey.WRITE_TXN_MARKERS, 1,
+                                _markers_request(902, 0, 0))  # fmt: skip
+    assert _marker_codes(response) == [ErrorCode.NONE]
+
+
+@pytest.mark.parametrize(
+    ("steps", "aborted"), [(_commit_by_coordinator, set()), (_abort_by_admin, {(902, 0)})]
+)
+def test_marker_wakes_a_read_committed_long_poll(state_factory, steps, aborted):
+    """A read_committed fetch parked behind an open transaction answers as soon as a marker
+    moves the LSO, whoever writes it (the coordinator after EndTxn, or the admin abort). The
+    topic has flush.on.ack=false, so no fsync round wakes the fetch instead: only the log's
+    offsets event on the marker's append can."""
+    state = state_factory(**TXN_PROPS, **{"onceflow.admin.allow.write.txn.markers": True})
+    create(state, "t", 1, **{"flush.on.ack": "false"})
+
+    async def scenario():
+        script = steps(state)
+        await anext(script)
+        request = fetch_request("t", {0: 0}, max_wait_ms=10_000)
+        request.isolation_level = 1
+        fetch = asyncio.ensure_future(call(state, ApiKey.FETCH, 12, request))
+        await asyncio.sleep(0.3)
+        assert not fetch.done()
+        started = time.monotonic()
+        with pytest.raises(StopAsyncIteration):
+            await anext(script)
+        response = await asyncio.wait_for(fetch, 15)
+        return response.responses[0].partitions[0], time.monotonic() - started
+
+    data, waited = run(state, scenario)
+    assert waited < 2.0, f"the fetch waited {waited:.1f}s: not woken by the marker"
+    assert data.last_stable_offset == 2
+    assert {(a.producer_id, a.first_offset) for a in data.aborted_transactions} == aborted

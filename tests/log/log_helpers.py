@@ -16,9 +16,11 @@ def make_batch(
     timestamp: int = 1_000,
     timestamps: list[int] | None = None,
     tag: bytes = b"v",
+    **builder_args,
 ) -> bytearray:
-    """A v2 batch of `count` records (values `tag` padded to `value_size`)."""
-    builder = BatchBuilder()
+    """A v2 batch of `count` records (values `tag` padded to `value_size`); `builder_args` go
+    to `BatchBuilder` (producer id, compression, ...)."""
+    builder = BatchBuilder(**builder_args)
     stamps = timestamps if timestamps is not None else [timestamp + i for i in range(count)]
     for i, ts in enumerate(stamps):
         value = (tag + b"-%d-" % i).ljust(value_size, b".")

@@ -243,3 +243,33 @@ def test_several_log_dirs_spread_partitions(tmp_path):
     manager.start()
     assert [manager.get_log("t", p).log_end_offset for p in range(4)] == [0, 1, 0, 0]
     manager.close()
+
+
+def test_offsets_events_follow_what_a_fetch_can_see(tmp_path):
+    """`add_offsets_listener`: one event per change of a partition's high watermark, last
+    stable offset or log start offset, whatever changed it, and one per partition of a deleted
+    topic; appends that fsync still hides are no event."""
+    manager = _manager(tmp_path)
+    manager.create_topic("t", 2)
+    log = manager.get_log("t", 0)
+    events: list[tuple[str, int]] = []
+    manager.add_offsets_listener(lambda topic, partition: events.append((topic, partition)))
+
+    async def main():
+        result = log.append(make_batch(2))
+        assert events == []  # flush.on.ack: invisible until the fsync round
+        assert await manager.committer.flushed(log, result.next_offset) == ErrorCode.NONE
+        assert events == [("t", 0)]
+        log.append(make_batch(1))
+        assert manager.alter_topic_configs("t", {"flush.on.ack": "false"}).error == 0
+        assert events == [("t", 0)] * 2  # the high watermark is now the log end
+        log.append(make_batch(1))
+        assert events == [("t", 0)] * 3
+        assert log.increment_log_start_offset(1) == 1  # DeleteRecords
+        assert log.increment_log_start_offset(1) == 1  # nothing moves: no event
+        assert events == [("t", 0)] * 4
+        manager.delete_topic("t")
+        assert events == [("t", 0)] * 5 + [("t", 1)]
+        await manager.shutdown()
+
+    asyncio.run(main())

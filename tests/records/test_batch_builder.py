@@ -4,12 +4,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from onceflow.log.validator import validate_batch
 from onceflow.records.batch import (
     TimestampType,
     iter_batches,
     parse_header,
     patch_crc,
-    validate_batch,
     verify_crc,
 )
 from onceflow.records.builder import BatchBuilder

@@ -1,4 +1,4 @@
-"""v2 batch header: parsing, framing, CRC, in-place patches and produce-time validation."""
+"""v2 batch header: parsing, framing, CRC and in-place patches (validation: tests/log)."""
 
 import struct
 
@@ -10,7 +10,6 @@ from onceflow.records.batch import (
     HEADER_SIZE,
     BatchHeader,
     TimestampType,
-    check_records_of,
     compute_crc,
     increment_sequence,
     iter_batches,
@@ -20,7 +19,6 @@ from onceflow.records.batch import (
     patch_max_timestamp,
     patch_partition_leader_epoch,
     split_complete_batches,
-    validate_batch,
     verify_crc,
 )
 from onceflow.records.builder import BatchBuilder
@@ -159,8 +157,6 @@ def test_wrong_magic(magic, reason):
     with pytest.raises(CorruptRecordError) as info:
         list(iter_batches(batch))
     assert info.value.reason == reason
-    header = parse_header(batch)
-    assert validate_batch(header, batch) == ErrorCode[reason]
 
 
 def test_max_batch_size():
@@ -182,7 +178,7 @@ def test_offsets_and_leader_epoch_lie_outside_the_crc():
         17,
         crc,
     )
-    assert verify_crc(batch) and validate_batch(header, batch) is None
+    assert verify_crc(batch, header)
 
 
 def test_patch_on_writable_memoryview_inside_a_record_set():
@@ -218,7 +214,6 @@ def test_any_flipped_byte_under_the_crc_is_detected(data):
     flip = data.draw(st.integers(1, 255))
     batch[position] ^= flip
     assert not verify_crc(batch)
-    assert validate_batch(parse_header(batch), batch) == ErrorCode.CORRUPT_MESSAGE
 
 
 def test_flipped_crc_field_is_detected_and_patch_crc_repairs():
@@ -227,96 +222,3 @@ def test_flipped_crc_field_is_detected_and_patch_crc_repairs():
     assert not verify_crc(batch)
     patch_crc(batch)
     assert verify_crc(batch)
-
-
-def rewrite(batch, offset, fmt, value):
-    struct.pack_into(fmt, batch, offset, value)
-    patch_crc(batch)
-    return parse_header(batch)
-
-
-@pytest.mark.parametrize(
-    ("offset", "fmt", "value", "error"),
-    [
-        (57, ">i", 0, ErrorCode.INVALID_RECORD),  # empty batch
-        (57, ">i", 4, ErrorCode.INVALID_RECORD),  # count != lastOffsetDelta + 1
-        (23, ">i", 5, ErrorCode.INVALID_RECORD),
-        (23, ">i", -1, ErrorCode.INVALID_RECORD),
-        (21, ">h", 0x20, ErrorCode.INVALID_RECORD),  # control batch from a client
-        (21, ">h", 0x07, ErrorCode.CORRUPT_MESSAGE),  # unknown codec
-        (43, ">q", 1000, ErrorCode.INVALID_RECORD),  # producer id with base sequence -1
-        (21, ">h", 0x10, ErrorCode.INVALID_RECORD),  # transactional without producer id
-    ],
-)
-def test_validate_batch_rejections(offset, fmt, value, error):
-    batch = make_batch(count=3)
-    header = rewrite(batch, offset, fmt, value)
-    assert validate_batch(header, batch) == error
-
-
-def test_validate_batch_accepts_idempotent_and_transactional():
-    for kwargs in (
-        dict(),
-        dict(producer_id=1, producer_epoch=0, base_sequence=0),
-        dict(producer_id=1, producer_epoch=0, base_sequence=9, is_transactional=True),
-    ):
-        batch = make_batch(**kwargs)
-        assert validate_batch(parse_header(batch), batch, check_records=True) is None
-
-
-def test_validate_batch_length_mismatch():
-    batch = make_batch()
-    header = parse_header(batch)
-    assert validate_batch(header, batch + b"\x00") == ErrorCode.CORRUPT_MESSAGE
-
-
-def test_control_batches_allowed_from_the_coordinator():
-    from onceflow.records.control import ControlRecordType, build_control_batch
-
-    batch = build_control_batch(5, 0, ControlRecordType.COMMIT, 1, 0)
-    header = parse_header(batch)
-    assert validate_batch(header, batch) == ErrorCode.INVALID_RECORD
-    assert validate_batch(header, batch, from_client=False, check_records=True) is None
-
-
-def test_check_records_finds_bad_offset_deltas_and_null_keys():
-    from onceflow.records.record import encode_record
-
-    body = bytearray()
-    encode_record(body, 0, 0, b"k", b"v")
-    encode_record(body, 2, 0, None, b"v")  # skips delta 1
-    batch = bytearray(HEADER_SIZE) + body
-    struct.pack_into(
-        ">qiibIhiqqqhii", batch, 0, 0, len(batch) - 12, -1, 2, 0, 0, 1, 0, 0, -1, -1, -1, 2
-    )
-    patch_crc(batch)
-    header = parse_header(batch)
-    assert validate_batch(header, batch) is None  # header-only checks pass
-    assert validate_batch(header, batch, check_records=True) == ErrorCode.INVALID_RECORD
-    garbage = bytearray(batch)
-    garbage[HEADER_SIZE] = 0x7F  # a record length far beyond the batch
-    patch_crc(garbage)
-    assert (
-        validate_batch(parse_header(garbage), garbage, check_records=True)
-        == ErrorCode.CORRUPT_MESSAGE
-    )
-
-
-def test_check_records_compacted_requires_keys():
-    builder = BatchBuilder()
-    builder.append(0, None, b"v")
-    batch = builder.build()
-    header = parse_header(batch)
-    assert validate_batch(header, batch, check_records=True) is None
-    assert validate_batch(header, batch, check_records=True, compacted=True) == (
-        ErrorCode.INVALID_RECORD
-    )
-
-
-def test_check_records_of_names_every_keyless_record():
-    builder = BatchBuilder()
-    for key in (b"a", None, b"c", None):
-        builder.append(0, key, b"v")
-    batch = builder.build()
-    assert check_records_of(batch) == (None, [])
-    assert check_records_of(batch, compacted=True) == (ErrorCode.INVALID_RECORD, [1, 3])

@@ -16,6 +16,7 @@ from kafka.record.default_records import DefaultRecordBatch as KafkaBatch
 from kafka.record.default_records import DefaultRecordBatchBuilder as KafkaBuilder
 from kafka.record.memory_records import MemoryRecords as KafkaMemoryRecords
 
+from onceflow.log.validator import validate_batch
 from onceflow.records.batch import (
     HEADER_SIZE,
     iter_batches,
@@ -23,7 +24,6 @@ from onceflow.records.batch import (
     patch_base_offset,
     patch_crc,
     patch_partition_leader_epoch,
-    validate_batch,
     verify_crc,
 )
 from onceflow.records.builder import BatchBuilder

@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 
+from onceflow.log.validator import validate_batch
 from onceflow.protocol.headers import encode_response_header, parse_request_header
 from onceflow.protocol.messages.api_versions import ApiVersionsResponse
 from onceflow.protocol.messages.init_producer_id import (
@@ -21,7 +22,7 @@ from onceflow.protocol.messages.init_producer_id import (
 )
 from onceflow.protocol.messages.metadata import MetadataResponse
 from onceflow.protocol.messages.produce import ProduceRequest, ProduceResponse
-from onceflow.records.batch import HEADER_SIZE, iter_batches, validate_batch, verify_crc
+from onceflow.records.batch import HEADER_SIZE, iter_batches, verify_crc
 from onceflow.records.compression import XERIAL_MAGIC, CompressionType
 from onceflow.records.record import decode_records
 

@@ -1,13 +1,14 @@
 """The APIs this broker serves: api key -> handler, message classes and supported versions.
 
-`SUPPORTED` is the single list of advertised versions; ApiVersions answers from it and the
-connection refuses anything outside it. A version is listed only when its handler implements
-it and a test covers it.
+The versions come from `broker.served_versions.SUPPORTED_VERSIONS`, the single list of
+advertised versions (ApiVersions answers from it, without importing this module); `HANDLERS`
+names the handler of each, and `SUPPORTED` joins the two. The connection refuses anything
+outside them. A version is listed only when its handler implements it and a test covers it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -44,6 +45,7 @@ from onceflow.broker.handlers.produce import handle_produce
 from onceflow.broker.handlers.sync_group import handle_sync_group
 from onceflow.broker.handlers.txn_offset_commit import handle_txn_offset_commit
 from onceflow.broker.handlers.write_txn_markers import handle_write_txn_markers
+from onceflow.broker.served_versions import SUPPORTED_VERSIONS, supported_api_keys
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
@@ -52,41 +54,46 @@ Handler = Callable[[Any, Any, Any], Awaitable[Any]]
 
 API_VERSIONS_KEY: Final = int(ApiKey.API_VERSIONS)
 
+# api key -> handler, one per entry of `SUPPORTED_VERSIONS`
+HANDLERS: Final[Mapping[ApiKey, Handler]] = {
+    ApiKey.PRODUCE: handle_produce,
+    ApiKey.FETCH: handle_fetch,
+    ApiKey.LIST_OFFSETS: handle_list_offsets,
+    ApiKey.METADATA: handle_metadata,
+    ApiKey.OFFSET_COMMIT: handle_offset_commit,
+    ApiKey.OFFSET_FETCH: handle_offset_fetch,
+    ApiKey.FIND_COORDINATOR: handle_find_coordinator,
+    ApiKey.JOIN_GROUP: handle_join_group,
+    ApiKey.HEARTBEAT: handle_heartbeat,
+    ApiKey.LEAVE_GROUP: handle_leave_group,
+    ApiKey.SYNC_GROUP: handle_sync_group,
+    ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
+    ApiKey.LIST_GROUPS: handle_list_groups,
+    ApiKey.API_VERSIONS: handle_api_versions,
+    ApiKey.CREATE_TOPICS: handle_create_topics,
+    ApiKey.DELETE_TOPICS: handle_delete_topics,
+    ApiKey.DELETE_RECORDS: handle_delete_records,
+    ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
+    ApiKey.ALTER_CONFIGS: handle_alter_configs,
+    ApiKey.CREATE_PARTITIONS: handle_create_partitions,
+    ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+    ApiKey.ADD_PARTITIONS_TO_TXN: handle_add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: handle_add_offsets_to_txn,
+    ApiKey.END_TXN: handle_end_txn,
+    ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,
+    ApiKey.TXN_OFFSET_COMMIT: handle_txn_offset_commit,
+    ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
+    ApiKey.DELETE_GROUPS: handle_delete_groups,
+    ApiKey.OFFSET_DELETE: handle_offset_delete,
+    ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
+    ApiKey.DESCRIBE_TRANSACTIONS: handle_describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: handle_list_transactions,
+}
+
 # api key -> (min version, max version, handler)
 SUPPORTED: Final[dict[ApiKey, tuple[int, int, Handler]]] = {
-    ApiKey.PRODUCE: (3, 12, handle_produce),
-    ApiKey.FETCH: (4, 16, handle_fetch),
-    ApiKey.LIST_OFFSETS: (1, 7, handle_list_offsets),
-    ApiKey.METADATA: (0, 13, handle_metadata),
-    ApiKey.OFFSET_COMMIT: (2, 9, handle_offset_commit),
-    ApiKey.OFFSET_FETCH: (1, 9, handle_offset_fetch),
-    ApiKey.FIND_COORDINATOR: (0, 5, handle_find_coordinator),
-    ApiKey.JOIN_GROUP: (0, 9, handle_join_group),
-    ApiKey.HEARTBEAT: (0, 4, handle_heartbeat),
-    ApiKey.LEAVE_GROUP: (0, 5, handle_leave_group),
-    ApiKey.SYNC_GROUP: (0, 5, handle_sync_group),
-    ApiKey.DESCRIBE_GROUPS: (0, 6, handle_describe_groups),
-    ApiKey.LIST_GROUPS: (0, 5, handle_list_groups),
-    ApiKey.API_VERSIONS: (0, 4, handle_api_versions),
-    ApiKey.CREATE_TOPICS: (2, 7, handle_create_topics),
-    ApiKey.DELETE_TOPICS: (1, 6, handle_delete_topics),
-    ApiKey.DELETE_RECORDS: (0, 2, handle_delete_records),
-    ApiKey.DESCRIBE_CONFIGS: (1, 4, handle_describe_configs),
-    ApiKey.ALTER_CONFIGS: (0, 2, handle_alter_configs),
-    ApiKey.CREATE_PARTITIONS: (0, 3, handle_create_partitions),
-    ApiKey.INIT_PRODUCER_ID: (0, 5, handle_init_producer_id),
-    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5, handle_add_partitions_to_txn),
-    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4, handle_add_offsets_to_txn),
-    ApiKey.END_TXN: (0, 5, handle_end_txn),
-    ApiKey.WRITE_TXN_MARKERS: (1, 2, handle_write_txn_markers),
-    ApiKey.TXN_OFFSET_COMMIT: (0, 5, handle_txn_offset_commit),
-    ApiKey.DESCRIBE_CLUSTER: (0, 1, handle_describe_cluster),
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1, handle_incremental_alter_configs),
-    ApiKey.DELETE_GROUPS: (0, 2, handle_delete_groups),
-    ApiKey.OFFSET_DELETE: (0, 0, handle_offset_delete),
-    ApiKey.DESCRIBE_PRODUCERS: (0, 0, handle_describe_producers),
-    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0, handle_describe_transactions),
-    ApiKey.LIST_TRANSACTIONS: (0, 2, handle_list_transactions),
+    key: (low, high, HANDLERS[key]) for key, (low, high) in SUPPORTED_VERSIONS.items()
 }
 
 
@@ -109,6 +116,8 @@ class Api:
 
 
 def _build_table() -> dict[int, Api]:
+    if HANDLERS.keys() != SUPPORTED_VERSIONS.keys():
+        raise RuntimeError("HANDLERS and SUPPORTED_VERSIONS must name the same APIs")
     table = {}
     for key, (low, high, handler) in SUPPORTED.items():
         request_cls = messages.REQUESTS[key]
@@ -137,15 +146,6 @@ def api_name(api_key: int) -> str:
         return ApiKey(api_key).name
     except ValueError:
         return "UNKNOWN"
-
-
-def supported_api_keys(response_cls: Any) -> list[Any]:
-    """ApiVersionsResponse.api_keys entries for every served API, in key order."""
-    entry = response_cls.ApiVersion
-    return [
-        entry(api_key=api.key, min_version=api.min_version, max_version=api.max_version)
-        for api in sorted(APIS.values(), key=lambda a: a.key)
-    ]
 
 
 def unsupported_api_versions_response() -> Any:

@@ -41,14 +41,17 @@ import asyncio
 import contextlib
 import logging
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from onceflow.broker.config import Listener
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from onceflow.broker.state import BrokerState
+    from onceflow.broker.transactions import BrokerTransactions
+    from onceflow.coordinator.group.coordinator import GroupCoordinator
+    from onceflow.coordinator.producer_id import ProducerIdManager
+    from onceflow.log.manager import LogManager
 
 log = logging.getLogger("onceflow.broker.metrics")
 
@@ -69,6 +72,15 @@ _PARTITION_GAUGES = (
     ("onceflow_partition_last_stable_offset", "Offsets below this are visible (read_committed).",
      lambda p: p.last_stable_offset),
 )  # fmt: skip
+
+
+class ScrapedState(Protocol):
+    """What a scrape reads (the broker's `BrokerState`; this module does not import it)."""
+
+    logs: LogManager
+    producer_ids: ProducerIdManager
+    transactions: BrokerTransactions
+    group_coordinator: GroupCoordinator
 
 
 class BrokerMetrics:
@@ -94,7 +106,7 @@ class BrokerMetrics:
             return self._requests[api_key]
         return self._other_requests[api_key]
 
-    def render(self, state: BrokerState | None) -> str:
+    def render(self, state: ScrapedState | None) -> str:
         """The Prometheus text exposition of every metric."""
         out: list[str] = []
         _header(out, "onceflow_requests_total", "counter", "Requests received, by API.")
@@ -137,7 +149,7 @@ class BrokerMetrics:
         return "\n".join(out)
 
 
-def _render_transactional_ids(out: list[str], state: BrokerState | None) -> None:
+def _render_transactional_ids(out: list[str], state: ScrapedState | None) -> None:
     name = "onceflow_transactional_ids"
     _header(out, name, "gauge", "Transactional ids of the transaction coordinator, by state.")
     transactions = getattr(state, "transactions", None)
@@ -148,7 +160,7 @@ def _render_transactional_ids(out: list[str], state: BrokerState | None) -> None
         out.append(f'{name}{{state="{_escape(txn_state)}"}} {by_state[txn_state]}')
 
 
-def _render_groups(out: list[str], state: BrokerState | None) -> None:
+def _render_groups(out: list[str], state: ScrapedState | None) -> None:
     coordinator = getattr(state, "group_coordinator", None)
     groups = [] if coordinator is None else sorted(coordinator.groups.values(),
                                                    key=lambda g: g.group_id)  # fmt: skip
@@ -190,7 +202,7 @@ def _error_label(code: int) -> str:
 class MetricsServer:
     """The `/metrics` HTTP listener; `await start(listener)`, `await stop()`."""
 
-    def __init__(self, metrics: BrokerMetrics, state: BrokerState) -> None:
+    def __init__(self, metrics: BrokerMetrics, state: ScrapedState) -> None:
         self.metrics = metrics
         self.state = state
         self.bound: Listener | None = None

@@ -107,10 +107,7 @@ class Broker:
                     state.expire_producers()
                 if now >= next_retention:
                     next_retention = now + retention_every
-                    deleted = logs.delete_old_segments()
-                    if deleted:
-                        for partition_log in logs.all_logs():
-                            state.notifier.notify(partition_log.topic, partition_log.partition)
+                    logs.delete_old_segments()  # moved log starts wake fetches (offsets events)
                 if now >= next_checkpoint:
                     next_checkpoint = now + checkpoint_every
                     await loop.run_in_executor(None, logs.checkpoint_recovery_points)

@@ -7,18 +7,18 @@ counters, the cluster id from `meta.properties` and the advertised address. It h
 its own beyond what it delegates, so handler tests build one on a temporary directory with
 `BrokerState.open`.
 
-Wake-ups: a long-polling fetch is woken when its partition's high watermark moves (after an
-fsync round, or at once with `flush.on.ack=false`) and when its last stable offset moves. The
-LSO moves on appends that complete a transaction (markers) and with retention, so every code
-path that appends to a log calls `appended(logs)` afterwards (Produce does; the transaction
-markers' writer must too); it compares each log's LSO with the last one seen.
+Wake-ups: the notifier subscribes once to the `LogManager`'s offsets events, so a
+long-polling fetch is woken whenever what it may read changes: its partition's high watermark
+moves (after an fsync round, or at once with `flush.on.ack=false`), its last stable offset
+moves (a transaction marker, whoever writes it), its log start offset moves (retention,
+DeleteRecords), the log goes offline or the topic is deleted. Code that appends to a log does
+nothing more; `begin_stop` wakes every fetch.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable
 
 from onceflow.broker.config import BrokerConfig, Listener
 from onceflow.broker.dynamic_configs import DynamicBrokerConfigs
@@ -56,18 +56,23 @@ class BrokerState:
         self.committer = logs.committer
         self.advertised = advertised
         self.notifier = HighWatermarkNotifier()
+        logs.add_offsets_listener(self.notifier.notify)
         self.producer_ids = producer_ids
         self.dynamic_configs = DynamicBrokerConfigs(config.data_dir)  # accepted, no effect
         # Classic consumer groups; `load_coordinators` reads __consumer_offsets on the loop.
         self.group_coordinator = GroupCoordinator(GroupConfig.from_properties(dict(config.items())))
         self.metrics = BrokerMetrics()
         # The transaction coordinator; `await transactions.start()` on the loop before serving.
-        self.transactions = BrokerTransactions(self, dict(config.items()))
+        # Markers on __consumer_offsets settle the group coordinator's transactional offsets.
+        self.transactions = BrokerTransactions(
+            logs,
+            producer_ids,
+            dict(config.items()),
+            on_offsets_marker=self.group_coordinator.on_txn_marker,
+        )
         self.stopping = False
         self.lock: DirectoryLock | None = None  # the data directory's, set by `open`
         self._names_by_id: dict[uuid.UUID, str] = {}
-        self._seen_lso: dict[tuple[str, int], int] = {}
-        self.committer.add_listener(self._flushed)
 
     @classmethod
     def open(cls, config: BrokerConfig, advertised: Listener | None = None) -> BrokerState:
@@ -99,33 +104,6 @@ class BrokerState:
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         """The log of `topic`/`partition`, or None when it does not exist."""
         return self.logs.get_log(topic, partition)
-
-    def appended(self, logs: Iterable[PartitionLog]) -> None:
-        """Called after appending: wake fetches where data is already visible (logs with
-        flush.on.ack=false expose the log end at once) or where the LSO moved."""
-        for partition_log in logs:
-            if not partition_log.config.flush_on_ack or self._lso_moved(partition_log):
-                self.notifier.notify(partition_log.topic, partition_log.partition)
-
-    def _lso_moved(self, partition_log: PartitionLog) -> bool:
-        """True when the LSO differs from the one seen last time (and remember it)."""
-        key = (partition_log.topic, partition_log.partition)
-        lso = partition_log.last_stable_offset
-        if self._seen_lso.get(key) == lso:
-            return False
-        self._seen_lso[key] = lso
-        return True
-
-    def _flushed(self, partition_log: PartitionLog) -> None:
-        self._lso_moved(partition_log)
-        self.notifier.notify(partition_log.topic, partition_log.partition)
-
-    def markers_written(self, outcomes) -> None:
-        """Called by the transaction marker writer: wake fetches of every partition that got
-        a marker (its LSO may have moved; durable markers already woke them after the fsync
-        round, this covers `flush.on.ack=false` logs)."""
-        logs = [self.get_log(tp.topic, tp.partition) for tp, error in outcomes.items() if not error]
-        self.appended([partition_log for partition_log in logs if partition_log is not None])
 
     def expire_producers(self) -> int:
         """Drop producer ids idle for `producer.id.expiration.ms` on every log (the broker's
@@ -162,14 +140,9 @@ class BrokerState:
         return result
 
     def delete_topic(self, name: str) -> TopicResult:
-        """Delete a topic and wake fetches reading it (they then see it is gone)."""
-        info = self.logs.topic(name)
-        result = self.logs.delete_topic(name)
-        if info is not None and result.error == 0:
-            for partition in range(info.partitions):
-                self._seen_lso.pop((name, partition), None)
-                self.notifier.notify(name, partition)
-        return result
+        """Delete a topic (the log manager's event wakes fetches reading it: they then see it
+        is gone)."""
+        return self.logs.delete_topic(name)
 
     # -- coordinators --------------------------------------------------------------------------
 

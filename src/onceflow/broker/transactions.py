@@ -2,7 +2,8 @@
 
 Owns the `TransactionCoordinator` of this node (built on the broker's `LogManager` and
 `ProducerIdManager`, configured from the broker's `transaction.*` keys) and everything that ties
-it to the rest of the broker:
+it to the rest of the broker. It knows nothing of `BrokerState`: the broker hands it the logs,
+the producer-id manager, its config and the group coordinator's marker hook.
 
 - Loading. As in Kafka, `__transaction_state` is created on first use: `start()` loads the
   coordinator at once only when the topic already exists (so a restart finishes the
@@ -10,10 +11,11 @@ it to the rest of the broker:
   FindCoordinator(TRANSACTION) or transactional InitProducerId calls `ensure_loaded()`, which
   creates the topic and loads (concurrent callers share one load). `ensure_loaded` does not
   yield once loaded, so handlers keep "state changes before the first await".
-- Markers. The coordinator writes COMMIT/ABORT markers through `BrokerMarkerChannel`, which
-  wakes long-polling fetches of the partitions whose last stable offset moved; markers landing
-  on `__consumer_offsets` are handed to the group coordinator (`broker.group_coordinator`,
-  looked up when the marker lands) so pending transactional offsets materialise or drop.
+- Markers. The coordinator writes COMMIT/ABORT markers straight into the logs (its
+  `InProcessTxnMarkerChannel`); the log manager's offsets events wake long-polling fetches of
+  the partitions whose last stable offset moved. Markers landing on `__consumer_offsets` are
+  handed to `on_offsets_marker` (the group coordinator's `on_txn_marker`) so pending
+  transactional offsets materialise or drop.
 - Produce verification (KIP-890 part 1): `verify_produce` checks a transactional batch against
   the coordinator before it is appended (see its docstring).
 - Timers (timeout aborts, transactional-id expiration) from `start()`; `close()` stops them and
@@ -24,23 +26,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
 
+from onceflow.coordinator.producer_id import ProducerIdManager
 from onceflow.coordinator.txn.config import TxnConfig
 from onceflow.coordinator.txn.coordinator import TransactionCoordinator
-from onceflow.coordinator.txn.markers import InProcessTxnMarkerChannel
 from onceflow.coordinator.txn.metadata import TopicPartition
 from onceflow.coordinator.txn.state_log import TRANSACTION_STATE_TOPIC
+from onceflow.log.manager import LogManager
 from onceflow.protocol.errors import ErrorCode
 from onceflow.records.batch import BatchHeader
 
-if TYPE_CHECKING:
-    from onceflow.broker.state import BrokerState
-
 log = logging.getLogger("onceflow.broker.transactions")
 
-__all__ = ["BrokerMarkerChannel", "BrokerTransactions", "verification_error"]
+__all__ = ["BrokerTransactions", "OffsetsMarkerHook", "verification_error"]
+
+# on_offsets_marker(offsets partition, producer_id, commit): a marker is durable on
+# `__consumer_offsets` (the group coordinator's `on_txn_marker`)
+OffsetsMarkerHook = Callable[[int, int, bool], None]
 
 # Produce versions from which Kafka answers TRANSACTION_ABORTABLE for a failed verification
 # (AddPartitionsToTxnManager.produceRequestVersionToTransactionSupportedOperation: v11+)
@@ -74,42 +77,26 @@ def verification_error(error: ErrorCode, produce_version: int) -> ErrorCode:
     return error
 
 
-class BrokerMarkerChannel(InProcessTxnMarkerChannel):
-    """Writes markers to this broker's logs, then wakes fetches whose LSO moved."""
-
-    def __init__(self, state: BrokerState) -> None:
-        super().__init__(state.logs)
-        self._state = state
-
-    async def write_markers(
-        self,
-        producer_id: int,
-        producer_epoch: int,
-        coordinator_epoch: int,
-        commit: bool,
-        partitions: Iterable[TopicPartition],
-    ) -> Mapping[TopicPartition, ErrorCode]:
-        """Write one marker per partition (see `InProcessTxnMarkerChannel`), then wake fetches."""
-        outcomes = await super().write_markers(
-            producer_id, producer_epoch, coordinator_epoch, commit, partitions
-        )
-        self._state.markers_written(outcomes)
-        return outcomes
-
-
 class BrokerTransactions:
     """The transaction coordinator of a broker, with its lifecycle and broker-side hooks."""
 
-    def __init__(self, state: BrokerState, properties: Mapping[str, object]) -> None:
-        self._state = state
-        self.channel = BrokerMarkerChannel(state)
+    def __init__(
+        self,
+        logs: LogManager,
+        producer_ids: ProducerIdManager,
+        properties: Mapping[str, object],
+        *,
+        on_offsets_marker: OffsetsMarkerHook | None = None,
+    ) -> None:
+        self._logs = logs
+        # markers go straight into this broker's logs (its default `InProcessTxnMarkerChannel`)
         self.coordinator = TransactionCoordinator(
-            state.logs,
-            state.producer_ids,
-            TxnConfig.from_properties(properties),
-            marker_channel=self.channel,
+            logs, producer_ids, TxnConfig.from_properties(properties)
         )
-        self.coordinator.add_marker_listener(self._on_offsets_marker)
+        if on_offsets_marker is not None:
+            self.coordinator.add_marker_listener(
+                lambda tp, producer_id, commit: on_offsets_marker(tp.partition, producer_id, commit)
+            )
         self.verification_enabled = bool(
             properties.get("transaction.partition.verification.enable", True)
         )
@@ -120,7 +107,7 @@ class BrokerTransactions:
     async def start(self) -> None:
         """Load now if `__transaction_state` exists (finishing prepared transactions), and start
         the timeout/expiration timers."""
-        if self._state.logs.topic(TRANSACTION_STATE_TOPIC) is not None:
+        if self._logs.topic(TRANSACTION_STATE_TOPIC) is not None:
             await self.ensure_loaded()
         if not self._started:
             self.coordinator.start()
@@ -165,11 +152,6 @@ class BrokerTransactions:
             except (asyncio.CancelledError, OSError):
                 pass
         await self.coordinator.close()
-
-    def _on_offsets_marker(self, tp: TopicPartition, producer_id: int, commit: bool) -> None:
-        group = getattr(self._state, "group_coordinator", None)
-        if group is not None:
-            group.on_txn_marker(tp.partition, producer_id, commit)
 
     def verify_produce(
         self,

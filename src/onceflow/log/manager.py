@@ -24,6 +24,13 @@ Layout of a data directory (several may be given; the registry lives in the firs
 Retention runs when the broker calls `delete_old_segments` (every
 `log.retention.check.interval.ms`). Deletion order for a topic: registry first (the commit
 point), then rename of each partition directory to its `-delete` name, then removal.
+
+Events: `add_offsets_listener(listener)` subscribes `listener(topic, partition)`, called on the
+event loop whenever what a fetch of that partition can see changed: its high watermark, last
+stable offset or log start offset moved (appends of data and of transaction markers, fsync
+rounds of the group committer, retention, DeleteRecords), its log went offline, or its topic
+was deleted. The broker's long-poll notifier subscribes once; no code path that appends has to
+wake anyone.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from onceflow.log.config import LogConfig
@@ -51,6 +58,8 @@ CLEAN_SHUTDOWN_FILE = ".clean_shutdown"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 PARTITION_METADATA_FILE = "partition.metadata"
 DELETE_SUFFIX = "-delete"
+# listener(topic, partition): what a fetch of the partition can see changed (on the loop)
+OffsetsListener = Callable[[str, int], None]
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
@@ -128,10 +137,26 @@ class LogManager:
         self.broker_props = dict(broker_props or {})
         self.default_config = LogConfig.from_properties(self.broker_props)
         self.committer = GroupCommitter()
+        self.committer.add_listener(PartitionLog.publish_offsets)  # a round moves the HW
+        self._offsets_listeners: list[OffsetsListener] = []
         self._topics: dict[str, TopicInfo] = {}
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._log_dir_of: dict[tuple[str, int], str] = {}
         self._started = False
+
+    # -- events --------------------------------------------------------------------------------
+
+    def add_offsets_listener(self, listener: OffsetsListener) -> None:
+        """Call `listener(topic, partition)` whenever what a fetch of that partition can see
+        changed (see the module docstring); on the event loop, never from a worker thread."""
+        self._offsets_listeners.append(listener)
+
+    def _offsets_moved(self, log: PartitionLog) -> None:
+        self._publish(log.topic, log.partition)
+
+    def _publish(self, topic: str, partition: int) -> None:
+        for listener in self._offsets_listeners:
+            listener(topic, partition)
 
     # -- lookups -------------------------------------------------------------------------------
 
@@ -239,6 +264,7 @@ class LogManager:
                     recovery_point=recovery_points[log_dir].get(key, 0),
                     clean_shutdown=clean[log_dir],
                     producer_id_expiration_ms=self.producer_id_expiration_ms,
+                    offsets_listener=self._offsets_moved,
                 )
                 if _read_partition_metadata(log_dir, info.name, partition) is None:
                     _write_partition_metadata(log_dir, info.name, partition, info.topic_id)
@@ -357,6 +383,7 @@ class LogManager:
             log_dir = self._log_dir_of.pop(key, None)
             if log_dir is not None:
                 self._remove_partition_dir(log_dir, name, partition, "topic deleted", info.topic_id)
+            self._publish(name, partition)  # fetches reading it learn that it is gone
         logger.info("deleted topic %s", name)
         return TopicResult(ErrorCode.NONE, topic_id=info.topic_id)
 
@@ -397,6 +424,7 @@ class LogManager:
             partition,
             config,
             producer_id_expiration_ms=self.producer_id_expiration_ms,
+            offsets_listener=self._offsets_moved,
         )
         _write_partition_metadata(log_dir, info.name, partition, info.topic_id)
         self._logs[key] = log

@@ -24,6 +24,13 @@ thread); a start offset inside a segment is kept, fsynced before DeleteRecords i
 in the partition directory's `log-start-offset` file (Kafka keeps one
 `log-start-offset-checkpoint` per data directory and writes it every
 `log.flush.start.offset.checkpoint.interval.ms`).
+
+Offsets events: what a fetch can see is bounded by the log start offset, the high watermark
+and the last stable offset (and whether the log is offline). Whenever one of them changes on
+the event loop (an append, a marker completing a transaction, retention, DeleteRecords, a
+config change, and, through `publish_offsets` from the group committer, an fsync round) the
+log calls its `offsets_listener` once; the `LogManager` sets it and fans it out to its
+subscribers (the broker's long-poll notifier). Nobody else has to remember to wake fetches.
 """
 
 from __future__ import annotations
@@ -69,6 +76,33 @@ LOG_START_OFFSET_FILE = "log-start-offset"
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
+
+
+# offsets_listener(log): the visible offsets of `log` changed (called on the event loop)
+OffsetsListener = Callable[["PartitionLog"], None]
+
+
+def _batches_of(
+    buf: bytearray, headers: Sequence[BatchHeader], max_batch_size: int
+) -> list[tuple[BatchHeader, memoryview]]:
+    """`(header, view of its batch in buf)` from headers parsed earlier, as `iter_batches`
+    would split `buf`. Raises CorruptRecordError when their sizes do not add up to `buf`, or
+    MESSAGE_TOO_LARGE for a batch above `max_batch_size` (recompression may grow one)."""
+    view = memoryview(buf)
+    batches = []
+    position = 0
+    for header in headers:
+        if header.total_size > max_batch_size:
+            raise CorruptRecordError(
+                f"record batch of {header.total_size} bytes exceeds {max_batch_size}",
+                "MESSAGE_TOO_LARGE",
+            )
+        end = position + header.total_size
+        batches.append((header, view[position:end]))
+        position = end
+    if position != len(buf):
+        raise CorruptRecordError(f"batch headers cover {position} of {len(buf)} bytes")
+    return batches
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -128,6 +162,7 @@ class PartitionLog:
         clean_shutdown: bool = False,
         leader_epoch: int = 0,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        offsets_listener: OffsetsListener | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -161,6 +196,8 @@ class PartitionLog:
         self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
         self._flushed_offset = self._log_end_offset
         self._load_producer_state()
+        self.offsets_listener = offsets_listener
+        self._published = self._visible_offsets()
 
     # -- offsets -------------------------------------------------------------------------------
 
@@ -195,6 +232,26 @@ class PartitionLog:
         if first_unstable is None:
             return hw
         return min(hw, max(first_unstable, self._log_start_offset))
+
+    def _visible_offsets(self) -> tuple[int, int, int, bool]:
+        """What bounds a fetch: log start, high watermark, last stable offset, offline."""
+        return (
+            self._log_start_offset,
+            self.high_watermark,
+            self.last_stable_offset,
+            self.failed is not None,
+        )
+
+    def publish_offsets(self) -> None:
+        """Call `offsets_listener(self)` if the visible offsets changed since the last call.
+
+        On the event loop only: the log calls it after changing them there; the group committer
+        calls it after an fsync round (which moves the high watermark in a worker thread)."""
+        visible = self._visible_offsets()
+        if visible != self._published:
+            self._published = visible
+            if self.offsets_listener is not None:
+                self.offsets_listener(self)
 
     @property
     def live_producer_count(self) -> int:
@@ -248,6 +305,7 @@ class PartitionLog:
         self.config = config
         for segment in self._segments:
             segment.config = config
+        self.publish_offsets()  # flush.on.ack decides what the high watermark is
 
     # -- append --------------------------------------------------------------------------------
 
@@ -255,39 +313,42 @@ class PartitionLog:
         self,
         records: bytes | bytearray | memoryview,
         *,
-        validate: Callable[[list[BatchHeader]], ErrorCode | None] | None = None,
+        headers: Sequence[BatchHeader] | None = None,
         now_ms: int | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendResult:
         """Assign offsets to an already validated record set and write all of it or nothing.
 
-        `validate`, if given, sees the parsed headers before anything is written; a non-None,
-        non-NONE code is returned unchanged and nothing is appended. Then every batch with a
-        producer id is checked against the producer state (`origin` CLIENT for Produce,
-        COORDINATOR for transaction markers): OUT_OF_ORDER_SEQUENCE_NUMBER,
-        INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, TRANSACTION_COORDINATOR_FENCED,
-        INVALID_RECORD (a control batch that is not a marker) leave the log untouched; a client
-        retry of a batch in the window returns NONE with `duplicate=True` and the original
-        offsets (the whole record set is then skipped, as Kafka does). Returns
-        KAFKA_STORAGE_ERROR when the write fails (the log goes offline),
+        `headers`, when given, are the record set's batch headers as the caller already parsed
+        them (the produce path: `log.validator`); the log then trusts them instead of parsing
+        the set again (only their sizes are checked: they must add up to the set's, each within
+        `max.message.bytes`). Then every batch with a producer id is checked against the
+        producer state (`origin` CLIENT for Produce, COORDINATOR for transaction markers):
+        OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE,
+        TRANSACTION_COORDINATOR_FENCED, INVALID_RECORD (a control batch that is not a marker)
+        leave the log untouched; a client retry of a batch in the window returns NONE with
+        `duplicate=True` and the original offsets (the whole record set is then skipped, as
+        Kafka does). Returns KAFKA_STORAGE_ERROR when the write fails (the log goes offline),
         RECORD_LIST_TOO_LARGE when the set exceeds `segment.bytes`, MESSAGE_TOO_LARGE or
         CORRUPT_MESSAGE when framing is off (the broker normally rejected those already).
+        A successful append publishes the offsets event when the high watermark or last stable
+        offset moved (`publish_offsets`).
         """
         if self.failed is not None:
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR)
         buf = bytearray(records)
+        limit = self.config.max_message_bytes
         try:
-            batches = list(iter_batches(buf, self.config.max_message_bytes))
+            if headers is None:
+                batches = list(iter_batches(buf, limit))
+            else:
+                batches = _batches_of(buf, headers, limit)
         except CorruptRecordError as exc:
             return AppendResult(exc.error_code)
         if not batches:
             return AppendResult(ErrorCode.NONE, log_start_offset=self._log_start_offset)
         if len(buf) > self.config.segment_bytes:
             return AppendResult(ErrorCode.RECORD_LIST_TOO_LARGE)
-        if validate is not None:
-            error = validate([header for header, _ in batches])
-            if error is not None and error != ErrorCode.NONE:
-                return AppendResult(error)
         now = int(time.time() * 1000) if now_ms is None else now_ms
         log_append = self.config.log_append_time
         epoch = self.leader_epoch
@@ -332,6 +393,7 @@ class PartitionLog:
                 self._go_offline(exc, "transaction index append")
                 return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR)
         self.producer_state.map_end_offset = offset
+        self.publish_offsets()
         return AppendResult(
             ErrorCode.NONE,
             base_offset=base_offset,
@@ -533,6 +595,7 @@ class PartitionLog:
                 else ("retention.ms" if count == by_time else "retention.bytes")
             )
             self._delete_segments(count, reason)
+            self.publish_offsets()
         return count
 
     def delete_records(self, offset: int) -> tuple[ErrorCode, int]:
@@ -588,6 +651,7 @@ class PartitionLog:
             self._log_start_offset = offset
             logger.info("log start offset of %s moved to %d (DeleteRecords)", self.name, offset)
             self.delete_old_segments()
+            self.publish_offsets()
         return self._log_start_offset
 
     def _delete_segments(self, count: int, reason: str) -> None:
@@ -636,6 +700,7 @@ class PartitionLog:
                 self._flushed_offset = min(self._flushed_offset, self._log_end_offset)
                 self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
         self._load_producer_state()
+        self.publish_offsets()
         logger.info("truncated %s to offset %d", self.name, self._log_end_offset)
 
     # -- load and close ------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The v2 record batch header (magic 2): parse, split, CRC32C, patch in place, validate.
+"""The v2 record batch header (magic 2): parse, split, CRC32C, patch in place.
 
 The broker keeps batches verbatim; it reads only this 61-byte header and patches a few fields
 in place. Layout (big-endian), with the byte offset of each field::
@@ -26,7 +26,7 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from onceflow.common import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
-from onceflow.records.errors import CorruptRecordError, ErrorCode
+from onceflow.records.errors import CorruptRecordError
 
 __all__ = [
     "ATTRIBUTES_OFFSET",
@@ -45,7 +45,6 @@ __all__ = [
     "RECORDS_OFFSET",
     "BatchHeader",
     "TimestampType",
-    "check_records_of",
     "compute_crc",
     "increment_sequence",
     "iter_batches",
@@ -55,7 +54,6 @@ __all__ = [
     "patch_max_timestamp",
     "patch_partition_leader_epoch",
     "split_complete_batches",
-    "validate_batch",
     "verify_crc",
 ]
 
@@ -339,73 +337,3 @@ def patch_max_timestamp(
     _INT64.pack_into(batch, MAX_TIMESTAMP_OFFSET, max_timestamp)
     patch_crc(batch)
     return True
-
-
-def validate_batch(
-    header: BatchHeader,
-    batch,
-    *,
-    from_client: bool = True,
-    check_records: bool = False,
-    compacted: bool = False,
-) -> ErrorCode | None:
-    """Check a produced batch as Kafka's `LogValidator` does; return an ErrorCode or None.
-
-    Always checked: magic 2 (0/1 -> UNSUPPORTED_FOR_MESSAGE_FORMAT, others -> CORRUPT_MESSAGE),
-    the batch length against the buffer, a known codec, the CRC (CORRUPT_MESSAGE). From clients
-    (`from_client`): records_count >= 1 and equal to last_offset_delta + 1, no control batches,
-    a base sequence >= 0 when a producer id is set, a producer id on transactional batches
-    (all INVALID_RECORD). `check_records` also decodes the records (decompressing) and checks
-    their count, that offset deltas run 0..n-1, and with `compacted` that every key is set.
-    The base offset is not checked: Kafka overwrites it.
-    """
-    if header.magic != MAGIC:
-        if header.magic in (0, 1):
-            return ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
-        return ErrorCode.CORRUPT_MESSAGE
-    if header.batch_length < MIN_BATCH_LENGTH or header.total_size != len(batch):
-        return ErrorCode.CORRUPT_MESSAGE
-    if header.attributes & COMPRESSION_MASK > 4:
-        return ErrorCode.CORRUPT_MESSAGE
-    if compute_crc(batch) != header.crc:
-        return ErrorCode.CORRUPT_MESSAGE
-    if from_client:
-        if header.records_count <= 0 or header.last_offset_delta < 0:
-            return ErrorCode.INVALID_RECORD
-        if header.last_offset_delta + 1 != header.records_count:
-            return ErrorCode.INVALID_RECORD
-        if header.attributes & CONTROL_MASK:
-            return ErrorCode.INVALID_RECORD
-        if header.producer_id != NO_PRODUCER_ID and header.base_sequence < 0:
-            return ErrorCode.INVALID_RECORD
-        # onceflow check: a transactional batch without a producer id cannot be tracked.
-        if header.attributes & TRANSACTIONAL_MASK and header.producer_id == NO_PRODUCER_ID:
-            return ErrorCode.INVALID_RECORD
-    if check_records:
-        return check_records_of(batch, compacted=compacted)[0]
-    return None
-
-
-def check_records_of(batch, *, compacted: bool = False) -> tuple[ErrorCode | None, list[int]]:
-    """Decode a batch's records (decompressing) and check them as Kafka's `LogValidator` does.
-
-    Returns `(error, keyless)`: CORRUPT_MESSAGE when the records do not decode, INVALID_RECORD
-    when their offset deltas do not run 0..n-1 (a batch-level error, `keyless` empty); with
-    `compacted`, INVALID_RECORD and the batch indexes of every record without a key (Kafka
-    reports those as per-record errors); `(None, [])` when all is well.
-    """
-    from onceflow.records.record import decode_records  # record.py imports this module
-
-    try:
-        records = decode_records(batch)
-    except CorruptRecordError:
-        return ErrorCode.CORRUPT_MESSAGE, []
-    keyless: list[int] = []
-    for expected, record in enumerate(records):
-        if record.offset_delta != expected:
-            return ErrorCode.INVALID_RECORD, []
-        if compacted and record.key is None:
-            keyless.append(expected)
-    if keyless:
-        return ErrorCode.INVALID_RECORD, keyless
-    return None, []

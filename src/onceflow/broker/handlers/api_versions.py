@@ -2,7 +2,7 @@
 
 API: ApiVersions (key 18), versions 0-4.
 
-Behaviour: lists every API and version range this broker serves (`dispatch.SUPPORTED`). From
+Behaviour: lists every API and version range this broker serves (`SUPPORTED_VERSIONS`). From
 v3 on the response carries empty supported/finalized feature lists and epoch -1: this broker
 has no feature flags (no KRaft metadata.version to negotiate). A v3+ request with an invalid
 client software name or version gets INVALID_REQUEST, as in Kafka (KIP-511).
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 
+from onceflow.broker.served_versions import supported_api_keys
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.api_versions import ApiVersionsResponse
 
@@ -27,8 +28,6 @@ _SOFTWARE_PATTERN = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 async def handle_api_versions(ctx, header, request) -> ApiVersionsResponse:
     """Answer with the served API versions (and INVALID_REQUEST for bad software fields)."""
-    from onceflow.broker.dispatch import supported_api_keys
-
     error = ErrorCode.NONE
     if header.request_api_version >= 3:
         name = request.client_software_name or ""

@@ -93,8 +93,8 @@ async def handle_delete_records(ctx, header, request) -> DeleteRecordsResponse:
                     error.name,
                 )
                 continue
+            # moving the start publishes the log's offsets event: parked fetches re-read
             result.low_watermark = partition_log.increment_log_start_offset(target)
-            broker.notifier.notify(topic.name, index)  # parked fetches re-read
             work.append(_checkpoint(broker, ctx, result, topic.name, partition_log))
     if work:
         await asyncio.gather(*work)

@@ -3,8 +3,10 @@
 API: Produce (key 0), versions 3-12 (v3+ means record batch v2 only).
 
 Behaviour: every partition's record set is validated and appended before the first `await`,
-in request order, so arrival order is append order. Validation, in the order of Kafka's
-`ProduceRequest.validateRecords` and then `LogValidator`: exactly one batch per partition,
+in request order, so arrival order is append order. The record set is parsed once; its header
+goes on to the validator (`log.validator.validate_produced`), the transaction check and the
+log's append. Validation, in the order of Kafka's `ProduceRequest.validateRecords` (here) and
+then `LogValidator` (`log.validator`): exactly one batch per partition,
 with magic 2 (INVALID_RECORD otherwise, also for magic 0/1), zstd only from v7
 (UNSUPPORTED_COMPRESSION_TYPE), framing (CORRUPT_MESSAGE), a batch above the topic's
 `max.message.bytes` -> MESSAGE_TOO_LARGE, CRC32C and header consistency (CORRUPT_MESSAGE /
@@ -73,17 +75,10 @@ import time
 from typing import NamedTuple
 
 from onceflow.coordinator.internal_topics import TopicOperation, internal_topic_refusal
-from onceflow.log.validator import out_of_range_timestamps, recompress, target_compression
+from onceflow.log.validator import ACCEPTED, Rejection, stored_form, validate_produced
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.produce import ProduceResponse
-from onceflow.records.batch import (
-    MAGIC,
-    MAGIC_OFFSET,
-    check_records_of,
-    parse_header,
-    split_complete_batches,
-    validate_batch,
-)
+from onceflow.records.batch import MAGIC, MAGIC_OFFSET, BatchHeader, split_complete_batches
 from onceflow.records.errors import CorruptRecordError
 
 log = logging.getLogger("onceflow.broker.produce")
@@ -103,107 +98,83 @@ def _error(
         base_offset=-1,
         log_append_time_ms=-1,
         log_start_offset=-1,
-        record_errors=list(record_errors),
+        record_errors=[
+            _RecordError(batch_index=i, batch_index_error_message=text) for i, text in record_errors
+        ],
         error_message=message,
     )
 
 
-class _Rejection(NamedTuple):
-    """Why a partition's record set may not be appended (error NONE: it may)."""
+class _Checked(NamedTuple):
+    """One partition's record set after every check: its one batch (parsed once), or why it
+    may not be appended."""
 
-    error: ErrorCode
-    message: str | None = None
-    record_errors: tuple[_RecordError, ...] = ()
-
-
-_ACCEPTED = _Rejection(ErrorCode.NONE)
+    rejection: Rejection
+    header: BatchHeader | None = None
+    batch: memoryview | None = None
 
 
-def _validate(partition_log, records, version: int) -> _Rejection:
-    """Check one partition's record set, in Kafka's order. First
-    `ProduceRequest.validateRecords` (one v2 batch, zstd needs v7+), then the log's checks
-    (size, CRC, header consistency, control batches, keys on compacted topics)."""
+def _refused(error: ErrorCode, message: str) -> _Checked:
+    return _Checked(Rejection(error, message))
+
+
+def _parse(records, version: int) -> _Checked:
+    """Split the record set (the produce path's one parse) and check the request's shape, as
+    Kafka's `ProduceRequest.validateRecords`: exactly one v2 batch, zstd only from v7."""
     view = memoryview(records) if records is not None else memoryview(b"")
     if len(view) <= MAGIC_OFFSET:
-        return _Rejection(
+        return _refused(
             ErrorCode.INVALID_RECORD, "produce requests v3+ need one record batch per partition"
         )
     if view[MAGIC_OFFSET] != MAGIC:
-        return _Rejection(
+        return _refused(
             ErrorCode.INVALID_RECORD,
             f"magic {view[MAGIC_OFFSET]}: only magic 2 batches are allowed",
         )
     try:
         batches, trailing = split_complete_batches(view)
     except CorruptRecordError as exc:
-        return _Rejection(exc.error_code, str(exc))
+        return _refused(exc.error_code, str(exc))
     if not batches:
-        return _Rejection(ErrorCode.INVALID_RECORD, "the record batch is truncated")
+        return _refused(ErrorCode.INVALID_RECORD, "the record batch is truncated")
     header, batch = batches[0]
     if header.compression == _ZSTD and version < 7:
-        return _Rejection(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs produce v7 or later")
+        return _refused(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs produce v7 or later")
     if len(batches) > 1:
-        return _Rejection(
+        return _refused(
             ErrorCode.INVALID_RECORD,
             f"produce requests v3+ need exactly one record batch per partition, got {len(batches)}",
         )
     if trailing:
-        return _Rejection(ErrorCode.CORRUPT_MESSAGE, f"{trailing} bytes after the record batch")
-    limit = partition_log.config.max_message_bytes
-    if header.total_size > limit:
-        return _Rejection(
-            ErrorCode.MESSAGE_TOO_LARGE,
-            f"record batch of {header.total_size} bytes exceeds max.message.bytes={limit}",
-        )
+        return _refused(ErrorCode.CORRUPT_MESSAGE, f"{trailing} bytes after the record batch")
+    return _Checked(ACCEPTED, header, batch)
+
+
+def _check(partition_log, records, version: int, acks: int) -> _Checked:
+    """Every check of one partition's record set, in Kafka's order: the request's shape
+    (`_parse`), the log's validator (`log.validator.validate_produced`), then acks=all against
+    min.insync.replicas."""
+    checked = _parse(records, version)
+    if checked.header is None:
+        return checked
+    now = int(time.time() * 1000)
     config = partition_log.config
-    error = validate_batch(header, batch, from_client=True)
-    if error is None and "compact" in config.cleanup_policy:
-        error, keyless = check_records_of(batch, compacted=True)
-        if keyless:
-            message = (
-                "Compacted topic cannot accept message without key in topic partition "
-                f"{partition_log.name}"
-            )
-            return _record_errors(ErrorCode.INVALID_RECORD, [(i, message) for i in keyless])
-    if error is not None and error != ErrorCode.NONE:
-        return _Rejection(ErrorCode(error), f"record batch rejected: {ErrorCode(error).name}")
-    late = out_of_range_timestamps(header, batch, config, int(time.time() * 1000))
-    if late:
-        return _record_errors(ErrorCode.INVALID_TIMESTAMP, late)
-    return _ACCEPTED
+    rejection = validate_produced(checked.header, checked.batch, config, partition_log.name, now)
+    if rejection.error == ErrorCode.NONE:
+        rejection = _not_enough_replicas(partition_log, acks)
+    return checked._replace(rejection=rejection)
 
 
-def _record_errors(error: ErrorCode, records: list[tuple[int, str]]) -> _Rejection:
-    """`error` for the batch naming every bad record, in the words of Kafka's `LogValidator`
-    (per-record errors, and a summary showing the first three)."""
-    errors = tuple(
-        _RecordError(batch_index=i, batch_index_error_message=message) for i, message in records
-    )
-    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in records[:3])
-    summary = (
-        f"One or more records have been rejected due to {len(records)} record errors in total, "
-        f"and only showing the first three errors at most: [{shown}]"
-    )
-    return _Rejection(error, summary, errors)
-
-
-def _not_enough_replicas(partition_log, acks: int) -> _Rejection:
+def _not_enough_replicas(partition_log, acks: int) -> Rejection:
     """acks=all to a topic whose min.insync.replicas exceeds this node's one replica."""
     required = partition_log.config.min_insync_replicas
     if acks != -1 or required <= 1:
-        return _ACCEPTED
-    return _Rejection(
+        return ACCEPTED
+    return Rejection(
         ErrorCode.NOT_ENOUGH_REPLICAS,
         f"The size of the current ISR Set(1) is insufficient to satisfy the min.isr "
         f"requirement of {required} for partition {partition_log.name}",
     )
-
-
-def _stored_form(partition_log, records):
-    """The batch as the topic stores it: recompressed when its compression.type says so."""
-    header = parse_header(records)
-    codec = target_compression(header, partition_log.config)
-    return records if codec is None else recompress(header, records, codec)
 
 
 async def handle_produce(ctx, header, request) -> ProduceResponse | None:
@@ -239,20 +210,18 @@ async def handle_produce(ctx, header, request) -> ProduceResponse | None:
                 metrics.produce_errors[error] += 1
                 failures.append(f"{name}-{index}: {error.name}")
                 continue
-            rejection = _validate(partition_log, data.records, header.request_api_version)
-            if rejection.error == ErrorCode.NONE:
-                rejection = _not_enough_replicas(partition_log, acks)
+            checked = _check(partition_log, data.records, header.request_api_version, acks)
+            rejection = checked.rejection
             error, message = rejection.error, rejection.message
             if error == ErrorCode.NONE and transactional_id is not None:
                 error, message = broker.transactions.verify_produce(
-                    transactional_id,
-                    parse_header(data.records),
-                    name,
-                    index,
-                    header.request_api_version,
+                    transactional_id, checked.header, name, index, header.request_api_version
                 )
             if error == ErrorCode.NONE:
-                result = partition_log.append(_stored_form(partition_log, data.records))
+                stored_header, stored = stored_form(
+                    checked.header, checked.batch, partition_log.config
+                )
+                result = partition_log.append(stored, headers=(stored_header,))
                 error = ErrorCode(result.error)
                 if error != ErrorCode.NONE:
                     message = result.error_message or f"append failed: {error.name}"
@@ -282,7 +251,6 @@ async def handle_produce(ctx, header, request) -> ProduceResponse | None:
             )
             partitions.append(response)
             waits.append((response, partition_log, result.next_offset))
-    broker.appended([log_ for _, log_, _ in waits])
     if acks == 0:
         for _, partition_log, _ in waits:
             broker.committer.request_flush(partition_log)

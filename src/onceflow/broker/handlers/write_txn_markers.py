@@ -8,8 +8,9 @@ coordinator writes markers in-process, so a request from a client is answered
 CLUSTER_AUTHORIZATION_FAILED for every partition — unless the broker runs with
 `onceflow.admin.allow.write.txn.markers=true` and the request comes from a loopback address:
 then ABORT markers are written (`TransactionCoordinator.abort_hanging_transaction`: one
-control batch per partition as the coordinator, durable before the answer) and fetches of the
-partition are woken, as the `onceflow transactions abort` command needs. The partition's
+control batch per partition as the coordinator, durable before the answer; long-polling
+fetches of the partition wake on the log's offsets event), as the `onceflow transactions abort`
+command needs. The partition's
 producer state still checks the marker: a producer epoch below the partition's is
 INVALID_PRODUCER_EPOCH, a coordinator epoch below the recorded one
 TRANSACTION_COORDINATOR_FENCED, an unknown partition UNKNOWN_TOPIC_OR_PARTITION. COMMIT
@@ -53,7 +54,6 @@ async def _abort(broker, marker, tp: TopicPartition) -> ErrorCode:
     error = await broker.transactions.coordinator.abort_hanging_transaction(
         tp, marker.producer_id, marker.producer_epoch, marker.coordinator_epoch
     )
-    broker.markers_written({tp: error})
     log.log(
         logging.INFO if error == ErrorCode.NONE else logging.WARNING,
         "admin ABORT marker for producer %d epoch %d on %s-%d: %s",
