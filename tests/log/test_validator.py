@@ -7,8 +7,8 @@ import struct
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from log_helpers import make_batch
 
+from log.log_helpers import make_batch
 from onceflow.log.config import LogConfig
 from onceflow.log.validator import (
     ACCEPTED,

@@ -18,8 +18,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from onceflow.client import config_admin, group_admin
+from onceflow.client.admin_connections import (
+    COORDINATOR_MOVED,
+    GROUP_KEY,
+    GROUP_RETRIABLE,
+    RETRY_S,
+    AdminConnections,
+    BrokerNode,
+    known_code,
+    wait_retriable,
+)
 from onceflow.client.config_admin import AlterOp, ConfigResource, ConfigsResult
-from onceflow.client.connection import BrokerConnection, connect_bootstrap
+from onceflow.client.connection import BrokerConnection
 from onceflow.client.errors import UnsupportedVersionError, raise_for_error
 from onceflow.client.group_admin import GroupDescription, GroupListing
 from onceflow.common import TopicPartition
@@ -27,15 +37,7 @@ from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages import REQUESTS
 
-GROUP_KEY = 0  # FindCoordinator key types
-TRANSACTION_KEY = 1
 _OFFSET_FETCH_SINGLE_GROUP_MAX = 7  # v8+ batches groups (KIP-709); one group is enough here
-_GROUP_RETRY_S = 0.05
-_COORDINATOR_MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
-_GROUP_RETRIABLE = _COORDINATOR_MOVED | {
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-    ErrorCode.UNSTABLE_OFFSET_COMMIT,
-}
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -127,63 +129,19 @@ class DeletedRecords:
     low_watermark: int = -1
 
 
-@dataclass(frozen=True)
-class BrokerNode:
-    """A broker from Metadata."""
-
-    node_id: int
-    host: str
-    port: int
-
-
 class AdminClient:
     """Kafka's AdminClient surface for topics and offsets, over one blocking connection."""
 
     def __init__(self, config: Mapping[str, Any]):
-        if "bootstrap.servers" not in config:
-            raise ValueError("bootstrap.servers is required")
         self.config = dict(config)
-        self.bootstrap_servers = str(config["bootstrap.servers"])
-        self.client_id = str(config.get("client.id", "onceflow-admin"))
-        self.request_timeout_ms = int(config.get("request.timeout.ms", 30_000))
-        self._conn: BrokerConnection | None = None
-        self._leader_conns: dict[int, BrokerConnection] = {}
-        self._coordinators: dict[tuple[int, str], BrokerNode] = {}
-
-    # ------------------------------------------------------------------ connections
-
-    def _connection(self) -> BrokerConnection:
-        if self._conn is None or not self._conn.connected:
-            self._conn = connect_bootstrap(
-                self.bootstrap_servers,
-                client_id=self.client_id,
-                request_timeout_ms=self.request_timeout_ms,
-            )
-        return self._conn
-
-    def _node_connection(self, node: BrokerNode) -> BrokerConnection:
-        bootstrap = self._connection()
-        if (node.host, node.port) == (bootstrap.host, bootstrap.port):
-            return bootstrap
-        conn = self._leader_conns.get(node.node_id)
-        if conn is None or not conn.connected:
-            conn = BrokerConnection(
-                node.host,
-                node.port,
-                client_id=self.client_id,
-                request_timeout_ms=self.request_timeout_ms,
-            ).connect()
-            self._leader_conns[node.node_id] = conn
-        return conn
+        self._net = AdminConnections(self.config)
+        self.bootstrap_servers = self._net.bootstrap_servers
+        self.client_id = self._net.client_id
+        self.request_timeout_ms = self._net.request_timeout_ms
 
     def close(self) -> None:
         """Close every connection."""
-        for conn in [self._conn, *self._leader_conns.values()]:
-            if conn is not None:
-                conn.close()
-        self._conn = None
-        self._leader_conns.clear()
-        self._coordinators.clear()
+        self._net.close()
 
     def __enter__(self) -> AdminClient:
         return self
@@ -214,16 +172,16 @@ class AdminClient:
         request = cls(
             topics=topics, timeout_ms=self.request_timeout_ms, validate_only=validate_only
         )
-        response = self._connection().send(request)
+        response = self._net.bootstrap().send(request)
         return {
-            r.name: TopicResult(r.name, _code(r.error_code), r.error_message)
+            r.name: TopicResult(r.name, known_code(r.error_code), r.error_message)
             for r in response.topics
         }
 
     def delete_topics(self, names: Iterable[str]) -> dict[str, TopicResult]:
         """DeleteTopics; one result per topic."""
         names = list(names)
-        conn = self._connection()
+        conn = self._net.bootstrap()
         cls = REQUESTS[ApiKey.DELETE_TOPICS]
         version = conn.api_version(ApiKey.DELETE_TOPICS)
         if version >= 6:
@@ -235,7 +193,7 @@ class AdminClient:
             request = cls(topic_names=names, timeout_ms=self.request_timeout_ms)
         response = conn.send(request, version)
         return {
-            r.name: TopicResult(r.name, _code(r.error_code), getattr(r, "error_message", None))
+            r.name: TopicResult(r.name, known_code(r.error_code), getattr(r, "error_message", None))
             for r in response.responses
         }
 
@@ -250,33 +208,25 @@ class AdminClient:
             timeout_ms=self.request_timeout_ms,
             validate_only=False,
         )
-        response = self._connection().send(request)
+        response = self._net.bootstrap().send(request)
         return {
-            r.name: TopicResult(r.name, _code(r.error_code), r.error_message)
+            r.name: TopicResult(r.name, known_code(r.error_code), r.error_message)
             for r in response.results
         }
 
-    def _metadata(self, topics: list[str] | None) -> tuple[list[BrokerNode], list[Any]]:
-        cls = REQUESTS[ApiKey.METADATA]
-        wanted = None if topics is None else [cls.MetadataRequestTopic(name=t) for t in topics]
-        request = cls(topics=wanted, allow_auto_topic_creation=False)
-        response = self._connection().send(request)
-        brokers = [BrokerNode(b.node_id, b.host, b.port) for b in response.brokers]
-        return brokers, list(response.topics)
-
     def list_topics(self, include_internal: bool = False) -> list[str]:
         """Names of every topic, sorted (internal topics only when asked)."""
-        _brokers, topics = self._metadata(None)
+        _brokers, topics = self._net.metadata(None)
         return sorted(t.name for t in topics if include_internal or not t.is_internal)
 
     def describe_topics(self, names: Iterable[str] | None = None) -> dict[str, TopicDescription]:
         """Metadata for the named topics (every topic when `names` is None)."""
-        _brokers, topics = self._metadata(None if names is None else list(names))
+        _brokers, topics = self._net.metadata(None if names is None else list(names))
         return {t.name: _describe(t) for t in topics}
 
     def describe_cluster(self) -> list[BrokerNode]:
         """The brokers Metadata names."""
-        brokers, _topics = self._metadata([])
+        brokers, _topics = self._net.metadata([])
         return brokers
 
     # ------------------------------------------------------------------ offsets
@@ -290,9 +240,7 @@ class AdminClient:
         results = {tp: ListOffsetsResult(code) for tp, code in errors.items()}
         for node, tps in by_leader.items():
             batch = {tp: specs[tp] for tp in tps}
-            results.update(
-                self._list_offsets_on(self._node_connection(node), batch, isolation_level)
-            )
+            results.update(self._list_offsets_on(self._net.to_node(node), batch, isolation_level))
         return results
 
     def delete_records(
@@ -317,11 +265,11 @@ class AdminClient:
                 ],
                 timeout_ms=self.request_timeout_ms,
             )
-            response = self._node_connection(node).send(request)
+            response = self._net.to_node(node).send(request)
             for topic in response.topics:
                 for p in topic.partitions:
                     results[TopicPartition(topic.name, p.partition_index)] = DeletedRecords(
-                        _code(p.error_code), p.low_watermark
+                        known_code(p.error_code), p.low_watermark
                     )
         return results
 
@@ -331,7 +279,7 @@ class AdminClient:
         """Group partitions by their leader (from Metadata); the error of each partition that
         has none (unknown topic or partition)."""
         partitions = list(partitions)
-        brokers, topics = self._metadata(sorted({tp.topic for tp in partitions}))
+        brokers, topics = self._net.metadata(sorted({tp.topic for tp in partitions}))
         nodes = {b.node_id: b for b in brokers}
         known = {t.name: t for t in topics}
         by_leader: dict[BrokerNode, list[TopicPartition]] = {}
@@ -340,7 +288,7 @@ class AdminClient:
             topic = known.get(tp.topic)
             if topic is None or topic.error_code != ErrorCode.NONE:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if topic is None else topic.error_code
-                errors[tp] = _code(code)
+                errors[tp] = known_code(code)
                 continue
             part = next((p for p in topic.partitions if p.partition_index == tp.partition), None)
             if part is None or part.leader_id not in nodes:
@@ -384,7 +332,7 @@ class AdminClient:
             require_stable=require_stable,
         )
         while True:
-            conn = self._coordinator_connection(GROUP_KEY, group_id, deadline)
+            conn = self._net.to_coordinator(GROUP_KEY, group_id, deadline)
             version = min(conn.api_version(ApiKey.OFFSET_FETCH), _OFFSET_FETCH_SINGLE_GROUP_MAX)
             if require_stable and version < 7:
                 raise UnsupportedVersionError("requireStable needs OffsetFetch v7 (Kafka 2.5+)")
@@ -393,9 +341,9 @@ class AdminClient:
                 p.error_code for t in response.topics for p in t.partitions
             ]
             worst = next((c for c in codes if c != ErrorCode.NONE), ErrorCode.NONE)
-            if worst in _COORDINATOR_MOVED:
-                self._coordinators.pop((GROUP_KEY, group_id), None)
-            if _wait_retriable(worst, deadline, f"OffsetFetch for group {group_id}"):
+            if worst in COORDINATOR_MOVED:
+                self._net.forget_coordinator(GROUP_KEY, group_id)
+            if wait_retriable(worst, deadline, f"OffsetFetch for group {group_id}"):
                 continue
             out: dict[TopicPartition, tuple[int, str] | None] = dict.fromkeys(wanted)
             for t in response.topics:
@@ -439,63 +387,43 @@ class AdminClient:
             topics=[topic_cls(name=t, partitions=ps) for t, ps in by_topic.items()],
         )
         while True:
-            conn = self._coordinator_connection(GROUP_KEY, group_id, deadline)
+            conn = self._net.to_coordinator(GROUP_KEY, group_id, deadline)
             response = conn.send(request, min(conn.api_version(ApiKey.OFFSET_COMMIT), 9))
             out = {
-                TopicPartition(t.name, p.partition_index): _code(p.error_code)
+                TopicPartition(t.name, p.partition_index): known_code(p.error_code)
                 for t in response.topics
                 for p in t.partitions
             }
-            worst = next((c for c in out.values() if c in _GROUP_RETRIABLE), ErrorCode.NONE)
-            if worst in _COORDINATOR_MOVED:
-                self._coordinators.pop((GROUP_KEY, group_id), None)
+            worst = next((c for c in out.values() if c in GROUP_RETRIABLE), ErrorCode.NONE)
+            if worst in COORDINATOR_MOVED:
+                self._net.forget_coordinator(GROUP_KEY, group_id)
             if worst == ErrorCode.NONE or time.monotonic() >= deadline:
                 return out
-            time.sleep(_GROUP_RETRY_S)
+            time.sleep(RETRY_S)
 
     def describe_configs(
         self, resources: Iterable[ConfigResource]
     ) -> dict[ConfigResource, ConfigsResult]:
         """Every config of each topic / broker with its value and source (DescribeConfigs)."""
-        return config_admin.describe_configs(self, resources)
+        return config_admin.describe_configs(self._net, resources)
 
     def incremental_alter_configs(
         self, changes: Mapping[ConfigResource, list[AlterOp]], validate_only: bool = False
     ) -> dict[ConfigResource, ConfigsResult]:
         """SET / DELETE / APPEND / SUBTRACT config values (IncrementalAlterConfigs)."""
-        return config_admin.incremental_alter_configs(self, dict(changes), validate_only)
+        return config_admin.incremental_alter_configs(self._net, dict(changes), validate_only)
 
     def list_groups(self) -> list[GroupListing]:
         """Every consumer group on the cluster (ListGroups to each broker)."""
-        return group_admin.list_groups(self)
+        return group_admin.list_groups(self._net)
 
     def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
         """State, protocol and members (with their assigned partitions) of each group."""
-        return group_admin.describe_groups(self, list(group_ids))
+        return group_admin.describe_groups(self._net, list(group_ids))
 
     def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
         """Delete groups without members, with their offsets; an error code per group."""
-        return group_admin.delete_groups(self, list(group_ids))
-
-    def _coordinator_connection(self, key_type: int, key: str, deadline: float) -> BrokerConnection:
-        """A connection to the coordinator of a group (key_type 0) or transactional id (1)."""
-        node = self._coordinators.get((key_type, key))
-        cls = REQUESTS[ApiKey.FIND_COORDINATOR]
-        while node is None:
-            conn = self._connection()
-            version = min(conn.api_version(ApiKey.FIND_COORDINATOR), 5)
-            if version >= 4:
-                response = conn.send(cls(key_type=key_type, coordinator_keys=[key]), version)
-                c = response.coordinators[0]
-                code, node = c.error_code, BrokerNode(c.node_id, c.host, c.port)
-            else:
-                response = conn.send(cls(key=key, key_type=key_type), version)
-                code = response.error_code
-                node = BrokerNode(response.node_id, response.host, response.port)
-            if _wait_retriable(code, deadline, f"FindCoordinator for {key!r}"):
-                node = None
-        self._coordinators[(key_type, key)] = node
-        return self._node_connection(node)
+        return group_admin.delete_groups(self._net, list(group_ids))
 
     def _list_offsets_on(
         self,
@@ -521,27 +449,9 @@ class AdminClient:
         for topic in response.topics:
             for p in topic.partitions:
                 out[TopicPartition(topic.name, p.partition_index)] = ListOffsetsResult(
-                    _code(p.error_code), p.offset, p.timestamp
+                    known_code(p.error_code), p.offset, p.timestamp
                 )
         return out
-
-
-def _wait_retriable(code: int, deadline: float, what: str) -> bool:
-    """True to retry after a short pause (coordinator loading or moving, offsets pending a
-    transaction); raises on other errors or when `deadline` has passed."""
-    if code == ErrorCode.NONE:
-        return False
-    if code not in _GROUP_RETRIABLE or time.monotonic() >= deadline:
-        raise_for_error(code, what)
-    time.sleep(_GROUP_RETRY_S)
-    return True
-
-
-def _code(value: int) -> ErrorCode:
-    try:
-        return ErrorCode(value)
-    except ValueError:
-        return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 def _describe(topic: Any) -> TopicDescription:
@@ -551,8 +461,8 @@ def _describe(topic: Any) -> TopicDescription:
             leader=p.leader_id,
             replicas=tuple(p.replica_nodes),
             isr=tuple(p.isr_nodes),
-            error_code=_code(p.error_code),
+            error_code=known_code(p.error_code),
         )
         for p in sorted(topic.partitions, key=lambda p: p.partition_index)
     )
-    return TopicDescription(topic.name, _code(topic.error_code), topic.is_internal, partitions)
+    return TopicDescription(topic.name, known_code(topic.error_code), topic.is_internal, partitions)

@@ -3,22 +3,19 @@
 Kafka's `describeConfigs` and `incrementalAlterConfigs` for TOPIC and BROKER resources, sent to
 the bootstrap broker (the one broker that answers for every resource on a single node; with
 several brokers a BROKER resource belongs on the broker it names, which this module does not
-route). The functions use the AdminClient's connection (its private helper: this module is
-its extension, split off to keep admin.py readable).
+route). The functions send through the AdminClient's `AdminConnections` (split off to keep
+admin.py readable).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from onceflow.client.admin_connections import AdminConnections, known_code
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages import REQUESTS
-
-if TYPE_CHECKING:
-    from onceflow.client.admin import AdminClient
 
 __all__ = ["ConfigEntry", "ConfigResource", "ConfigsResult", "AlterOp"]
 
@@ -70,7 +67,7 @@ class AlterOp:
 
 
 def describe_configs(
-    admin: AdminClient, resources: Iterable[ConfigResource]
+    net: AdminConnections, resources: Iterable[ConfigResource]
 ) -> dict[ConfigResource, ConfigsResult]:
     cls = REQUESTS[ApiKey.DESCRIBE_CONFIGS]
     wanted = list(resources)
@@ -84,7 +81,7 @@ def describe_configs(
         include_synonyms=False,
         include_documentation=False,
     )
-    response = admin._connection().send(request)
+    response = net.bootstrap().send(request)
     out = {}
     for r in response.results:
         entries = {
@@ -98,13 +95,13 @@ def describe_configs(
             for c in r.configs
         }
         out[ConfigResource(r.resource_type, r.resource_name)] = ConfigsResult(
-            _code(r.error_code), r.error_message, entries
+            known_code(r.error_code), r.error_message, entries
         )
     return out
 
 
 def incremental_alter_configs(
-    admin: AdminClient, changes: dict[ConfigResource, list[AlterOp]], validate_only: bool = False
+    net: AdminConnections, changes: dict[ConfigResource, list[AlterOp]], validate_only: bool = False
 ) -> dict[ConfigResource, ConfigsResult]:
     cls = REQUESTS[ApiKey.INCREMENTAL_ALTER_CONFIGS]
     resource_cls = cls.AlterConfigsResource
@@ -124,17 +121,10 @@ def incremental_alter_configs(
         ],
         validate_only=validate_only,
     )
-    response = admin._connection().send(request)
+    response = net.bootstrap().send(request)
     return {
         ConfigResource(r.resource_type, r.resource_name): ConfigsResult(
-            _code(r.error_code), r.error_message
+            known_code(r.error_code), r.error_message
         )
         for r in response.responses
     }
-
-
-def _code(value: int) -> ErrorCode:
-    try:
-        return ErrorCode(value)
-    except ValueError:
-        return ErrorCode.UNKNOWN_SERVER_ERROR

@@ -4,27 +4,22 @@ Kafka's `listConsumerGroups`, `describeConsumerGroups` and `deleteConsumerGroups
 groups. ListGroups goes to every broker Metadata names; DescribeGroups and DeleteGroups go to
 each group's coordinator, retrying while the coordinator loads or moves (up to
 request.timeout.ms). Member assignments of `consumer` groups are decoded into partitions.
-The functions use the AdminClient's connections and coordinator cache (its private helpers:
-this module is its extension, split off to keep admin.py readable).
+The functions send through the AdminClient's `AdminConnections` (its connections and
+coordinator cache; split off to keep admin.py readable).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from onceflow.client.admin_connections import GROUP_KEY, AdminConnections, known_code
 from onceflow.client.consumer_protocol import decode_assignment
 from onceflow.client.errors import raise_for_error
 from onceflow.client.metadata import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages import REQUESTS
-
-if TYPE_CHECKING:
-    from onceflow.client.admin import AdminClient
-
-GROUP_KEY = 0  # FindCoordinator key type of groups
 
 __all__ = ["GroupDescription", "GroupListing", "MemberDescription"]
 
@@ -64,12 +59,12 @@ class GroupDescription:
     members: tuple[MemberDescription, ...]
 
 
-def list_groups(admin: AdminClient) -> list[GroupListing]:
+def list_groups(net: AdminConnections) -> list[GroupListing]:
     """Every group on every broker, sorted by id."""
     cls = REQUESTS[ApiKey.LIST_GROUPS]
     out: dict[str, GroupListing] = {}
-    for node in admin.describe_cluster():
-        response = admin._node_connection(node).send(cls())
+    for node in net.metadata([])[0]:
+        response = net.to_node(node).send(cls())
         if response.error_code != ErrorCode.NONE:
             raise_for_error(response.error_code, "ListGroups")
         for g in response.groups:
@@ -77,11 +72,11 @@ def list_groups(admin: AdminClient) -> list[GroupListing]:
     return [out[g] for g in sorted(out)]
 
 
-def describe_groups(admin: AdminClient, group_ids: list[str]) -> dict[str, GroupDescription]:
+def describe_groups(net: AdminConnections, group_ids: list[str]) -> dict[str, GroupDescription]:
     cls = REQUESTS[ApiKey.DESCRIBE_GROUPS]
     out = {}
     for group_id in group_ids:
-        g = _send_to_coordinator(admin, group_id, cls(groups=[group_id])).groups[0]
+        g = _send_to_coordinator(net, group_id, cls(groups=[group_id])).groups[0]
         members = tuple(
             MemberDescription(
                 m.member_id,
@@ -96,7 +91,7 @@ def describe_groups(admin: AdminClient, group_ids: list[str]) -> dict[str, Group
         )
         out[group_id] = GroupDescription(
             group_id,
-            _code(g.error_code),
+            known_code(g.error_code),
             g.group_state,
             g.protocol_type,
             g.protocol_data,
@@ -105,21 +100,21 @@ def describe_groups(admin: AdminClient, group_ids: list[str]) -> dict[str, Group
     return out
 
 
-def delete_groups(admin: AdminClient, group_ids: list[str]) -> dict[str, ErrorCode]:
+def delete_groups(net: AdminConnections, group_ids: list[str]) -> dict[str, ErrorCode]:
     """DeleteGroups per group: NONE, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, ..."""
     cls = REQUESTS[ApiKey.DELETE_GROUPS]
     out = {}
     for group_id in group_ids:
-        response = _send_to_coordinator(admin, group_id, cls(groups_names=[group_id]))
-        out[group_id] = _code(response.results[0].error_code)
+        response = _send_to_coordinator(net, group_id, cls(groups_names=[group_id]))
+        out[group_id] = known_code(response.results[0].error_code)
     return out
 
 
-def _send_to_coordinator(admin: AdminClient, group_id: str, request):
+def _send_to_coordinator(net: AdminConnections, group_id: str, request):
     """Send to the group's coordinator, retrying coordinator loads and moves."""
-    deadline = time.monotonic() + admin.request_timeout_ms / 1000
+    deadline = time.monotonic() + net.request_timeout_ms / 1000
     while True:
-        conn = admin._coordinator_connection(GROUP_KEY, group_id, deadline)
+        conn = net.to_coordinator(GROUP_KEY, group_id, deadline)
         response = conn.send(request)
         codes = [getattr(response, "error_code", 0)]
         codes += [g.error_code for g in getattr(response, "groups", ())]
@@ -127,12 +122,5 @@ def _send_to_coordinator(admin: AdminClient, group_id: str, request):
         retry = next((c for c in codes if c in _RETRIABLE), None)
         if retry is None or time.monotonic() >= deadline:
             return response
-        admin._coordinators.pop((GROUP_KEY, group_id), None)
+        net.forget_coordinator(GROUP_KEY, group_id)
         time.sleep(_RETRY_S)
-
-
-def _code(value: int) -> ErrorCode:
-    try:
-        return ErrorCode(value)
-    except ValueError:
-        return ErrorCode.UNKNOWN_SERVER_ERROR

@@ -1,0 +1,143 @@
+"""The admin client's connections: the bootstrap broker, partition leaders and coordinators.
+
+`AdminConnections` owns every blocking `BrokerConnection` an `AdminClient` opens and the cache
+of coordinators found with FindCoordinator; `AdminClient` and its extension modules
+(`config_admin`, `group_admin`) all send through it, so none of them reaches into another's
+private state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from onceflow.client.connection import BrokerConnection, connect_bootstrap
+from onceflow.client.errors import raise_for_error
+from onceflow.protocol.api_keys import ApiKey
+from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.messages import REQUESTS
+
+__all__ = ["GROUP_KEY", "TRANSACTION_KEY", "AdminConnections", "BrokerNode", "known_code"]
+
+GROUP_KEY = 0  # FindCoordinator key types
+TRANSACTION_KEY = 1
+RETRY_S = 0.05
+COORDINATOR_MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
+GROUP_RETRIABLE = COORDINATOR_MOVED | {
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.UNSTABLE_OFFSET_COMMIT,
+}
+
+
+@dataclass(frozen=True)
+class BrokerNode:
+    """A broker from Metadata."""
+
+    node_id: int
+    host: str
+    port: int
+
+
+def known_code(value: int) -> ErrorCode:
+    """The `ErrorCode` of a response field (UNKNOWN_SERVER_ERROR for a code we do not know)."""
+    try:
+        return ErrorCode(value)
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def wait_retriable(code: int, deadline: float, what: str) -> bool:
+    """True to retry after a short pause (coordinator loading or moving, offsets pending a
+    transaction); raises on other errors or when `deadline` has passed."""
+    if code == ErrorCode.NONE:
+        return False
+    if code not in GROUP_RETRIABLE or time.monotonic() >= deadline:
+        raise_for_error(code, what)
+    time.sleep(RETRY_S)
+    return True
+
+
+class AdminConnections:
+    """Connections opened on first use and kept until `close()`; a broken one is reopened."""
+
+    def __init__(self, config: Mapping[str, Any]):
+        if "bootstrap.servers" not in config:
+            raise ValueError("bootstrap.servers is required")
+        self.bootstrap_servers = str(config["bootstrap.servers"])
+        self.client_id = str(config.get("client.id", "onceflow-admin"))
+        self.request_timeout_ms = int(config.get("request.timeout.ms", 30_000))
+        self._bootstrap: BrokerConnection | None = None
+        self._nodes: dict[int, BrokerConnection] = {}
+        self._coordinators: dict[tuple[int, str], BrokerNode] = {}
+
+    def bootstrap(self) -> BrokerConnection:
+        """The bootstrap broker (on a single node also the controller)."""
+        if self._bootstrap is None or not self._bootstrap.connected:
+            self._bootstrap = connect_bootstrap(
+                self.bootstrap_servers,
+                client_id=self.client_id,
+                request_timeout_ms=self.request_timeout_ms,
+            )
+        return self._bootstrap
+
+    def to_node(self, node: BrokerNode) -> BrokerConnection:
+        """A connection to `node` (the bootstrap one when it is the same address)."""
+        bootstrap = self.bootstrap()
+        if (node.host, node.port) == (bootstrap.host, bootstrap.port):
+            return bootstrap
+        conn = self._nodes.get(node.node_id)
+        if conn is None or not conn.connected:
+            conn = BrokerConnection(
+                node.host,
+                node.port,
+                client_id=self.client_id,
+                request_timeout_ms=self.request_timeout_ms,
+            ).connect()
+            self._nodes[node.node_id] = conn
+        return conn
+
+    def metadata(self, topics: list[str] | None) -> tuple[list[BrokerNode], list[Any]]:
+        """Metadata for `topics` (every topic when None): the brokers and the topics."""
+        cls = REQUESTS[ApiKey.METADATA]
+        wanted = None if topics is None else [cls.MetadataRequestTopic(name=t) for t in topics]
+        request = cls(topics=wanted, allow_auto_topic_creation=False)
+        response = self.bootstrap().send(request)
+        brokers = [BrokerNode(b.node_id, b.host, b.port) for b in response.brokers]
+        return brokers, list(response.topics)
+
+    def to_coordinator(self, key_type: int, key: str, deadline: float) -> BrokerConnection:
+        """A connection to the coordinator of a group (`GROUP_KEY`) or a transactional id
+        (`TRANSACTION_KEY`), found with FindCoordinator (retried until `deadline`) and cached
+        until `forget_coordinator`."""
+        node = self._coordinators.get((key_type, key))
+        cls = REQUESTS[ApiKey.FIND_COORDINATOR]
+        while node is None:
+            conn = self.bootstrap()
+            version = min(conn.api_version(ApiKey.FIND_COORDINATOR), 5)
+            if version >= 4:
+                response = conn.send(cls(key_type=key_type, coordinator_keys=[key]), version)
+                c = response.coordinators[0]
+                code, node = c.error_code, BrokerNode(c.node_id, c.host, c.port)
+            else:
+                response = conn.send(cls(key=key, key_type=key_type), version)
+                code = response.error_code
+                node = BrokerNode(response.node_id, response.host, response.port)
+            if wait_retriable(code, deadline, f"FindCoordinator for {key!r}"):
+                node = None
+        self._coordinators[(key_type, key)] = node
+        return self.to_node(node)
+
+    def forget_coordinator(self, key_type: int, key: str) -> None:
+        """The coordinator moved: the next `to_coordinator` looks it up again."""
+        self._coordinators.pop((key_type, key), None)
+
+    def close(self) -> None:
+        """Close every connection and forget the coordinators."""
+        for conn in [self._bootstrap, *self._nodes.values()]:
+            if conn is not None:
+                conn.close()
+        self._bootstrap = None
+        self._nodes.clear()
+        self._coordinators.clear()
