@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 from onceflow.cli.options import add_bootstrap
 from onceflow.client.connection import BrokerConnection
@@ -39,6 +38,7 @@ from onceflow.client.errors import (
     KafkaError,
     KafkaTimeoutError,
 )
+from onceflow.common import wall_clock_ms
 from onceflow.coordinator.txn.state import TxnState
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.describe_producers import DescribeProducersRequest
@@ -206,7 +206,7 @@ def _describe(conn: BrokerConnection, args: argparse.Namespace) -> int:
     (state,) = response.transaction_states
     _check(state.error_code, f"DescribeTransactions for {tid!r}")
     start = state.transaction_start_time_ms
-    duration = int(time.time() * 1000) - start if start >= 0 else -1
+    duration = wall_clock_ms() - start if start >= 0 else -1
     partitions = ",".join(f"{t.topic}-{p}" for t in state.topics for p in sorted(t.partitions))
     header = [
         "CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState",
@@ -282,7 +282,7 @@ def _find_hanging(conn: BrokerConnection, args: argparse.Namespace) -> int:
     """`transactions find-hanging`: producers with an open transaction on a partition, older
     than the threshold, that their coordinator does not have ongoing with that partition (at
     that epoch): nothing will ever end them but `transactions abort`."""
-    now = int(time.time() * 1000)
+    now = wall_clock_ms()
     threshold_ms = args.max_transaction_timeout * 60_000
     candidates = []
     for topic, partition in _partitions(conn, args):

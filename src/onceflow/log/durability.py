@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, ThreadPoolExecutor
 
+from onceflow.common import wall_clock_ms
 from onceflow.log.partition import PartitionLog
 from onceflow.protocol.errors import ErrorCode
 
@@ -96,7 +96,7 @@ class GroupCommitter:
 
     def flush_due(self, logs: Iterable[PartitionLog], now_ms: int | None = None) -> int:
         """Schedule logs whose `flush.ms` elapsed or that rolled (periodic task); returns count."""
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+        now = wall_clock_ms() if now_ms is None else now_ms
         count = 0
         for log in logs:
             interval = log.config.flush_ms

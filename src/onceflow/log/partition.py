@@ -38,11 +38,11 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from onceflow.common import wall_clock_ms
 from onceflow.log.config import LogConfig
 from onceflow.log.fsutil import fsync_dir, read_int_file, write_file_atomically
 from onceflow.log.producer_append import complete_producer_appends, stage_producer_batch
@@ -177,7 +177,7 @@ class PartitionLog:
         self._unflushed: list[LogSegment] = []  # rolled segments not yet fsynced
         self._dir_dirty = False
         self.failed: OSError | None = None
-        self.last_flush_ms = int(time.time() * 1000)
+        self.last_flush_ms = wall_clock_ms()
         self.producer_state = ProducerStateManager(producer_id_expiration_ms)
         created = not os.path.isdir(self.dir_path)
         os.makedirs(self.dir_path, exist_ok=True)
@@ -266,7 +266,7 @@ class PartitionLog:
     def remove_expired_producers(self, now_ms: int | None = None) -> int:
         """Drop producers idle for `producer.id.expiration.ms` (none with an open transaction);
         the broker calls it every `producer.id.expiration.check.interval.ms`."""
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+        now = wall_clock_ms() if now_ms is None else now_ms
         return self.producer_state.remove_expired(now)
 
     def collect_aborted_transactions(
@@ -349,7 +349,7 @@ class PartitionLog:
             return AppendResult(ErrorCode.NONE, log_start_offset=self._log_start_offset)
         if len(buf) > self.config.segment_bytes:
             return AppendResult(ErrorCode.RECORD_LIST_TOO_LARGE)
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+        now = wall_clock_ms() if now_ms is None else now_ms
         log_append = self.config.log_append_time
         epoch = self.leader_epoch
         base_offset = offset = self._log_end_offset
@@ -472,7 +472,7 @@ class PartitionLog:
                 raise
             if target > self._flushed_offset:
                 self._flushed_offset = target
-            self.last_flush_ms = int(time.time() * 1000)
+            self.last_flush_ms = wall_clock_ms()
             return target
 
     @property
@@ -554,7 +554,7 @@ class PartitionLog:
         watermark; does nothing unless `cleanup.policy` includes `delete`. Returns how many
         segments were deleted and advances the log start offset past them.
         """
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+        now = wall_clock_ms() if now_ms is None else now_ms
         candidates = self._segments[:-1]
         hw = self.high_watermark
         eligible = 0
@@ -713,7 +713,7 @@ class PartitionLog:
             self._segments,
             self._log_end_offset,
             self._replay_bound,
-            int(time.time() * 1000),
+            wall_clock_ms(),
             self.name,
         )
         self._replay_bound = None

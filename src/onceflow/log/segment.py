@@ -12,9 +12,9 @@ the segment was rolled in, `log.producer_snapshot`).
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 
+from onceflow.common import wall_clock_ms
 from onceflow.log.config import MAX_INT32, LogConfig
 from onceflow.log.index import OffsetIndex, TimeIndex
 from onceflow.log.txn_index import TransactionIndex
@@ -86,7 +86,7 @@ class LogSegment:
         self.offset_of_max_timestamp = base_offset
         self.bytes_since_last_index_entry = 0
         self.rolling_based_timestamp: int | None = None
-        self.created_ms = int(time.time() * 1000)
+        self.created_ms = wall_clock_ms()
 
     # -- paths and lifecycle -------------------------------------------------------------------
 

@@ -8,9 +8,9 @@ and the CRC32C set last.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
+from onceflow.common import wall_clock_ms
 from onceflow.records.batch import (
     CONTROL_MASK,
     HEADER_SIZE,
@@ -80,7 +80,7 @@ class BatchBuilder:
     ) -> int:
         """Add a record (timestamp in ms, None for now); returns its offset delta."""
         if timestamp is None:
-            timestamp = time.time_ns() // 1_000_000
+            timestamp = wall_clock_ms()
         if self._base_timestamp is None:
             self._base_timestamp = timestamp
         if timestamp > self._max_timestamp:

@@ -71,9 +71,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import NamedTuple
 
+from onceflow.common import wall_clock_ms
 from onceflow.coordinator.internal_topics import TopicOperation, internal_topic_refusal
 from onceflow.log.validator import ACCEPTED, Rejection, stored_form, validate_produced
 from onceflow.protocol.errors import ErrorCode
@@ -157,7 +157,7 @@ def _check(partition_log, records, version: int, acks: int) -> _Checked:
     checked = _parse(records, version)
     if checked.header is None:
         return checked
-    now = int(time.time() * 1000)
+    now = wall_clock_ms()
     config = partition_log.config
     rejection = validate_produced(checked.header, checked.batch, config, partition_log.name, now)
     if rejection.error == ErrorCode.NONE:

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Mapping
 
+from onceflow.common import wall_clock_ms
 from onceflow.coordinator.group.config import GroupConfig
 from onceflow.coordinator.group.group import GroupMetadata
 from onceflow.coordinator.group.loader import load_groups
@@ -40,7 +40,7 @@ class GroupStore:
 
     def __init__(self, config: GroupConfig, clock: Callable[[], int] | None = None) -> None:
         self.config = config
-        self._clock = clock or (lambda: time.time_ns() // 1_000_000)
+        self._clock = clock or wall_clock_ms
         self.groups: dict[str, GroupMetadata] = {}
         self.txn_groups: dict[int, set[str]] = {}  # producer id -> groups with pending offsets
         self.storage: OffsetsTopic | None = None

@@ -26,12 +26,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
+from onceflow.common import wall_clock_ms
 from onceflow.coordinator.partitioning import coordinator_partition
 from onceflow.coordinator.producer_id import ProducerIdManager, ProducerIdStateError
 from onceflow.coordinator.txn import admin, faults
@@ -105,10 +105,6 @@ _END_TXN_RULES: Final[Mapping[tuple[TxnState, bool], ErrorCode | None]] = Mappin
 )
 
 
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 @dataclass(frozen=True)
 class InitProducerIdResult:
     """Answer to InitProducerId."""
@@ -128,7 +124,7 @@ class TransactionCoordinator:
         config: TxnConfig | None = None,
         *,
         marker_channel: TxnMarkerChannel | None = None,
-        clock: Callable[[], int] = _wall_clock_ms,
+        clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
         self.logs = logs
         self.producer_ids = producer_ids

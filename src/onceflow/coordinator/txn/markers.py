@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
+from onceflow.common import wall_clock_ms
 from onceflow.coordinator.internal_topics import GROUP_METADATA_TOPIC as CONSUMER_OFFSETS_TOPIC
 from onceflow.coordinator.txn.metadata import TopicPartition
 from onceflow.log.manager import LogManager
@@ -75,7 +75,7 @@ async def write_marker(
     log = logs.get_log(tp.topic, tp.partition)
     if log is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    now = time.time_ns() // 1_000_000
+    now = wall_clock_ms()
     control = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
     batch = build_control_batch(producer_id, producer_epoch, control, coordinator_epoch, now)
     result = log.append(batch, now_ms=now, origin=AppendOrigin.COORDINATOR)
