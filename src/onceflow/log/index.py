@@ -105,6 +105,14 @@ class _Index:
             os.close(self._fd)
             self._fd = -1
 
+    def load(self) -> bool:
+        """Read the entries from disk; False (and no entries) if the file is malformed."""
+        columns = self._read_columns()
+        if columns is None:
+            return False
+        self._keys, self._values = columns
+        return True
+
     def _read_columns(self) -> tuple[array, array] | None:
         """Read the file into two columns; None when its size is not a whole number of entries."""
         size = os.fstat(self._fd).st_size
@@ -129,14 +137,6 @@ class OffsetIndex(_Index):
         if _LITTLE:
             flat.byteswap()
         return array("q", flat[0::2]), array("q", flat[1::2])
-
-    def load(self) -> bool:
-        """Read the entries from disk; False (and no entries) if the file is malformed."""
-        columns = self._read_columns()
-        if columns is None:
-            return False
-        self._keys, self._values = columns
-        return True
 
     def append_entries(self, entries: list[tuple[int, int]]) -> None:
         """Append `(absolute offset, position)` pairs in order, with one write."""
@@ -194,14 +194,6 @@ class TimeIndex(_Index):
     def _decode(self, data: bytes) -> tuple[array, array]:
         flat = struct.unpack(">" + "qi" * (len(data) // TIME_ENTRY_SIZE), data)
         return array("q", flat[0::2]), array("q", flat[1::2])
-
-    def load(self) -> bool:
-        """Read the entries from disk; False (and no entries) if the file is malformed."""
-        columns = self._read_columns()
-        if columns is None:
-            return False
-        self._keys, self._values = columns
-        return True
 
     @property
     def last_timestamp(self) -> int:

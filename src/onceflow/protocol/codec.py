@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 __all__ = [
     "DecodeError",
@@ -534,8 +535,24 @@ class Reader:
         return fields
 
 
+def _appender(name: str, encode: Callable[[Any], bytes]) -> Callable[[Writer, Any], Writer]:
+    """A `Writer` method that appends `encode(value)` and returns the writer (for chaining)."""
+
+    def append(self: Writer, value: Any) -> Writer:
+        self.buf += encode(value)
+        return self
+
+    append.__name__ = append.__qualname__ = name
+    return append
+
+
+def _uuid_bytes(value: uuid.UUID) -> bytes:
+    return value.bytes
+
+
 class Writer:
-    """Appends Kafka primitives to a `bytearray`; `getvalue()` returns `bytes`."""
+    """Appends Kafka primitives to a `bytearray`; `getvalue()` returns `bytes`. Each primitive
+    method appends one value and returns the writer, so calls chain."""
 
     __slots__ = ("buf",)
 
@@ -545,85 +562,26 @@ class Writer:
     def getvalue(self) -> bytes:
         return bytes(self.buf)
 
-    def int8(self, value: int) -> Writer:
-        self.buf += _I8.pack(value)
-        return self
-
-    def int16(self, value: int) -> Writer:
-        self.buf += _I16.pack(value)
-        return self
-
-    def uint16(self, value: int) -> Writer:
-        self.buf += _U16.pack(value)
-        return self
-
-    def int32(self, value: int) -> Writer:
-        self.buf += _I32.pack(value)
-        return self
-
-    def uint32(self, value: int) -> Writer:
-        self.buf += _U32.pack(value)
-        return self
-
-    def int64(self, value: int) -> Writer:
-        self.buf += _I64.pack(value)
-        return self
-
-    def float64(self, value: float) -> Writer:
-        self.buf += _F64.pack(value)
-        return self
-
-    def boolean(self, value: bool) -> Writer:
-        self.buf += _BOOL.pack(value)
-        return self
-
-    def uvarint(self, value: int) -> Writer:
-        self.buf += encode_uvarint(value)
-        return self
-
-    def varint(self, value: int) -> Writer:
-        self.buf += encode_varint(value)
-        return self
-
-    def varlong(self, value: int) -> Writer:
-        self.buf += encode_varlong(value)
-        return self
-
-    def uuid(self, value: uuid.UUID) -> Writer:
-        self.buf += value.bytes
-        return self
-
-    def string(self, value: str) -> Writer:
-        self.buf += encode_string(value)
-        return self
-
-    def nullable_string(self, value: str | None) -> Writer:
-        self.buf += encode_nullable_string(value)
-        return self
-
-    def compact_string(self, value: str) -> Writer:
-        self.buf += encode_compact_string(value)
-        return self
-
-    def compact_nullable_string(self, value: str | None) -> Writer:
-        self.buf += encode_compact_nullable_string(value)
-        return self
-
-    def bytes(self, value) -> Writer:
-        self.buf += encode_bytes(value)
-        return self
-
-    def nullable_bytes(self, value) -> Writer:
-        self.buf += encode_nullable_bytes(value)
-        return self
-
-    def compact_bytes(self, value) -> Writer:
-        self.buf += encode_compact_bytes(value)
-        return self
-
-    def compact_nullable_bytes(self, value) -> Writer:
-        self.buf += encode_compact_nullable_bytes(value)
-        return self
+    int8 = _appender("int8", _I8.pack)
+    int16 = _appender("int16", _I16.pack)
+    uint16 = _appender("uint16", _U16.pack)
+    int32 = _appender("int32", _I32.pack)
+    uint32 = _appender("uint32", _U32.pack)
+    int64 = _appender("int64", _I64.pack)
+    float64 = _appender("float64", _F64.pack)
+    boolean = _appender("boolean", _BOOL.pack)
+    uvarint = _appender("uvarint", encode_uvarint)
+    varint = _appender("varint", encode_varint)
+    varlong = _appender("varlong", encode_varlong)
+    uuid = _appender("uuid", _uuid_bytes)
+    string = _appender("string", encode_string)
+    nullable_string = _appender("nullable_string", encode_nullable_string)
+    compact_string = _appender("compact_string", encode_compact_string)
+    compact_nullable_string = _appender("compact_nullable_string", encode_compact_nullable_string)
+    bytes = _appender("bytes", encode_bytes)
+    nullable_bytes = _appender("nullable_bytes", encode_nullable_bytes)
+    compact_bytes = _appender("compact_bytes", encode_compact_bytes)
+    compact_nullable_bytes = _appender("compact_nullable_bytes", encode_compact_nullable_bytes)
 
     def array_length(self, n: int | None) -> Writer:
         """int32 array length; None means null."""

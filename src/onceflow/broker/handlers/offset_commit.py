@@ -53,6 +53,26 @@ def collect_offsets(
     return errors, offsets
 
 
+def partition_responses(topics, errors, topic_cls, partition_cls) -> list:
+    """The response topics of an offsets request (OffsetCommit, TxnOffsetCommit, OffsetDelete):
+    every requested partition, in request order, with its error (NONE when none was set)."""
+    return [
+        topic_cls(
+            name=topic.name,
+            partitions=[
+                partition_cls(
+                    partition_index=p.partition_index,
+                    error_code=errors.get(
+                        TopicPartition(topic.name, p.partition_index), ErrorCode.NONE
+                    ),
+                )
+                for p in topic.partitions
+            ],
+        )
+        for topic in topics
+    ]
+
+
 async def handle_offset_commit(ctx, header, request) -> OffsetCommitResponse:
     """Commit offsets for a group."""
     broker = ctx.broker
@@ -72,17 +92,5 @@ async def handle_offset_commit(ctx, header, request) -> OffsetCommitResponse:
         )
     return OffsetCommitResponse(
         throttle_time_ms=0,
-        topics=[
-            _Topic(
-                name=topic.name,
-                partitions=[
-                    _Partition(
-                        partition_index=p.partition_index,
-                        error_code=errors[TopicPartition(topic.name, p.partition_index)],
-                    )
-                    for p in topic.partitions
-                ],
-            )
-            for topic in request.topics
-        ],
+        topics=partition_responses(request.topics, errors, _Topic, _Partition),
     )

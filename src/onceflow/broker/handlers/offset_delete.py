@@ -16,7 +16,7 @@ Deviations: none known.
 
 from __future__ import annotations
 
-from onceflow.broker.handlers.offset_commit import partition_exists
+from onceflow.broker.handlers.offset_commit import partition_exists, partition_responses
 from onceflow.coordinator.group.offsets import TopicPartition
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.offset_delete import OffsetDeleteResponse
@@ -44,19 +44,5 @@ async def handle_offset_delete(ctx, header, request) -> OffsetDeleteResponse:
     return OffsetDeleteResponse(
         error_code=ErrorCode.NONE,
         throttle_time_ms=0,
-        topics=[
-            _Topic(
-                name=topic.name,
-                partitions=[
-                    _Partition(
-                        partition_index=p.partition_index,
-                        error_code=errors.get(
-                            TopicPartition(topic.name, p.partition_index), ErrorCode.NONE
-                        ),
-                    )
-                    for p in topic.partitions
-                ],
-            )
-            for topic in request.topics
-        ],
+        topics=partition_responses(request.topics, errors, _Topic, _Partition),
     )

@@ -23,8 +23,7 @@ partition (KIP-890 part 2 server-side verification).
 
 from __future__ import annotations
 
-from onceflow.broker.handlers.offset_commit import collect_offsets
-from onceflow.coordinator.group.offsets import TopicPartition
+from onceflow.broker.handlers.offset_commit import collect_offsets, partition_responses
 from onceflow.coordinator.txn.coordinator import compat_error
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.messages.txn_offset_commit import TxnOffsetCommitResponse
@@ -53,17 +52,5 @@ async def handle_txn_offset_commit(ctx, header, request) -> TxnOffsetCommitRespo
             errors[tp] = compat_error(error, ApiKey.TXN_OFFSET_COMMIT, version)
     return TxnOffsetCommitResponse(
         throttle_time_ms=0,
-        topics=[
-            _Topic(
-                name=topic.name,
-                partitions=[
-                    _Partition(
-                        partition_index=p.partition_index,
-                        error_code=errors[TopicPartition(topic.name, p.partition_index)],
-                    )
-                    for p in topic.partitions
-                ],
-            )
-            for topic in request.topics
-        ],
+        topics=partition_responses(request.topics, errors, _Topic, _Partition),
     )
