@@ -36,14 +36,29 @@ MAX_IN_FLIGHT = 64  # requests started but not yet answered before reading pause
 _LARGE_PART = 16384  # response parts above this are written without joining
 
 
+ANONYMOUS = "User:ANONYMOUS"  # Kafka's principal of an unauthenticated (PLAINTEXT) client
+
+
 class RequestContext:
-    """What a handler sees of the broker and of the connection a request came on."""
+    """What a handler sees of the broker and of the connection a request came on.
 
-    __slots__ = ("broker", "peer", "connection")
+    `peer` is `host:port` of the client, `client_host` its host alone (what ACLs match), and
+    `principal` who the client is (`User:name`; `User:ANONYMOUS` until a listener's TLS or SASL
+    authentication says otherwise)."""
 
-    def __init__(self, broker: BrokerState, peer: str, connection: BrokerConnection | None) -> None:
+    __slots__ = ("broker", "peer", "client_host", "principal", "connection")
+
+    def __init__(
+        self,
+        broker: BrokerState,
+        peer: str,
+        connection: BrokerConnection | None,
+        principal: str = ANONYMOUS,
+    ) -> None:
         self.broker = broker
         self.peer = peer
+        self.client_host = peer.rpartition(":")[0] or peer
+        self.principal = principal
         self.connection = connection
 
 
