@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from onceflow.broker import dispatch
 from onceflow.broker.config import BrokerConfig
-from onceflow.broker.connection import RequestContext
+from onceflow.broker.connection import ANONYMOUS, RequestContext
 from onceflow.broker.state import BrokerState
 from onceflow.protocol import messages
 from onceflow.protocol.headers import RequestHeader
@@ -24,10 +24,20 @@ def open_state(data_dir, **overrides) -> BrokerState:
     return BrokerState.open(BrokerConfig(values))
 
 
-async def call(state: BrokerState, api_key: int, version: int, request, *, raw: bool = False):
+async def call(
+    state: BrokerState,
+    api_key: int,
+    version: int,
+    request,
+    *,
+    raw: bool = False,
+    principal: str = ANONYMOUS,
+    peer: str = "test-peer",
+):
     """Run the handler for `request` at `version`; returns the decoded response (or None).
 
-    With `raw` the request object is passed as is (no encode/decode round trip)."""
+    With `raw` the request object is passed as is (no encode/decode round trip); `principal`
+    and `peer` are the caller's as the connection would set them."""
     api = dispatch.lookup(api_key, version)
     if api is None:
         raise ValueError(f"api {api_key} v{version} not served")
@@ -36,7 +46,7 @@ async def call(state: BrokerState, api_key: int, version: int, request, *, raw: 
     header = RequestHeader(
         request_api_key=api_key, request_api_version=version, correlation_id=1, client_id="test"
     )
-    ctx = RequestContext(state, "test-peer", None)
+    ctx = RequestContext(state, peer, None, principal=principal)
     response = await api.handler(ctx, header, request)
     if response is None:
         return None

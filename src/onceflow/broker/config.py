@@ -143,6 +143,29 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = _defs(
         "how often idle producer ids are expired",
     ),
     ConfigDef(
+        "authorizer.class.name",
+        "str",
+        "",
+        None,
+        "empty: no authorization; Kafka's StandardAuthorizer or AclAuthorizer class name: ACLs",
+    ),
+    ConfigDef("super.users", "str", "", None, "principals allowed everything: User:a;User:b"),
+    ConfigDef(
+        "allow.everyone.if.no.acl.found",
+        "bool",
+        False,
+        None,
+        "allow a resource no ACL applies to (authorizer on)",
+    ),
+    ConfigDef(
+        "onceflow.producer.id.principal.binding.enable",
+        "bool",
+        True,
+        None,
+        "onceflow: with the authorizer on, a producer id is usable only by the principal that "
+        "obtained it",
+    ),
+    ConfigDef(
         "onceflow.metrics.listener",
         "str",
         None,
@@ -152,6 +175,15 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = _defs(
 )
 
 _TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+
+# authorizer.class.name values: off, then Kafka's standard authorizers (KRaft's and ZooKeeper
+# mode's class names) and onceflow's own name; all mean `security.authorizer.AclAuthorizer`
+AUTHORIZER_CLASS_NAMES: Final = (
+    "",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+    "onceflow.security.authorizer.AclAuthorizer",
+)
 
 
 @dataclass(frozen=True)
@@ -338,6 +370,12 @@ class BrokerConfig:
             parse_listener(self._values["onceflow.metrics.listener"], "onceflow.metrics.listener")
         if self._values["advertised.listeners"]:
             parse_listener(self._values["advertised.listeners"], "advertised.listeners")
+        if self._values["authorizer.class.name"] not in AUTHORIZER_CLASS_NAMES:
+            raise ConfigError(
+                "authorizer.class.name: expected empty or one of "
+                f"{', '.join(AUTHORIZER_CLASS_NAMES[1:])}, "
+                f"got {self._values['authorizer.class.name']!r}"
+            )
         if self._values["default.replication.factor"] != 1:
             raise ConfigError("default.replication.factor: a single node supports only 1")
 
@@ -434,6 +472,10 @@ class BrokerConfig:
     @property
     def flush_on_ack(self) -> bool:
         return bool(self._values["log.flush.on.ack"])
+
+    @property
+    def authorizer_enabled(self) -> bool:
+        return bool(self._values["authorizer.class.name"])
 
     def log_properties(self) -> dict[str, Any]:
         """The broker-level `log.*` values that are set, for `LogConfig.from_properties`."""

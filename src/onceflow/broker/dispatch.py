@@ -16,11 +16,14 @@ from onceflow.broker.handlers.add_offsets_to_txn import handle_add_offsets_to_tx
 from onceflow.broker.handlers.add_partitions_to_txn import handle_add_partitions_to_txn
 from onceflow.broker.handlers.alter_configs import handle_alter_configs
 from onceflow.broker.handlers.api_versions import handle_api_versions
+from onceflow.broker.handlers.create_acls import handle_create_acls
 from onceflow.broker.handlers.create_partitions import handle_create_partitions
 from onceflow.broker.handlers.create_topics import handle_create_topics
+from onceflow.broker.handlers.delete_acls import handle_delete_acls
 from onceflow.broker.handlers.delete_groups import handle_delete_groups
 from onceflow.broker.handlers.delete_records import handle_delete_records
 from onceflow.broker.handlers.delete_topics import handle_delete_topics
+from onceflow.broker.handlers.describe_acls import handle_describe_acls
 from onceflow.broker.handlers.describe_cluster import handle_describe_cluster
 from onceflow.broker.handlers.describe_configs import handle_describe_configs
 from onceflow.broker.handlers.describe_groups import handle_describe_groups
@@ -82,6 +85,9 @@ HANDLERS: Final[Mapping[ApiKey, Handler]] = {
     ApiKey.END_TXN: handle_end_txn,
     ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,
     ApiKey.TXN_OFFSET_COMMIT: handle_txn_offset_commit,
+    ApiKey.DESCRIBE_ACLS: handle_describe_acls,
+    ApiKey.CREATE_ACLS: handle_create_acls,
+    ApiKey.DELETE_ACLS: handle_delete_acls,
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     ApiKey.DELETE_GROUPS: handle_delete_groups,

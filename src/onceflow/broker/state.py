@@ -3,7 +3,9 @@
 Handlers reach it as `ctx.broker`. It wraps the `LogManager` (topics and partition logs), its
 `GroupCommitter`, the `HighWatermarkNotifier` for long-polling fetches, the `ProducerIdManager`
 (InitProducerId; its block file lives in the first data directory), the `BrokerMetrics`
-counters, the cluster id from `meta.properties` and the advertised address. It has no I/O of
+counters, the cluster id from `meta.properties`, the advertised address, and the ACL
+authorizer (`authorizer`, None unless `authorizer.class.name` is set; its ACLs are loaded from
+`security.acl_store` at open, and changed only through `change_acls`). It has no I/O of
 its own beyond what it delegates, so handler tests build one on a temporary directory with
 `BrokerState.open`.
 
@@ -17,10 +19,12 @@ nothing more; `begin_stop` wakes every fetch.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 
-from onceflow.broker.config import BrokerConfig, Listener
+from onceflow.broker.config import BrokerConfig, ConfigError, Listener
 from onceflow.broker.dynamic_configs import DynamicBrokerConfigs
 from onceflow.broker.meta import load_or_create
 from onceflow.broker.metrics import BrokerMetrics
@@ -34,6 +38,8 @@ from onceflow.log.fsutil import DirectoryLock
 from onceflow.log.manager import LogManager, TopicInfo, TopicResult
 from onceflow.log.partition import PartitionLog
 from onceflow.protocol.errors import ErrorCode
+from onceflow.security.acl_store import AclStore, AclStoreCorruptError
+from onceflow.security.authorizer import AclAuthorizer, AclUpdate
 
 log = logging.getLogger("onceflow.broker")
 
@@ -48,6 +54,7 @@ class BrokerState:
         logs: LogManager,
         advertised: Listener,
         producer_ids: ProducerIdManager,
+        authorizer: AclAuthorizer | None = None,
     ) -> None:
         self.config = config
         self.node_id = config.node_id
@@ -70,6 +77,9 @@ class BrokerState:
             dict(config.items()),
             on_offsets_marker=self.group_coordinator.on_txn_marker,
         )
+        self.authorizer = authorizer
+        self.acl_store = AclStore(config.data_dir)
+        self._acl_lock = asyncio.Lock()  # one ACL change at a time (store, then apply)
         self.stopping = False
         self.lock: DirectoryLock | None = None  # the data directory's, set by `open`
         self._names_by_id: dict[uuid.UUID, str] = {}
@@ -89,13 +99,14 @@ class BrokerState:
                 producer_ids = ProducerIdManager(config.data_dir)
             except ProducerIdStateError as exc:
                 raise OSError(f"cannot load producer ids: {exc}") from exc
+            authorizer = _load_authorizer(config)
             logs = LogManager(config.data_dir, config.log_properties())
             logs.start()
         except BaseException:
             lock.release()
             raise
         address = advertised or config.advertised_listener or config.listener
-        state = cls(config, meta.cluster_id, logs, address, producer_ids)
+        state = cls(config, meta.cluster_id, logs, address, producer_ids, authorizer)
         state.lock = lock
         return state
 
@@ -151,6 +162,23 @@ class BrokerState:
         event loop before serving, so the coordinator's timers attach to it)."""
         self.group_coordinator.load(self.logs)
 
+    # -- ACLs ----------------------------------------------------------------------------------
+
+    async def change_acls(self, prepare: Callable[[AclAuthorizer], tuple[list, AclUpdate]]) -> list:
+        """Run `prepare` (the authorizer's `prepare_create_acls`/`prepare_delete_acls`), store
+        the ACL set it leads to (fsync, in a worker thread), then apply it; the results.
+        Changes are serialized; OSError when the set cannot be stored (nothing changes)."""
+        authorizer = self.authorizer
+        if authorizer is None:
+            raise RuntimeError("change_acls without an authorizer")
+        async with self._acl_lock:
+            results, update = prepare(authorizer)
+            if update.added or update.removed:
+                await asyncio.to_thread(self.acl_store.commit, authorizer, update)
+            else:
+                authorizer.complete_update(update)
+            return results
+
     # -- shutdown ------------------------------------------------------------------------------
 
     def begin_stop(self) -> None:
@@ -167,3 +195,25 @@ class BrokerState:
         if self.lock is not None:
             self.lock.release()
             self.lock = None
+
+
+def _load_authorizer(config: BrokerConfig) -> AclAuthorizer | None:
+    """The ACL authorizer with the stored ACLs, or None when `authorizer.class.name` is empty.
+    A corrupt ACL file is a startup error (OSError), never an empty set."""
+    if not config.authorizer_enabled:
+        return None
+    try:
+        bindings = AclStore(config.data_dir).load()
+    except AclStoreCorruptError as exc:
+        raise OSError(str(exc)) from exc
+    try:
+        authorizer = AclAuthorizer.from_config(dict(config.items()), bindings)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    log.info(
+        "authorizer on: %d ACL(s), super.users %s, allow.everyone.if.no.acl.found=%s",
+        len(authorizer),
+        sorted(authorizer.super_users) or "none",
+        str(authorizer.allow_everyone_if_no_acl_found).lower(),
+    )
+    return authorizer

@@ -1,0 +1,85 @@
+"""DeleteAcls handler.
+
+API: DeleteAcls (key 31), versions 1-3.
+
+Behaviour: needs ALTER on the CLUSTER, else every filter is CLUSTER_AUTHORIZATION_FAILED. Each
+filter deletes the ACLs it matches (`AclAuthorizer.prepare_delete_acls`; each filter lists
+every ACL it matched in the set as it was before the request); a filter with an UNKNOWN field
+is INVALID_REQUEST. The new set is stored durably (fsync, in a worker thread) before it takes
+effect; when it cannot be stored, every filter is UNKNOWN_SERVER_ERROR and nothing changes.
+With no authorizer configured: SECURITY_DISABLED, as in Kafka.
+
+Versions: v1 pattern types (KIP-290); v2 flexible; v3 same as v2.
+
+Deviations: none known.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from onceflow.broker.acl_wire import NO_AUTHORIZER_MESSAGE, filter_from_wire
+from onceflow.broker.authorization import denied
+from onceflow.protocol.api_keys import ApiKey
+from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.messages.delete_acls import DeleteAclsResponse
+
+log = logging.getLogger("onceflow.broker.delete_acls")
+
+_Result = DeleteAclsResponse.DeleteAclsFilterResult
+_Matching = _Result.DeleteAclsMatchingAcl
+
+
+def _all(request, error: ErrorCode, message: str | None) -> DeleteAclsResponse:
+    return DeleteAclsResponse(
+        throttle_time_ms=0,
+        filter_results=[
+            _Result(error_code=error, error_message=message, matching_acls=[])
+            for _ in request.filters
+        ],
+    )
+
+
+def _matching(binding) -> _Matching:
+    pattern, entry = binding.pattern, binding.entry
+    return _Matching(
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        resource_type=pattern.resource_type,
+        resource_name=pattern.name,
+        pattern_type=pattern.pattern_type,
+        principal=entry.principal,
+        host=entry.host,
+        operation=entry.operation,
+        permission_type=entry.permission_type,
+    )
+
+
+async def handle_delete_acls(ctx, header, request) -> DeleteAclsResponse:
+    """Delete the ACLs each filter matches, durably."""
+    broker = ctx.broker
+    if broker.authorizer is None:
+        return _all(request, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER_MESSAGE)
+    error = denied(ctx, ApiKey.DELETE_ACLS, "cluster")
+    if error is not None:
+        log.info("DeleteAcls from %s (%s) refused: %s", ctx.peer, ctx.principal, error.name)
+        return _all(request, error, None)
+    filters = [filter_from_wire(f) for f in request.filters]
+    try:
+        results = await broker.change_acls(lambda a: a.prepare_delete_acls(filters))
+    except OSError as exc:
+        log.error("cannot store the ACLs: %s", exc)
+        return _all(request, ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot store the ACLs: {exc}")
+    deleted = sum(len(r.deleted) for r in results)
+    log.info("DeleteAcls from %s (%s): %d ACL(s) deleted", ctx.peer, ctx.principal, deleted)
+    return DeleteAclsResponse(
+        throttle_time_ms=0,
+        filter_results=[
+            _Result(
+                error_code=r.error_code,
+                error_message=r.error_message,
+                matching_acls=[_matching(b) for b in r.deleted],
+            )
+            for r in results
+        ],
+    )
