@@ -178,6 +178,14 @@ def denied_names(ctx, api: ApiKey, check: str, names: Iterable[str]) -> frozense
     return frozenset(n for n in set(names) if denied(ctx, api, check, n) is not None)
 
 
+def may_write_some_topic(ctx) -> bool:
+    """May the caller WRITE some topic (Kafka's alternative to IDEMPOTENT_WRITE)?"""
+    authorizer = ctx.broker.authorizer
+    return authorizer is None or authorizer.authorize_by_resource_type(
+        ctx.principal, ctx.client_host, AclOperation.WRITE, ResourceType.TOPIC
+    )
+
+
 def rules_table_markdown() -> str:
     """`RULES` as a Markdown table (docs/security.md)."""
     lines = ["| API | operation | resource | on | denied answers |", "|---|---|---|---|---|"]

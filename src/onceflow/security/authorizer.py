@@ -222,6 +222,45 @@ class AclAuthorizer:
         """`authorize` for each (operation, resource type, resource name) of one caller."""
         return [self.authorize(principal, host, op, rt, name) for op, rt, name in actions]
 
+    def authorize_by_resource_type(
+        self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType
+    ) -> bool:
+        """May the caller perform `operation` on some resource of `resource_type`? (Kafka's
+        `Authorizer.authorizeByResourceType`: an ALLOW pattern for the caller that no DENY
+        pattern for the caller covers; a LITERAL `*` DENY covers everything.) A scan over the
+        type's ACLs: for rare requests (an idempotent InitProducerId) only."""
+        if principal in self.super_users:
+            return True
+        whos = {(principal, host), (principal, WILDCARD_HOST)}
+        whos |= {(WILDCARD_PRINCIPAL, host), (WILDCARD_PRINCIPAL, WILDCARD_HOST)}
+        granted_by = _GRANTED_BY[operation]
+        allows: list[tuple[PatternType, str]] = []
+        denies: list[tuple[PatternType, str]] = []
+        any_acl = False
+        for (rtype, pattern_type, name), acls in self._patterns.items():
+            if rtype != resource_type:
+                continue
+            any_acl = True
+            for who in whos.intersection(acls.by_who):
+                denied, allowed = acls.by_who[who]
+                if operation in denied or _Op.ALL in denied:
+                    denies.append((pattern_type, name))
+                if not granted_by.isdisjoint(allowed):
+                    allows.append((pattern_type, name))
+        if not any_acl:
+            return self.allow_everyone_if_no_acl_found
+        if (_LITERAL, WILDCARD_RESOURCE) in denies:
+            return False
+
+        def covered(pattern_type: PatternType, name: str) -> bool:
+            return any(
+                (d_type == _PREFIXED and name.startswith(d_name))
+                or (d_type == pattern_type == _LITERAL and d_name == name)
+                for d_type, d_name in denies
+            )
+
+        return any(not covered(t, n) for t, n in allows)
+
     def _applicable(self, resource_type: ResourceType, name: str) -> Iterator[_PatternAcls]:
         """The ACL groups whose pattern applies to the resource `name` of `resource_type`."""
         patterns = self._patterns

@@ -17,6 +17,7 @@ checked for emptiness (Kafka neither).
 
 from __future__ import annotations
 
+from onceflow.broker.authorization import denied
 from onceflow.coordinator.txn.coordinator import compat_error
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnResponse
@@ -25,8 +26,14 @@ from onceflow.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRespons
 async def handle_add_offsets_to_txn(ctx, header, request) -> AddOffsetsToTxnResponse:
     """Add the group's offsets partition to the transaction."""
     transactions = ctx.broker.transactions
-    error = transactions.not_ready_error() or await transactions.coordinator.handle_add_offsets(
-        request.transactional_id, request.producer_id, request.producer_epoch, request.group_id
+    api = ApiKey.ADD_OFFSETS_TO_TXN
+    error = (
+        denied(ctx, api, "transactional_id", request.transactional_id)
+        or denied(ctx, api, "group", request.group_id)
+        or transactions.not_ready_error()
+        or await transactions.coordinator.handle_add_offsets(
+            request.transactional_id, request.producer_id, request.producer_epoch, request.group_id
+        )
     )
     return AddOffsetsToTxnResponse(
         throttle_time_ms=0,

@@ -19,8 +19,13 @@ Versions: v1 same as v0; v2 PRODUCER_FENCED (older versions get INVALID_PRODUCER
 KIP-588); v3 flexible; v4 batched transactions and verify_only; v5 same as v4 (clients of
 transaction version 2).
 
-Deviations: no ACLs, so v4+ is accepted from any client (Kafka needs CLUSTER_ACTION) and
-TOPIC/TRANSACTIONAL_ID_AUTHORIZATION_FAILED never occur. Internal topics are not refused.
+Authorization (authorizer on), as Kafka: v0-3 need WRITE on the transactional id (else every
+partition is TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and WRITE on each topic (else its
+partitions are TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED); nothing is
+added. v4+ needs CLUSTER_ACTION (top-level CLUSTER_AUTHORIZATION_FAILED).
+
+Deviations: with the authorizer off, v4+ is accepted from any client. Internal topics are not
+refused.
 A v4+ request naming one transactional id twice answers the last entry only.
 """
 
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import logging
 
+from onceflow.broker.authorization import denied, denied_names
 from onceflow.coordinator.txn.coordinator import compat_error
 from onceflow.coordinator.txn.metadata import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
@@ -65,6 +71,25 @@ def _topic_results(topics, errors, version: int) -> list:
     ]
 
 
+def _refusals(ctx, tid, topics, parts) -> dict[TopicPartition, ErrorCode] | None:
+    """Kafka's v0-3 checks: without WRITE on the transactional id every partition is
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED; without WRITE on some topic, its partitions are
+    TOPIC_AUTHORIZATION_FAILED and the others OPERATION_NOT_ATTEMPTED. None when allowed."""
+    api = ApiKey.ADD_PARTITIONS_TO_TXN
+    refused = denied(ctx, api, "transactional_id", tid)
+    if refused is not None:
+        return dict.fromkeys(parts, refused)
+    unauthorized = denied_names(ctx, api, "topic", (t.name for t in topics))
+    if not unauthorized:
+        return None
+    return {
+        tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        if tp.topic in unauthorized
+        else ErrorCode.OPERATION_NOT_ATTEMPTED
+        for tp in parts
+    }
+
+
 async def handle_add_partitions_to_txn(ctx, header, request) -> AddPartitionsToTxnResponse:
     """Add partitions to transactions (or verify them, v4+)."""
     version = header.request_api_version
@@ -74,7 +99,10 @@ async def handle_add_partitions_to_txn(ctx, header, request) -> AddPartitionsToT
     if version < _BATCHED_MIN_VERSION:
         tid = request.v3_and_below_transactional_id
         parts = _partitions(request.v3_and_below_topics)
-        if not_ready is not None:
+        refused = _refusals(ctx, tid, request.v3_and_below_topics, parts)
+        if refused is not None:
+            errors = refused
+        elif not_ready is not None:
             errors = dict.fromkeys(parts, not_ready)
         else:
             errors = await coordinator.handle_add_partitions(
@@ -90,6 +118,7 @@ async def handle_add_partitions_to_txn(ctx, header, request) -> AddPartitionsToT
                 request.v3_and_below_topics, errors, version
             ),
         )
+    not_ready = denied(ctx, ApiKey.ADD_PARTITIONS_TO_TXN, "cluster") or not_ready
     if not_ready is not None:
         return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=not_ready)
     entries = request.transactions

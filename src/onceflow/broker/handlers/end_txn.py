@@ -18,11 +18,15 @@ returns producer_id and producer_epoch: this coordinator does not bump the epoch
 a transaction (transaction version 1), so it returns the request's on success and -1/-1 on
 an error.
 
-Deviations: no transaction version 2 (KIP-890 part 2) epoch bump on EndTxn; no ACLs.
+Authorization (authorizer on): WRITE on the transactional id, else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED and nothing changes.
+
+Deviations: no transaction version 2 (KIP-890 part 2) epoch bump on EndTxn.
 """
 
 from __future__ import annotations
 
+from onceflow.broker.authorization import denied
 from onceflow.coordinator.txn.coordinator import compat_error
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
@@ -32,8 +36,13 @@ from onceflow.protocol.messages.end_txn import EndTxnResponse
 async def handle_end_txn(ctx, header, request) -> EndTxnResponse:
     """Commit or abort the producer's transaction."""
     transactions = ctx.broker.transactions
-    error = transactions.not_ready_error() or await transactions.coordinator.handle_end_txn(
-        request.transactional_id, request.producer_id, request.producer_epoch, request.committed
+    tid = request.transactional_id
+    error = (
+        denied(ctx, ApiKey.END_TXN, "transactional_id", tid)
+        or transactions.not_ready_error()
+        or await transactions.coordinator.handle_end_txn(
+            tid, request.producer_id, request.producer_epoch, request.committed
+        )
     )
     error = compat_error(error, ApiKey.END_TXN, header.request_api_version)
     ok = error == ErrorCode.NONE

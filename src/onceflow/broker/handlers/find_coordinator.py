@@ -17,15 +17,19 @@ Versions: v0 has only `key` (a group); v1 key_type, throttle_time_ms, error_mess
 flexible; v4 (KIP-699) batches keys in `coordinator_keys` and answers one `coordinators`
 entry per key; v5 only tells the broker the client understands TRANSACTION_ABORTABLE.
 
-Deviations: v6 (share-group keys, KIP-932) is not served. No ACLs, so never
-GROUP/TRANSACTIONAL_ID_AUTHORIZATION_FAILED. An empty key is answered like any other key (Kafka
-too; the coordinator APIs then reject it).
+Authorization (authorizer on): DESCRIBE on the group or transactional id, else
+GROUP_/TRANSACTIONAL_ID_AUTHORIZATION_FAILED for that key (nothing is created or loaded).
+
+Deviations: v6 (share-group keys, KIP-932) is not served. An empty key is answered like any
+other key (Kafka too; the coordinator APIs then reject it).
 """
 
 from __future__ import annotations
 
 import logging
 
+from onceflow.broker.authorization import denied
+from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.find_coordinator import FindCoordinatorResponse
 
@@ -41,8 +45,17 @@ _MESSAGES = {
 }
 
 
-async def _lookup(broker, key: str, key_type: int) -> ErrorCode:
-    """NONE when this node coordinates `key`, else the error to answer."""
+_CHECKS = {GROUP: "group", TRANSACTION: "transactional_id"}
+
+
+async def _lookup(ctx, key: str, key_type: int) -> ErrorCode:
+    """NONE when this node coordinates `key` and the caller may DESCRIBE it, else the error to
+    answer."""
+    broker = ctx.broker
+    if key_type in _CHECKS:
+        refused = denied(ctx, ApiKey.FIND_COORDINATOR, _CHECKS[key_type], key)
+        if refused is not None:
+            return refused
     if key_type == GROUP:
         group = getattr(broker, "group_coordinator", None)
         if group is None or group.ensure_offsets_topic() != ErrorCode.NONE:
@@ -65,7 +78,7 @@ async def handle_find_coordinator(ctx, header, request) -> FindCoordinatorRespon
     key_type = request.key_type if version >= 1 else GROUP
     address = broker.advertised
     if version < _BATCHED_MIN_VERSION:
-        error = await _lookup(broker, request.key, key_type)
+        error = await _lookup(ctx, request.key, key_type)
         found = error == ErrorCode.NONE
         return FindCoordinatorResponse(
             throttle_time_ms=0,
@@ -77,7 +90,7 @@ async def handle_find_coordinator(ctx, header, request) -> FindCoordinatorRespon
         )
     coordinators = []
     for key in request.coordinator_keys:
-        error = await _lookup(broker, key, key_type)
+        error = await _lookup(ctx, key, key_type)
         found = error == ErrorCode.NONE
         coordinators.append(
             FindCoordinatorResponse.Coordinator(

@@ -26,6 +26,11 @@ producer_epoch in the request (KIP-360); v4 no change for idempotent producers (
 for transactional ones, KIP-588); v5 no change (transaction version 2, KIP-890). v6 (KIP-939
 two-phase commit) is unstable in the spec and not served.
 
+Authorization (authorizer on): a transactional id needs WRITE on it
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer IDEMPOTENT_WRITE on the cluster
+or WRITE on some topic (CLUSTER_AUTHORIZATION_FAILED), as Kafka. A denied request allocates
+nothing.
+
 Deviations: the id-block file write (temp file, fsync, rename) runs on the event loop, once
 per 1000 ids.
 """
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import logging
 
+from onceflow.broker.authorization import denied, may_write_some_topic
 from onceflow.coordinator.producer_id import ProducerIdStateError
 from onceflow.coordinator.txn.coordinator import compat_error
 from onceflow.protocol.api_keys import ApiKey
@@ -58,6 +64,16 @@ async def _init_transactional(ctx, header, request) -> InitProducerIdResponse:
     transactional_id = request.transactional_id
     if transactional_id == "":
         return _answer(ErrorCode.INVALID_REQUEST)
+    refused = denied(ctx, ApiKey.INIT_PRODUCER_ID, "transactional_id", transactional_id)
+    if refused is not None:
+        log.info(
+            "InitProducerId for %r from %s (%s): %s",
+            transactional_id,
+            ctx.peer,
+            ctx.principal,
+            refused.name,
+        )
+        return _answer(refused)
     try:
         coordinator = await ctx.broker.transactions.ensure_loaded()
     except OSError as exc:
@@ -81,6 +97,10 @@ async def handle_init_producer_id(ctx, header, request) -> InitProducerIdRespons
     transactional_id = request.transactional_id
     if transactional_id is not None:
         return await _init_transactional(ctx, header, request)
+    refused = denied(ctx, ApiKey.INIT_PRODUCER_ID, "idempotent")
+    if refused is not None and not may_write_some_topic(ctx):
+        log.info("InitProducerId from %s (%s): %s", ctx.peer, ctx.principal, refused.name)
+        return _answer(refused)
     try:
         producer_id = broker.producer_ids.generate_producer_id()
     except OSError as exc:

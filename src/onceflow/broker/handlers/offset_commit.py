@@ -16,13 +16,19 @@ Versions: v2-4 retention_time_ms (an explicit offset expiry; -1 uses the broker'
 committed_leader_epoch; v7 group_instance_id; v8 flexible; v9 GROUP_ID_NOT_FOUND for a
 generation-based commit to an unknown group (KIP-848 wire change; classic groups only here).
 
+Authorization (authorizer on): READ on the group, else GROUP_AUTHORIZATION_FAILED for every
+partition and nothing is written; READ on each topic, else TOPIC_AUTHORIZATION_FAILED for its
+partitions (the others are committed), as Kafka.
+
 Deviations: v10 (topic ids) is not served. The KIP-848 consumer protocol's member epochs are
 not supported: the generation field is always a classic generation.
 """
 
 from __future__ import annotations
 
+from onceflow.broker.authorization import denied, denied_names
 from onceflow.coordinator.group.offsets import OffsetAndMetadata, TopicPartition
+from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.offset_commit import OffsetCommitResponse
 
@@ -35,16 +41,30 @@ def partition_exists(broker, topic: str, partition: int) -> bool:
     return broker.get_log(topic, partition) is not None
 
 
+def partitions_of(topics) -> list[TopicPartition]:
+    """Every partition of an offsets request's topics."""
+    return [TopicPartition(t.name, p.partition_index) for t in topics for p in t.partitions]
+
+
+def topic_names(request) -> list[str]:
+    """The topic names of an offsets request."""
+    return [t.name for t in request.topics]
+
+
 def collect_offsets(
-    broker, topics, with_leader_epoch: bool
+    broker, topics, with_leader_epoch: bool, unauthorized: frozenset[str] = frozenset()
 ) -> tuple[dict[TopicPartition, ErrorCode], dict[TopicPartition, OffsetAndMetadata]]:
-    """Split a commit request's partitions into UNKNOWN_TOPIC_OR_PARTITION errors (Kafka's API
-    layer answers those, not the coordinator) and the offsets to hand to the coordinator."""
+    """Split a commit request's partitions into errors Kafka's API layer answers (topics in
+    `unauthorized`: TOPIC_AUTHORIZATION_FAILED; missing ones: UNKNOWN_TOPIC_OR_PARTITION) and
+    the offsets to hand to the coordinator."""
     errors: dict[TopicPartition, ErrorCode] = {}
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
     for topic in topics:
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
+            if topic.name in unauthorized:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if not partition_exists(broker, topic.name, p.partition_index):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
@@ -77,7 +97,14 @@ async def handle_offset_commit(ctx, header, request) -> OffsetCommitResponse:
     """Commit offsets for a group."""
     broker = ctx.broker
     version = header.request_api_version
-    errors, offsets = collect_offsets(broker, request.topics, with_leader_epoch=version >= 6)
+    refused = denied(ctx, ApiKey.OFFSET_COMMIT, "group", request.group_id)
+    if refused is not None:
+        errors, offsets = dict.fromkeys(partitions_of(request.topics), refused), {}
+    else:
+        unauthorized = denied_names(ctx, ApiKey.OFFSET_COMMIT, "topic", topic_names(request))
+        errors, offsets = collect_offsets(
+            broker, request.topics, with_leader_epoch=version >= 6, unauthorized=unauthorized
+        )
     if offsets:
         errors.update(
             await broker.group_coordinator.commit_offsets(

@@ -49,10 +49,16 @@ appends: a client's produce to one is INVALID_TOPIC_EXCEPTION, as Kafka answers.
 
 Deviations: a produce to a missing topic is UNKNOWN_TOPIC_OR_PARTITION (Kafka creates topics
 on Metadata requests, not on Produce). Kafka lets client id `__admin_client` write to internal
-topics; onceflow lets no client. `timeout_ms` is not applied to the fsync wait. No ACLs,
-so no TRANSACTIONAL_ID_AUTHORIZATION_FAILED / CLUSTER_AUTHORIZATION_FAILED. A transactional
+topics; onceflow lets no client. `timeout_ms` is not applied to the fsync wait. A transactional
 batch in a request without transactional_id is not verified (as in Kafka, where verification
 needs the id).
+
+Authorization (authorizer on), as Kafka's `handleProduceRequest`: a request carrying a
+transactional batch needs WRITE on its transactional_id (a null id is refused), else every
+partition is TRANSACTIONAL_ID_AUTHORIZATION_FAILED; each topic needs WRITE, else its partitions
+are TOPIC_AUTHORIZATION_FAILED (before any other check, so a denied client learns nothing of the
+topic). Topic WRITE also admits idempotent batches (Kafka accepts it in place of
+IDEMPOTENT_WRITE). A refused partition appends nothing.
 
 Transactions (KIP-890 part 1 verification, `transaction.partition.verification.enable`, on by
 default): when the request names a transactional_id, a transactional batch is checked against
@@ -73,12 +79,21 @@ import asyncio
 import logging
 from typing import NamedTuple
 
+from onceflow.broker.authorization import denied, denied_names, enabled
 from onceflow.common import wall_clock_ms
 from onceflow.coordinator.internal_topics import TopicOperation, internal_topic_refusal
 from onceflow.log.validator import ACCEPTED, Rejection, stored_form, validate_produced
+from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.produce import ProduceResponse
-from onceflow.records.batch import MAGIC, MAGIC_OFFSET, BatchHeader, split_complete_batches
+from onceflow.records.batch import (
+    ATTRIBUTES_OFFSET,
+    MAGIC,
+    MAGIC_OFFSET,
+    TRANSACTIONAL_MASK,
+    BatchHeader,
+    split_complete_batches,
+)
 from onceflow.records.errors import CorruptRecordError
 
 log = logging.getLogger("onceflow.broker.produce")
@@ -177,9 +192,54 @@ def _not_enough_replicas(partition_log, acks: int) -> Rejection:
     )
 
 
+def _is_transactional(records) -> bool:
+    """Does the record set start with a transactional v2 batch? (the attributes' low byte)"""
+    return (
+        records is not None
+        and len(records) > ATTRIBUTES_OFFSET + 1
+        and records[MAGIC_OFFSET] == MAGIC
+        and bool(records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK)
+    )
+
+
+def _request_refusal(ctx, request) -> ErrorCode | None:
+    """Kafka's whole-request check: a request with a transactional batch needs WRITE on its
+    transactional id (a null id is refused), so an unauthorized client cannot open a
+    transaction that holds back the last stable offset."""
+    if any(_is_transactional(p.records) for t in request.topic_data for p in t.partition_data):
+        return denied(ctx, ApiKey.PRODUCE, "transactional_id", request.transactional_id)
+    return None
+
+
+def _refuse_all(ctx, request, error: ErrorCode) -> ProduceResponse | None:
+    """Every partition answered `error`; nothing is appended."""
+    log.info("produce from %s (%s) refused: %s", ctx.peer, ctx.principal, error.name)
+    ctx.broker.metrics.produce_errors[error] += 1
+    if request.acks == 0:
+        if ctx.connection is not None:
+            ctx.connection.close_with_error(f"acks=0 produce refused ({error.name})")
+        return None
+    return ProduceResponse(
+        responses=[
+            ProduceResponse.TopicProduceResponse(
+                name=t.name, partition_responses=[_error(p.index, error) for p in t.partition_data]
+            )
+            for t in request.topic_data
+        ],
+        throttle_time_ms=0,
+    )
+
+
 async def handle_produce(ctx, header, request) -> ProduceResponse | None:
     """Validate and append every partition, then wait for durability (acks != 0)."""
     broker = ctx.broker
+    unauthorized: frozenset[str] = frozenset()
+    if enabled(ctx):
+        refused = _request_refusal(ctx, request)
+        if refused is not None:
+            return _refuse_all(ctx, request, refused)
+        names = (t.name for t in request.topic_data)
+        unauthorized = denied_names(ctx, ApiKey.PRODUCE, "topic", names)
     metrics = broker.metrics
     acks = request.acks
     transactional_id = request.transactional_id
@@ -198,7 +258,10 @@ async def handle_produce(ctx, header, request) -> ProduceResponse | None:
                 partitions.append(_error(index, ErrorCode.INVALID_REQUIRED_ACKS))
                 metrics.produce_errors[ErrorCode.INVALID_REQUIRED_ACKS] += 1
                 continue
-            refusal = internal_topic_refusal(name, TopicOperation.PRODUCE)
+            if name in unauthorized:
+                refusal = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"no WRITE on topic {name}")
+            else:
+                refusal = internal_topic_refusal(name, TopicOperation.PRODUCE)
             partition_log = None if refusal else broker.get_log(name, index)
             if partition_log is None:
                 error, message = refusal or (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)

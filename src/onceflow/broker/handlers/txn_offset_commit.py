@@ -17,13 +17,24 @@ INVALID_PRODUCER_EPOCH, KIP-588); v3 flexible, generation_id, member_id, group_i
 (KIP-447: a zombie of an old generation is fenced with ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID /
 FENCED_INSTANCE_ID); v4-5 KIP-890 versions, same fields.
 
+Authorization (authorizer on): WRITE on the transactional id
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and READ on the group (GROUP_AUTHORIZATION_FAILED), for
+every partition, nothing staged; READ on each topic (TOPIC_AUTHORIZATION_FAILED for its
+partitions, the others go on), as Kafka.
+
 Deviations: v5 does not verify on the broker that the transaction includes the group's
 partition (KIP-890 part 2 server-side verification).
 """
 
 from __future__ import annotations
 
-from onceflow.broker.handlers.offset_commit import collect_offsets, partition_responses
+from onceflow.broker.authorization import denied, denied_names
+from onceflow.broker.handlers.offset_commit import (
+    collect_offsets,
+    partition_responses,
+    partitions_of,
+    topic_names,
+)
 from onceflow.coordinator.txn.coordinator import compat_error
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.messages.txn_offset_commit import TxnOffsetCommitResponse
@@ -36,7 +47,17 @@ async def handle_txn_offset_commit(ctx, header, request) -> TxnOffsetCommitRespo
     """Stage a transaction's offsets for a group."""
     broker = ctx.broker
     version = header.request_api_version
-    errors, offsets = collect_offsets(broker, request.topics, with_leader_epoch=version >= 2)
+    api = ApiKey.TXN_OFFSET_COMMIT
+    refused = denied(ctx, api, "transactional_id", request.transactional_id) or denied(
+        ctx, api, "group", request.group_id
+    )
+    if refused is not None:
+        errors, offsets = dict.fromkeys(partitions_of(request.topics), refused), {}
+    else:
+        unauthorized = denied_names(ctx, api, "topic", topic_names(request))
+        errors, offsets = collect_offsets(
+            broker, request.topics, with_leader_epoch=version >= 2, unauthorized=unauthorized
+        )
     if offsets:
         results = await broker.group_coordinator.txn_offset_commit(
             request.transactional_id,

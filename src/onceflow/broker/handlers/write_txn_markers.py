@@ -19,9 +19,10 @@ markers from clients are always CLUSTER_AUTHORIZATION_FAILED.
 Versions: v1 is the first served (v0 was removed from Kafka's spec); v2 adds
 transaction_version (ignored: transaction version 1 markers are written).
 
-Deviations: the authorization is a config switch plus a loopback check instead of Kafka's
-CLUSTER_ACTION ACL, and only aborts are accepted; the transaction coordinator's own state of
-the id is not changed (as in Kafka: the admin abort only writes the marker).
+Deviations: the authorization is a config switch plus a loopback check, and with the
+authorizer on also Kafka's CLUSTER_ACTION on the cluster; only aborts are accepted; the
+transaction coordinator's own state of the id is not changed (as in Kafka: the admin abort
+only writes the marker).
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from __future__ import annotations
 import ipaddress
 import logging
 
+from onceflow.broker.authorization import denied
 from onceflow.coordinator.txn.metadata import TopicPartition
+from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.write_txn_markers import WriteTxnMarkersResponse
 
@@ -69,7 +72,11 @@ async def _abort(broker, marker, tp: TopicPartition) -> ErrorCode:
 async def handle_write_txn_markers(ctx, header, request) -> WriteTxnMarkersResponse:
     """Write admin ABORT markers when allowed; otherwise refuse every partition."""
     broker = ctx.broker
-    allowed = bool(broker.config.get(ALLOW_KEY)) and is_loopback_peer(ctx.peer)
+    allowed = (
+        bool(broker.config.get(ALLOW_KEY))
+        and is_loopback_peer(ctx.peer)
+        and denied(ctx, ApiKey.WRITE_TXN_MARKERS, "cluster") is None
+    )
     if not allowed:
         log.info("WriteTxnMarkers from %s refused (CLUSTER_AUTHORIZATION_FAILED)", ctx.peer)
     results = []
