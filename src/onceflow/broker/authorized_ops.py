@@ -4,8 +4,8 @@ and DescribeCluster.
 Kafka answers them from `AuthHelper.authorizedOperations`: of the operations a resource type
 supports (`AclEntry.supportedOperations`), those the authorizer allows the caller, as a bit
 field with bit `1 << code` per `AclOperation`. With no authorizer configured every supported
-operation is allowed. onceflow has no authorizer yet, so `authorized_operations` returns the
-full set; an authorizer narrows it here, for all three APIs at once. A field the client did not
+operation is allowed; with the ACL authorizer on (`authorizer.class.name`), those it allows
+the caller, here for all three APIs at once. A field the client did not
 ask for is `AUTHORIZED_OPERATIONS_OMITTED` (INT32_MIN), as in Kafka.
 """
 
@@ -15,7 +15,11 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Final
 
-from onceflow.security.acl import AclOperation, ResourceType  # defined there, re-exported
+from onceflow.security.acl import (  # AclOperation, ResourceType: defined there, re-exported
+    CLUSTER_NAME,
+    AclOperation,
+    ResourceType,
+)
 
 AUTHORIZED_OPERATIONS_OMITTED: Final = -(2**31)
 
@@ -68,10 +72,18 @@ def to_bit_field(operations: Iterable[AclOperation]) -> int:
 
 
 def authorized_operations(ctx, resource_type: ResourceType, name: str | None) -> int:
-    """The operations on resource `name` of `resource_type` that the caller of `ctx` may
-    perform, as a bit field. No authorizer exists yet: every supported operation."""
-    del ctx, name  # what an authorizer will decide on
-    return to_bit_field(SUPPORTED_OPERATIONS[resource_type])
+    """The operations on resource `name` of `resource_type` (None: the cluster) that the
+    caller of `ctx` may perform, as a bit field: every supported one with no authorizer."""
+    supported = SUPPORTED_OPERATIONS[resource_type]
+    authorizer = ctx.broker.authorizer
+    if authorizer is None:
+        return to_bit_field(supported)
+    resource = CLUSTER_NAME if name is None else name
+    return to_bit_field(
+        op
+        for op in supported
+        if authorizer.authorize(ctx.principal, ctx.client_host, op, resource_type, resource)
+    )
 
 
 def operations_in(field: int) -> frozenset[AclOperation]:

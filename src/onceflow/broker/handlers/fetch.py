@@ -30,6 +30,9 @@ epoch 0); v11 rack_id/preferred_read_replica; v12 flexible; v13 topics named by 
 (an unknown id is UNKNOWN_TOPIC_ID); v15 replica_state replaces replica_id; v16 tagged
 node_endpoints (only sent with NOT_LEADER_OR_FOLLOWER, never here).
 
+Authorization (authorizer on): READ on each topic, else its partitions are
+TOPIC_AUTHORIZATION_FAILED (nothing read), as Kafka.
+
 Deviations: current_leader_epoch and last_fetched_epoch are not validated (no leader changes).
 """
 
@@ -38,6 +41,8 @@ from __future__ import annotations
 import asyncio
 import struct
 
+from onceflow.broker.authorization import denied_names, enabled
+from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.fetch import FetchResponse
 from onceflow.records.batch import LAST_OFFSET_DELTA_OFFSET, LENGTH_OFFSET, LOG_OVERHEAD
@@ -87,7 +92,14 @@ def _aborted(partition_log, fetch_offset: int, records) -> list:
     ]
 
 
-def _read(broker, request, version: int, read_committed: bool, max_bytes: int):
+def _read(
+    broker,
+    request,
+    version: int,
+    read_committed: bool,
+    max_bytes: int,
+    unauthorized: frozenset[str] = frozenset(),
+):
     """One pass over every requested partition: (topic responses, bytes read, any error)."""
     topics = []
     total = 0
@@ -110,6 +122,10 @@ def _read(broker, request, version: int, read_committed: bool, max_bytes: int):
         topics.append(entry)
         for fetch_partition in fetch_topic.partitions:
             index = fetch_partition.partition
+            if name in unauthorized:
+                partitions.append(_partition_error(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                errored = True
+                continue
             partition_log = broker.get_log(name, index) if name is not None else None
             if partition_log is None:
                 topic_known = name is not None and broker.logs.topic(name) is not None
@@ -165,6 +181,18 @@ def _watched(broker, request, version: int) -> list[tuple[str, int]]:
     return watched
 
 
+def _unauthorized_topics(ctx, request, version: int) -> frozenset[str]:
+    """The requested topics the caller may not READ (empty with the authorizer off)."""
+    if not enabled(ctx):
+        return frozenset()
+    if version >= _FIRST_TOPIC_ID_VERSION:
+        infos = (ctx.broker.topic_by_id(t.topic_id) for t in request.topics)
+        names = [info.name for info in infos if info is not None]
+    else:
+        names = [t.topic for t in request.topics]
+    return denied_names(ctx, ApiKey.FETCH, "topic", names)
+
+
 async def handle_fetch(ctx, header, request) -> FetchResponse:
     """Read, and long-poll until min_bytes, an error, or max_wait_ms."""
     broker = ctx.broker
@@ -180,9 +208,12 @@ async def handle_fetch(ctx, header, request) -> FetchResponse:
     max_bytes = min(request.max_bytes, broker.config.get("fetch.max.bytes"))
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, request.max_wait_ms) / 1000
+    unauthorized = _unauthorized_topics(ctx, request, version)
     watched = _watched(broker, request, version)
     while True:
-        topics, total, errored = _read(broker, request, version, read_committed, max_bytes)
+        topics, total, errored = _read(
+            broker, request, version, read_committed, max_bytes, unauthorized
+        )
         remaining = deadline - loop.time()
         if total >= request.min_bytes or errored or remaining <= 0 or broker.stopping:
             break

@@ -19,6 +19,12 @@ every topic named in the answer and the cluster carry the operations the caller 
 otherwise INT32_MIN as in Kafka (also for unknown topic ids); v9 flexible; v10 topic ids; v12
 nullable topic names; v13 top-level error_code (always NONE).
 
+Authorization (authorizer on), as Kafka: topics the caller may not DESCRIBE are left out of
+an all-topics answer and are TOPIC_AUTHORIZATION_FAILED when asked for by name or id; a missing
+topic is auto-created only with CREATE on the cluster or the topic, else
+TOPIC_AUTHORIZATION_FAILED (nothing created). `*_authorized_operations` come from the
+authorizer (`broker.authorized_ops`).
+
 Deviations: Kafka answers LEADER_NOT_AVAILABLE for a topic it has just auto-created and the
 client asks again; here creation is synchronous, so the topic comes back ready at once.
 """
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import uuid
 
+from onceflow.broker.authorization import denied, denied_names
 from onceflow.broker.authorized_ops import (
     AUTHORIZED_OPERATIONS_OMITTED,
     ResourceType,
@@ -34,10 +41,12 @@ from onceflow.broker.authorized_ops import (
 )
 from onceflow.coordinator.internal_topics import is_internal
 from onceflow.log.manager import validate_topic_name
+from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.metadata import MetadataResponse
 
 _ZERO_UUID = uuid.UUID(int=0)
+_TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
 def _topic_response(broker, info) -> MetadataResponse.MetadataResponseTopic:
@@ -77,7 +86,7 @@ def _topic_error(
     )
 
 
-def _lookup(broker, name: str, may_create: bool):
+def _lookup(broker, name: str, may_create: bool, create_refused: bool = False):
     logs = broker.logs
     info = logs.topic(name)
     if info is not None:
@@ -86,6 +95,8 @@ def _lookup(broker, name: str, may_create: bool):
         return _topic_error(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
     if not may_create:
         return _topic_error(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if create_refused:
+        return _topic_error(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     result = broker.auto_create_topic(name)
     if result.error != ErrorCode.NONE:
         return _topic_error(name, ErrorCode(result.error))
@@ -104,17 +115,28 @@ async def handle_metadata(ctx, header, request) -> MetadataResponse:
     broker = ctx.broker
     version = header.request_api_version
     requested = request.topics
+    api = ApiKey.METADATA
     if requested is None or (version == 0 and not requested):
-        topics = [_topic_response(broker, info) for info in broker.logs.topics()]
+        infos = broker.logs.topics()
+        hidden = denied_names(ctx, api, "topic", (info.name for info in infos))
+        topics = [_topic_response(broker, info) for info in infos if info.name not in hidden]
     else:
         allowed = request.allow_auto_topic_creation if version >= 4 else True
         may_create = allowed and broker.config.auto_create_topics
         topics = []
         for topic in requested:
             if topic.name is None:
-                topics.append(_lookup_by_id(broker, topic.topic_id))
+                found = _lookup_by_id(broker, topic.topic_id)
+                if found.name is not None and denied(ctx, api, "topic", found.name):
+                    found = _topic_error(None, _TOPIC_DENIED, topic.topic_id)
+                topics.append(found)
+            elif denied(ctx, api, "topic", topic.name):
+                topics.append(_topic_error(topic.name, _TOPIC_DENIED))
             else:
-                topics.append(_lookup(broker, topic.name, may_create))
+                refused = may_create and bool(
+                    denied(ctx, api, "cluster_create") and denied(ctx, api, "create", topic.name)
+                )
+                topics.append(_lookup(broker, topic.name, may_create, refused))
     cluster_operations = AUTHORIZED_OPERATIONS_OMITTED
     if version >= 8:
         if request.include_topic_authorized_operations:
