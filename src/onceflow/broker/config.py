@@ -158,14 +158,6 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = _defs(
         "allow a resource no ACL applies to (authorizer on)",
     ),
     ConfigDef(
-        "onceflow.producer.id.principal.binding.enable",
-        "bool",
-        True,
-        None,
-        "onceflow: with the authorizer on, a producer id is usable only by the principal that "
-        "obtained it",
-    ),
-    ConfigDef(
         "onceflow.metrics.listener",
         "str",
         None,
