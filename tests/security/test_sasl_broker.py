@@ -268,3 +268,15 @@ def test_session_lifetime_and_expiry_kip_368(tmp_path, pki, caplog, version):
     with caplog.at_level(logging.WARNING, logger="onceflow.broker"):
         run(scenario, tmp_path, pki, **{"connections.max.reauth.ms": 1000})
     assert any("session expired" in r.getMessage() for r in caplog.records)
+
+
+def test_sasl_handshake_v0_is_refused_and_closed(tmp_path, pki):
+    async def scenario(broker):
+        client = await RawClient.connect(broker.bound_listeners["SASL_PLAINTEXT"])
+        response = await client.request(
+            ApiKey.SASL_HANDSHAKE, 0, SaslHandshakeRequest(mechanism="PLAIN")
+        )
+        assert response.error_code == ErrorCode.UNSUPPORTED_VERSION
+        assert await client.closed_by_peer()
+
+    run(scenario, tmp_path, pki)

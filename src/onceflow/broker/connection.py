@@ -12,7 +12,7 @@ On a SASL listener the connection carries a `SaslAuthenticator`: until the login
 only the requests it allows pass (ApiVersions, SaslHandshake, SaslAuthenticate; anything else
 closes the connection with one log line, as Kafka) and frames are capped at
 `sasl.server.max.receive.size` instead of `socket.request.max.bytes`. `ctx.principal` is the
-TLS client certificate's (set by the server before `connection_made`) or the SASL login's.
+TLS client certificate's (`principal_of`, on SSL listeners) or the SASL login's.
 
 Backpressure: when the transport's write buffer passes its high-water mark, or too many
 requests are in flight, the connection stops reading until it drains.
@@ -105,12 +105,15 @@ class BrokerConnection(asyncio.Protocol):
         *,
         listener_name: str | None = None,
         authenticator: SaslAuthenticator | None = None,
+        principal_of=None,
     ) -> None:
         self.broker = broker
         self._on_close = on_close
         self.listener_name = listener_name
         self.authenticator = authenticator
-        self.principal = ANONYMOUS  # a TLS client certificate's, set before connection_made
+        self.principal = ANONYMOUS
+        # transport -> principal (an SSL listener's client certificate); may raise to refuse
+        self._principal_of = principal_of
         self._max_frame = broker.config.socket_request_max_bytes
         self._max_unauthenticated = broker.config.get("sasl.server.max.receive.size")
         self._buffer = bytearray()
@@ -134,12 +137,16 @@ class BrokerConnection(asyncio.Protocol):
         peername = transport.get_extra_info("peername")
         if isinstance(peername, tuple):
             self.peer = f"{peername[0]}:{peername[1]}"
+        if self._principal_of is not None:
+            try:
+                self.principal = self._principal_of(transport)
+            except Exception as exc:
+                self.close_with_error(f"no principal for the client certificate: {exc}")
+                return
         self.ctx = RequestContext(
             self.broker, self.peer, self, self.principal, listener_name=self.listener_name
         )
         log.debug("connection from %s", self.peer)
-        if self._buffer:  # bytes that came with the end of a TLS handshake
-            self.data_received(b"")
 
     def connection_lost(self, exc: Exception | None) -> None:
         """Requests already read keep running to completion, as in Kafka: a handler between
@@ -166,9 +173,6 @@ class BrokerConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self._closing or self._draining:
-            return
-        if self.ctx is None:  # TLS: the handshake finished, connection_made comes next
-            self._buffer += data
             return
         authenticator = self.authenticator
         max_frame = self._max_frame

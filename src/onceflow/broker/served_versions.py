@@ -30,7 +30,7 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
         ApiKey.SYNC_GROUP: (0, 5),
         ApiKey.DESCRIBE_GROUPS: (0, 6),
         ApiKey.LIST_GROUPS: (0, 5),
-        ApiKey.SASL_HANDSHAKE: (1, 1),
+        ApiKey.SASL_HANDSHAKE: (0, 1),
         ApiKey.API_VERSIONS: (0, 4),
         ApiKey.CREATE_TOPICS: (2, 7),
         ApiKey.DELETE_TOPICS: (1, 6),

@@ -11,11 +11,13 @@ least once a second, so shorter intervals act as one second). `await stop()` sto
 in-flight requests finish and their responses go out (bounded by a timeout), closes every
 connection, then flushes, fsyncs and closes every log and marks the shutdown clean.
 
-TLS (SSL and SASL_SSL listeners): each accepted socket is upgraded with `loop.start_tls`
-rather than by the server itself, so that a failed handshake (plaintext on a TLS port, an
-untrusted or missing client certificate, an old protocol) is one warning line naming the peer
-and listener, and the socket is closed; the connection's protocol starts only once the
-handshake is done, with the principal of the client certificate (`broker.tls`).
+TLS (SSL and SASL_SSL listeners): the broker accepts the sockets itself and hands each to
+`loop.connect_accepted_socket` with the TLS context, so that a failed handshake (plaintext on a
+TLS port, an untrusted or missing client certificate, an old protocol, a stall past
+`TLS_HANDSHAKE_TIMEOUT_S`) raises here and becomes one warning line naming the peer and
+listener, and the socket is closed (asyncio's own server would drop it silently). The
+connection starts once the handshake is done; on an SSL listener its principal is the client
+certificate's (`broker.tls`).
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import ssl
 
 from onceflow.broker.config import BrokerConfig, Listener
 from onceflow.broker.connection import BrokerConnection
-from onceflow.broker.listeners import ListenerSpec
+from onceflow.broker.listeners import ListenerSpec, SecurityProtocol
 from onceflow.broker.metrics import MetricsServer
 from onceflow.broker.state import BrokerState
 
@@ -44,6 +47,9 @@ class Broker:
         self.config = config
         self.state: BrokerState | None = None
         self._servers: list[asyncio.base_events.Server] = []
+        self._tls_sockets: list[socket.socket] = []
+        self._tls_acceptors: list[asyncio.Task[None]] = []
+        self._handshakes: set[asyncio.Task[None]] = set()
         self._connections: set[BrokerConnection] = set()
         self._periodic: asyncio.Task[None] | None = None
         self.bound: Listener | None = None  # the first listener's
@@ -73,15 +79,23 @@ class Broker:
         # after the groups: finishing prepared transactions may write __consumer_offsets markers
         await state.transactions.start()
         for spec in listeners:
-            server = await loop.create_server(
-                lambda spec=spec: self._new_connection(spec),
-                spec.bind.host,
-                spec.bind.port,
-                reuse_address=True,
-                backlog=1024,
-            )
-            self._servers.append(server)
-            bound = Listener(spec.bind.host, server.sockets[0].getsockname()[1])
+            if spec.protocol.uses_tls:
+                sock = socket.create_server((spec.bind.host, spec.bind.port), backlog=1024)
+                sock.setblocking(False)
+                self._tls_sockets.append(sock)
+                self._tls_acceptors.append(loop.create_task(self._serve_tls(sock, spec)))
+                port = sock.getsockname()[1]
+            else:
+                server = await loop.create_server(
+                    lambda spec=spec: self._new_connection(spec),
+                    spec.bind.host,
+                    spec.bind.port,
+                    reuse_address=True,
+                    backlog=1024,
+                )
+                self._servers.append(server)
+                port = server.sockets[0].getsockname()[1]
+            bound = Listener(spec.bind.host, port)
             self.bound_listeners[spec.name] = bound
             state.advertised_by_listener[spec.name] = spec.advertised or bound
             log.info("listener %s (%s) on %s", spec.name, spec.protocol.value, bound)
@@ -100,7 +114,7 @@ class Broker:
             config.data_dir,
         )
 
-    def _new_connection(self, spec: ListenerSpec) -> asyncio.Protocol:
+    def _new_connection(self, spec: ListenerSpec) -> BrokerConnection:
         authenticator = None
         if spec.protocol.uses_sasl:
             from onceflow.broker.sasl_authenticator import SaslAuthenticator
@@ -111,69 +125,61 @@ class Broker:
                 config.sasl_enabled_mechanisms,
                 config.get("connections.max.reauth.ms"),
             )
+        principal_of = None
+        if spec.protocol is SecurityProtocol.SSL:
+            principal_of = self._certificate_principal
         connection = BrokerConnection(
             self.state,
             on_close=self._connections.discard,
             listener_name=spec.name,
             authenticator=authenticator,
+            principal_of=principal_of,
         )
         self._connections.add(connection)
-        if spec.protocol.uses_tls:
-            return _TlsAcceptor(self, connection, spec)
         return connection
 
-    async def _start_tls(
-        self, transport: asyncio.Transport, connection: BrokerConnection, spec: ListenerSpec
-    ) -> None:
-        """Upgrade an accepted socket; on success start `connection` on the TLS transport."""
-        peername = transport.get_extra_info("peername")
-        peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else "?"
+    async def _serve_tls(self, sock: socket.socket, spec: ListenerSpec) -> None:
+        """Accept on a TLS listener; each socket's handshake runs in its own task."""
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                client, address = await loop.sock_accept(sock)
+            except OSError as exc:
+                log.warning("accept on listener %s failed: %s", spec.name, exc)
+                await asyncio.sleep(0.1)
+                continue
+            task = loop.create_task(self._start_tls(client, address, spec))
+            self._handshakes.add(task)
+            task.add_done_callback(self._handshakes.discard)
+
+    async def _start_tls(self, client: socket.socket, address, spec: ListenerSpec) -> None:
+        """The TLS handshake of one accepted socket; a failure is one log line and a close."""
+        peer = f"{address[0]}:{address[1]}" if isinstance(address, tuple) else "?"
         loop = asyncio.get_running_loop()
         try:
-            tls = await loop.start_tls(
-                transport,
-                connection,
-                self._ssl_context,
-                server_side=True,
+            await loop.connect_accepted_socket(
+                lambda: self._new_connection(spec),
+                client,
+                ssl=self._ssl_context,
                 ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S,
             )
-        except (TimeoutError, OSError, ssl.SSLError, ConnectionError) as exc:
+        except (TimeoutError, OSError) as exc:
             log.warning(
                 "TLS handshake with %s on listener %s failed: %s", peer, spec.name, exc or "timeout"
             )
-            transport.abort()
-            self._connections.discard(connection)
-            return
-        if tls is None:  # the peer went away during the handshake
-            transport.abort()
-            self._connections.discard(connection)
-            return
-        if not spec.protocol.uses_sasl:
-            principal = self._certificate_principal(tls, peer, spec)
-            if principal is None:
-                tls.abort()
-                self._connections.discard(connection)
-                return
-            connection.principal = principal
-        connection.connection_made(tls)
+            client.close()
 
-    def _certificate_principal(
-        self, transport: asyncio.BaseTransport, peer: str, spec: ListenerSpec
-    ) -> str | None:
+    def _certificate_principal(self, transport: asyncio.BaseTransport) -> str:
         """`User:<mapped subject>` of a verified client certificate, `User:ANONYMOUS` without
-        one, None (after one log line) when no mapping rule applies."""
+        one; raises NoMatchingRuleError when no mapping rule applies."""
         from onceflow.broker.connection import ANONYMOUS
-        from onceflow.broker.tls import NoMatchingRuleError, subject_dn
+        from onceflow.broker.tls import subject_dn
 
         ssl_object = transport.get_extra_info("ssl_object")
         certificate = ssl_object.getpeercert() if ssl_object is not None else None
         if not certificate:
             return ANONYMOUS
-        try:
-            return "User:" + self._principal_mapper.name(subject_dn(certificate))
-        except NoMatchingRuleError as exc:
-            log.warning("closing TLS connection from %s on listener %s: %s", peer, spec.name, exc)
-            return None
+        return "User:" + self._principal_mapper.name(subject_dn(certificate))
 
     async def _run_periodic(self) -> None:
         """Retention every log.retention.check.interval.ms, recovery points every
@@ -209,6 +215,11 @@ class Broker:
         """Stop accepting, finish in-flight requests, close connections, close the logs."""
         for server in self._servers:
             server.close()
+        for acceptor in [*self._tls_acceptors, *self._handshakes]:
+            acceptor.cancel()
+        for sock in self._tls_sockets:
+            sock.close()
+        self._tls_acceptors, self._tls_sockets = [], []
         if self.metrics_server is not None:
             await self.metrics_server.stop()
             self.metrics_server = None
@@ -239,24 +250,3 @@ class Broker:
         if state is not None:
             await state.close()
             self.state = None
-
-
-class _TlsAcceptor(asyncio.Protocol):
-    """The protocol of an accepted socket on a TLS listener until `start_tls` takes it over: it
-    stops reading at once (so no byte reaches anything before the TLS layer) and starts the
-    handshake."""
-
-    def __init__(self, broker: Broker, connection: BrokerConnection, spec: ListenerSpec):
-        self._broker = broker
-        self._connection = connection
-        self._spec = spec
-        self._task: asyncio.Task[None] | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        transport.pause_reading()  # type: ignore[attr-defined]
-        self._task = asyncio.ensure_future(
-            self._broker._start_tls(transport, self._connection, self._spec)  # type: ignore[arg-type]
-        )
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._broker._connections.discard(self._connection)

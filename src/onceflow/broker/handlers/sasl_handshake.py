@@ -1,6 +1,6 @@
 """SaslHandshake handler.
 
-API: SaslHandshake (key 17), version 1.
+API: SaslHandshake (key 17), versions 0-1 (v0 only refused).
 
 Behaviour: on a SASL listener, the first step of the login (`broker.sasl_authenticator`): an
 enabled mechanism (`sasl.enabled.mechanisms`: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) is accepted
@@ -10,10 +10,12 @@ authenticated connection it starts a re-authentication when `connections.max.rea
 (KIP-368), else answers ILLEGAL_SASL_STATE. On a PLAINTEXT or SSL listener: ILLEGAL_SASL_STATE,
 as Kafka's KafkaApis answers.
 
-Versions: v1 only: the tokens then travel in SaslAuthenticate requests.
+Versions: v1: the tokens then travel in SaslAuthenticate requests.
 
-Deviations: v0 (tokens as raw frames with no request header, pre-KIP-152) is not served; every
-client this project supports (librdkafka, kafka-python, aiokafka, Java 1.0+) sends v1.
+Deviations: v0 (tokens then sent as raw frames with no request header, pre-KIP-152) is
+advertised, because librdkafka only starts SASL when the broker's SaslHandshake range includes
+v0, but a v0 request is answered UNSUPPORTED_VERSION and the connection closed; every client
+this project supports (librdkafka, kafka-python, aiokafka, Java 1.0+) sends v1.
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ async def handle_sasl_handshake(ctx, header, request) -> SaslHandshakeResponse:
     if authenticator is None:
         return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
     enabled = list(authenticator.enabled_mechanisms)
+    if header.request_api_version == 0:
+        log.warning("closing connection from %s: SaslHandshake v0 is not served", ctx.peer)
+        authenticator.fail()
+        connection.begin_drain()
+        return SaslHandshakeResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, mechanisms=enabled)
     try:
         accepted = authenticator.handshake(request.mechanism)
     except IllegalSaslStateError:
