@@ -1,5 +1,5 @@
-"""Fixtures shared by all tests: `broker` (a fresh broker process), `broker_factory`, and
-`proxied` (a broker behind the fault-injecting proxy)."""
+"""Fixtures shared by all tests: `broker` (a fresh broker process), `broker_factory`,
+`proxied` (a broker behind the fault-injecting proxy) and `pki` (test certificates)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from support.broker import BrokerProcess  # noqa: E402
+from support.pki import OPENSSL, Pki, make_pki  # noqa: E402
 from support.proxy import KafkaProxy  # noqa: E402
 
 
@@ -53,3 +54,11 @@ def proxied(
         broker = broker_factory(advertised_listener=proxy.address)
         proxy.set_upstream(broker.host, broker.port)
         yield proxy, broker
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    """Test certificates (a CA, server and client certificates), made once per session."""
+    if OPENSSL is None:
+        pytest.skip("openssl is not installed")
+    return make_pki(tmp_path_factory.mktemp("pki"))

@@ -59,7 +59,7 @@ def test_file_then_flags_then_overrides(tmp_path):
         ("num.partitions=zero", "num.partitions: expected an integer"),
         ("num.partitions=0", "num.partitions: must be at least 1"),
         ("auto.create.topics.enable=maybe", "expected true or false"),
-        ("listeners=SSL://h:1", "only PLAINTEXT"),
+        ("listeners=FOO://h:1", "no security protocol for listener FOO"),
         ("listeners=nohost", "expected HOST:PORT"),
         ("default.replication.factor=3", "single node"),
         ("log.message.timestamp.type=Wall", "CreateTime or LogAppendTime"),

@@ -14,9 +14,9 @@ import asyncio
 import logging
 
 import pytest
+
 from client.client_support import txn_producer
 from client.helpers import create_topic
-
 from onceflow.client.errors import KafkaError, KafkaTimeoutError
 from onceflow.client.producer import Producer
 from onceflow.client.producer_state import TransactionManager

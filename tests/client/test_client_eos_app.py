@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 
 import pytest
+from support.eos_app import parse_output, transform
+
 from client.client_support import (
     FAST_GROUP_BROKER,
     confluent_read_all,
@@ -30,8 +32,6 @@ from client.client_support import (
     read_all,
 )
 from client.helpers import create_topic
-from support.eos_app import parse_output, transform
-
 from onceflow.client import TopicPartition
 
 APP = Path(__file__).resolve().parent.parent / "support" / "eos_app.py"

@@ -13,9 +13,9 @@ from __future__ import annotations
 import time
 
 import pytest
+
 from client.client_support import FAST_GROUP_BROKER, group_consumer, poll_until, produce
 from client.helpers import create_topic
-
 from onceflow.client import TopicPartition
 from onceflow.client.errors import ConfigException, IllegalStateError
 

@@ -13,9 +13,9 @@ import threading
 import time
 
 import pytest
+
 from client.client_support import FAST_GROUP_BROKER, read_all, txn_producer
 from client.helpers import create_topic
-
 from onceflow.client.admin import AdminClient, TopicPartition
 from onceflow.client.errors import IllegalStateError, KafkaError, ProducerFencedError
 from onceflow.client.txn_manager import OffsetAndMetadata

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import pytest
+
 from client.client_support import (
     FAST_GROUP_BROKER,
     confluent_read_all,
@@ -24,7 +25,6 @@ from client.client_support import (
     txn_producer,
 )
 from client.helpers import create_topic
-
 from onceflow.client.errors import (
     IllegalStateError,
     ProducerFencedError,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from client.client_support import txn_producer
 from client.helpers import create_topic
-
 from onceflow.client.producer import Producer
 from onceflow.client.txn_manager import ConsumerGroupMetadata
 

@@ -7,7 +7,6 @@ import time
 from collections import defaultdict
 
 from client.helpers import create_topic
-
 from onceflow.client.connection import connect_bootstrap
 from onceflow.client.consumer import Consumer
 from onceflow.client.producer import Producer

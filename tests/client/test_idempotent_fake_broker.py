@@ -5,8 +5,8 @@ OUT_OF_ORDER_SEQUENCE_NUMBER fails the batch and those behind it."""
 from __future__ import annotations
 
 import pytest
-from client.fake_broker import FakeBroker
 
+from client.fake_broker import FakeBroker
 from onceflow.client.errors import OutOfOrderSequenceError
 from onceflow.client.producer import Producer
 from onceflow.protocol.errors import ErrorCode

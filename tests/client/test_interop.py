@@ -7,12 +7,12 @@ import time
 from collections import defaultdict
 
 import pytest
-from client.helpers import create_topic
 from confluent_kafka import OFFSET_BEGINNING
 from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import Producer as CKProducer
 from confluent_kafka import TopicPartition as CKTopicPartition
 
+from client.helpers import create_topic
 from onceflow.client.consumer import Consumer
 from onceflow.client.errors import OffsetOutOfRangeError
 from onceflow.client.partitioner import default_partition
@@ -263,7 +263,6 @@ def test_default_idempotent_producer_needs_init_producer_id() -> None:
     """Against a broker that does not advertise InitProducerId (a fake one: ours always
     does), the default idempotent producer fails clearly instead of writing unsafely."""
     from client.fake_broker import VERSIONS, FakeBroker
-
     from onceflow.client.errors import UnsupportedVersionError
     from onceflow.protocol.api_keys import ApiKey
 

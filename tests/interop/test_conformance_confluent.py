@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
 from interop.workload import first_message
 
 N = 100

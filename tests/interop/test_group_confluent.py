@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable
 
 import pytest
-from interop.workload import create_topic
 
+from interop.workload import create_topic
 from onceflow.client.connection import BrokerConnection
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.offset_fetch import OffsetFetchRequest

@@ -15,6 +15,7 @@ import subprocess
 import time
 
 import pytest
+
 from interop.test_group_confluent import (
     GROUP_BROKER_CONFIG,
     PARTITIONS,
@@ -23,7 +24,6 @@ from interop.test_group_confluent import (
     produce_values,
 )
 from interop.workload import create_topic
-
 from onceflow.protocol.errors import ErrorCode
 
 KCAT = shutil.which("kcat")

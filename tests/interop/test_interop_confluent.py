@@ -9,6 +9,7 @@ for byte, in per-partition order at consecutive offsets: 100 000 records for eve
 from __future__ import annotations
 
 import pytest
+
 from interop.workload import (
     check_exact_round_trip,
     consume_confluent,

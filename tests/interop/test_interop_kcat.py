@@ -12,6 +12,7 @@ import shutil
 import subprocess
 
 import pytest
+
 from interop.workload import create_topic
 
 KCAT = shutil.which("kcat")

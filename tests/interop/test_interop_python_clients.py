@@ -13,6 +13,7 @@ import asyncio
 import time
 
 import pytest
+
 from interop.workload import Consumed, check_exact_round_trip, create_topic, record_value
 
 PARTITIONS = 3

@@ -20,6 +20,7 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
 from interop.workload import create_topic
 
 PARTITIONS = 3

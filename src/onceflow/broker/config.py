@@ -13,6 +13,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from onceflow.broker.listeners import (
+    DEFAULT_PROTOCOL_MAP,
+    Listener,
+    ListenerConfigError,
+    ListenerSpec,
+    parse_endpoint,
+    parse_listeners,
+)
+
 __all__ = [
     "BROKER_CONFIGS",
     "BrokerConfig",
@@ -30,7 +39,8 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class ConfigDef:
-    """One broker config: its Kafka name, type (int, bool, str, list), default and lower bound."""
+    """One broker config: its Kafka name, type (int, long, bool, str, or password: a str that
+    DescribeConfigs never shows), default and lower bound."""
 
     name: str
     type: str
@@ -50,7 +60,82 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = _defs(
     ConfigDef("node.id", "int", 1, 0, "this broker's id, also the controller id"),
     ConfigDef("broker.id", "int", None, 0, "older name of node.id"),
     ConfigDef("listeners", "str", "PLAINTEXT://127.0.0.1:9092", None, "address to bind"),
-    ConfigDef("advertised.listeners", "str", None, None, "address given to clients"),
+    ConfigDef(
+        "advertised.listeners",
+        "str",
+        None,
+        None,
+        "per listener name, the address given to clients that connect through it",
+    ),
+    ConfigDef(
+        "listener.security.protocol.map",
+        "str",
+        DEFAULT_PROTOCOL_MAP,
+        None,
+        "NAME:PROTOCOL pairs: the security protocol of each listener name",
+    ),
+    ConfigDef(
+        "inter.broker.listener.name", "str", None, None, "accepted and ignored (a single node)"
+    ),
+    ConfigDef(
+        "security.inter.broker.protocol", "str", None, None, "accepted and ignored (a single node)"
+    ),
+    ConfigDef("ssl.keystore.type", "str", "PEM", None, "only PEM is supported"),
+    ConfigDef("ssl.keystore.location", "str", None, None, "PEM file: certificate chain and key"),
+    ConfigDef("ssl.keystore.certificate.chain", "password", None, None, "PEM certificate chain"),
+    ConfigDef("ssl.keystore.key", "password", None, None, "PEM private key"),
+    ConfigDef("ssl.keystore.password", "password", None, None, "unused for PEM (Kafka's too)"),
+    ConfigDef("ssl.key.password", "password", None, None, "password of an encrypted PEM key"),
+    ConfigDef("ssl.truststore.type", "str", "PEM", None, "only PEM is supported"),
+    ConfigDef("ssl.truststore.location", "str", None, None, "PEM file of trusted CA certificates"),
+    ConfigDef("ssl.truststore.certificates", "password", None, None, "PEM CA certificates"),
+    ConfigDef("ssl.truststore.password", "password", None, None, "unused for PEM"),
+    ConfigDef(
+        "ssl.client.auth", "str", "none", None, "none, requested or required: client certificates"
+    ),
+    ConfigDef(
+        "ssl.principal.mapping.rules",
+        "str",
+        "DEFAULT",
+        None,
+        "RULE:pattern/replacement/[LU] list mapping a certificate subject to a user name",
+    ),
+    ConfigDef("ssl.enabled.protocols", "str", "TLSv1.2,TLSv1.3", None, "TLSv1.2 and/or TLSv1.3"),
+    ConfigDef(
+        "sasl.enabled.mechanisms",
+        "str",
+        "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        None,
+        "mechanisms SASL listeners offer (Kafka's default GSSAPI is not supported)",
+    ),
+    ConfigDef(
+        "sasl.server.max.receive.size",
+        "int",
+        524288,
+        1,
+        "largest request frame accepted before authentication",
+    ),
+    ConfigDef(
+        "connection.failed.authentication.delay.ms",
+        "int",
+        100,
+        0,
+        "how long a failed login waits before its answer and the close",
+    ),
+    ConfigDef(
+        "connections.max.reauth.ms",
+        "long",
+        0,
+        0,
+        "KIP-368: SASL session lifetime (0: sessions do not expire)",
+    ),
+    ConfigDef(
+        "onceflow.sasl.bootstrap.users",
+        "password",
+        None,
+        None,
+        "onceflow: SCRAM users added at start when absent (kafka-storage --add-scram format)",
+    ),
     ConfigDef("log.dirs", "str", None, None, "the data directory (one)"),
     ConfigDef("log.dir", "str", None, None, "used when log.dirs is not set; one is required"),
     ConfigDef("num.partitions", "int", 1, 1, "partitions of an auto-created topic"),
@@ -177,36 +262,15 @@ AUTHORIZER_CLASS_NAMES: Final = (
     "onceflow.security.authorizer.AclAuthorizer",
 )
 
-
-@dataclass(frozen=True)
-class Listener:
-    """A host and port; `str()` is `host:port` (IPv6 hosts in brackets)."""
-
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+_CLIENT_AUTH = ("none", "requested", "required")
 
 
 def parse_listener(text: str, key: str = "listeners") -> Listener:
-    """Parse `HOST:PORT` or `PLAINTEXT://HOST:PORT` (the first of a comma-separated list)."""
-    first = text.split(",")[0].strip()
-    if "://" in first:
-        scheme, _, first = first.partition("://")
-        if scheme.upper() not in ("PLAINTEXT", ""):
-            raise ConfigError(f"{key}: only PLAINTEXT listeners are supported, got {text!r}")
-    host, sep, port_text = first.rpartition(":")
-    if not sep:
-        raise ConfigError(f"{key}: expected HOST:PORT, got {text!r}")
-    host = host.strip("[]") or "0.0.0.0"
+    """Parse `HOST:PORT` or `NAME://HOST:PORT` (the first of a comma-separated list)."""
     try:
-        port = int(port_text)
-    except ValueError:
-        raise ConfigError(f"{key}: bad port in {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise ConfigError(f"{key}: port out of range in {text!r}")
-    return Listener(host, port)
+        return parse_endpoint(text.split(",")[0].strip(), key)[1]
+    except ListenerConfigError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -357,17 +421,23 @@ class BrokerConfig:
                 "log.message.timestamp.type: expected CreateTime or LogAppendTime, "
                 f"got {self._values['log.message.timestamp.type']!r}"
             )
-        parse_listener(self._values["listeners"], "listeners")
+        self.listeners  # noqa: B018 - parses and checks every listener
         if self._values["onceflow.metrics.listener"]:
             parse_listener(self._values["onceflow.metrics.listener"], "onceflow.metrics.listener")
-        if self._values["advertised.listeners"]:
-            parse_listener(self._values["advertised.listeners"], "advertised.listeners")
         if self._values["authorizer.class.name"] not in AUTHORIZER_CLASS_NAMES:
             raise ConfigError(
                 "authorizer.class.name: expected empty or one of "
                 f"{', '.join(AUTHORIZER_CLASS_NAMES[1:])}, "
                 f"got {self._values['authorizer.class.name']!r}"
             )
+        if self._values["ssl.client.auth"] not in _CLIENT_AUTH:
+            raise ConfigError(
+                f"ssl.client.auth: expected none, requested or required, got "
+                f"{self._values['ssl.client.auth']!r}"
+            )
+        for key in ("ssl.keystore.type", "ssl.truststore.type"):
+            if str(self._values[key]).upper() != "PEM":
+                raise ConfigError(f"{key}: only PEM is supported, got {self._values[key]!r}")
         if self._values["default.replication.factor"] != 1:
             raise ConfigError("default.replication.factor: a single node supports only 1")
 
@@ -393,13 +463,31 @@ class BrokerConfig:
         return int(self._values["node.id"])
 
     @property
+    def listeners(self) -> list[ListenerSpec]:
+        """Every listener in configured order (`broker.listeners`)."""
+        try:
+            return parse_listeners(
+                self._values["listeners"],
+                self._values["advertised.listeners"],
+                self._values["listener.security.protocol.map"],
+            )
+        except ListenerConfigError as exc:
+            raise ConfigError(str(exc)) from None
+
+    @property
     def listener(self) -> Listener:
-        return parse_listener(self._values["listeners"], "listeners")
+        """The first listener's bind address."""
+        return self.listeners[0].bind
 
     @property
     def advertised_listener(self) -> Listener | None:
-        text = self._values["advertised.listeners"]
-        return parse_listener(text, "advertised.listeners") if text else None
+        """The first listener's advertised address, when configured."""
+        return self.listeners[0].advertised
+
+    @property
+    def sasl_enabled_mechanisms(self) -> list[str]:
+        text = self._values["sasl.enabled.mechanisms"]
+        return [m.strip().upper() for m in text.split(",") if m.strip()]
 
     @property
     def data_dir(self) -> str:

@@ -36,6 +36,8 @@ class ConfigType(IntEnum):
     LONG = 5
     DOUBLE = 6
     LIST = 7
+    CLASS = 8
+    PASSWORD = 9
 
 
 _TYPE_NAMES = {
@@ -56,6 +58,7 @@ _BROKER_TYPES = {
     "long": ConfigType.LONG,
     "bool": ConfigType.BOOLEAN,
     "str": ConfigType.STRING,
+    "password": ConfigType.PASSWORD,
 }
 
 
@@ -70,6 +73,7 @@ class ConfigEntry:
     synonyms: tuple[tuple[str, str | None, ConfigSource], ...]
     documentation: str | None = None
     read_only: bool = False
+    sensitive: bool = False
 
 
 def topic_config_entries(config: BrokerConfig, log_config, overrides: dict[str, str]):
@@ -112,7 +116,8 @@ def broker_config_entries(config: BrokerConfig, dynamic: dict[str, str] | None =
     ]
     for name, value in config.items():
         definition = BROKER_CONFIGS[name]
-        text = describe_value(value)
+        sensitive = definition.type == "password"
+        text = None if sensitive else describe_value(value)  # as Kafka: never a password
         source = (
             ConfigSource.STATIC_BROKER_CONFIG
             if config.is_explicit(name)
@@ -128,6 +133,7 @@ def broker_config_entries(config: BrokerConfig, dynamic: dict[str, str] | None =
                 synonyms,
                 documentation=definition.doc or None,
                 read_only=True,
+                sensitive=sensitive,
             )
         )
     return entries

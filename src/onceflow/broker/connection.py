@@ -8,6 +8,12 @@ has no response. A frame larger than `socket.request.max.bytes`, a malformed hea
 or an API/version this broker does not serve closes the connection with one log line naming
 the peer and the reason (ApiVersions with an unknown version is answered instead, KIP-511).
 
+On a SASL listener the connection carries a `SaslAuthenticator`: until the login completes
+only the requests it allows pass (ApiVersions, SaslHandshake, SaslAuthenticate; anything else
+closes the connection with one log line, as Kafka) and frames are capped at
+`sasl.server.max.receive.size` instead of `socket.request.max.bytes`. `ctx.principal` is the
+TLS client certificate's (`principal_of`, on SSL listeners) or the SASL login's.
+
 Backpressure: when the transport's write buffer passes its high-water mark, or too many
 requests are in flight, the connection stops reading until it drains.
 """
@@ -26,6 +32,8 @@ from onceflow.protocol.codec import DecodeError
 from onceflow.protocol.headers import encode_response_header, parse_request_header
 
 if TYPE_CHECKING:
+    from onceflow.broker.config import Listener
+    from onceflow.broker.sasl_authenticator import SaslAuthenticator
     from onceflow.broker.state import BrokerState
 
 log = logging.getLogger("onceflow.broker.connection")
@@ -42,11 +50,12 @@ ANONYMOUS = "User:ANONYMOUS"  # Kafka's principal of an unauthenticated (PLAINTE
 class RequestContext:
     """What a handler sees of the broker and of the connection a request came on.
 
-    `peer` is `host:port` of the client, `client_host` its host alone (what ACLs match), and
+    `peer` is `host:port` of the client, `client_host` its host alone (what ACLs match),
     `principal` who the client is (`User:name`; `User:ANONYMOUS` until a listener's TLS or SASL
-    authentication says otherwise)."""
+    authentication says otherwise) and `listener_name` the listener it came in on (None: the
+    first)."""
 
-    __slots__ = ("broker", "peer", "client_host", "principal", "connection")
+    __slots__ = ("broker", "peer", "client_host", "principal", "connection", "listener_name")
 
     def __init__(
         self,
@@ -54,12 +63,19 @@ class RequestContext:
         peer: str,
         connection: BrokerConnection | None,
         principal: str = ANONYMOUS,
+        listener_name: str | None = None,
     ) -> None:
         self.broker = broker
         self.peer = peer
         self.client_host = peer.rpartition(":")[0] or peer
         self.principal = principal
         self.connection = connection
+        self.listener_name = listener_name
+
+    @property
+    def advertised(self) -> Listener:
+        """The address to give this client for this broker: its listener's advertised one."""
+        return self.broker.advertised_for(self.listener_name)
 
 
 _FETCH_KEY = int(ApiKey.FETCH)
@@ -82,10 +98,24 @@ class _Pending:
 class BrokerConnection(asyncio.Protocol):
     """asyncio protocol for one client; created by `Broker` for each accepted socket."""
 
-    def __init__(self, broker: BrokerState, on_close=None) -> None:
+    def __init__(
+        self,
+        broker: BrokerState,
+        on_close=None,
+        *,
+        listener_name: str | None = None,
+        authenticator: SaslAuthenticator | None = None,
+        principal_of=None,
+    ) -> None:
         self.broker = broker
         self._on_close = on_close
+        self.listener_name = listener_name
+        self.authenticator = authenticator
+        self.principal = ANONYMOUS
+        # transport -> principal (an SSL listener's client certificate); may raise to refuse
+        self._principal_of = principal_of
         self._max_frame = broker.config.socket_request_max_bytes
+        self._max_unauthenticated = broker.config.get("sasl.server.max.receive.size")
         self._buffer = bytearray()
         self._pending: deque[_Pending] = deque()
         self._transport: asyncio.Transport | None = None
@@ -107,7 +137,15 @@ class BrokerConnection(asyncio.Protocol):
         peername = transport.get_extra_info("peername")
         if isinstance(peername, tuple):
             self.peer = f"{peername[0]}:{peername[1]}"
-        self.ctx = RequestContext(self.broker, self.peer, self)
+        if self._principal_of is not None:
+            try:
+                self.principal = self._principal_of(transport)
+            except Exception as exc:
+                self.close_with_error(f"no principal for the client certificate: {exc}")
+                return
+        self.ctx = RequestContext(
+            self.broker, self.peer, self, self.principal, listener_name=self.listener_name
+        )
         log.debug("connection from %s", self.peer)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -136,6 +174,12 @@ class BrokerConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._closing or self._draining:
             return
+        authenticator = self.authenticator
+        max_frame = self._max_frame
+        frame_limit = "socket.request.max.bytes"
+        if authenticator is not None and not authenticator.authenticated:
+            max_frame = self._max_unauthenticated
+            frame_limit = "sasl.server.max.receive.size"
         buffer = self._buffer
         if buffer:
             buffer += data
@@ -146,10 +190,9 @@ class BrokerConnection(asyncio.Protocol):
         end = len(source)
         while end - pos >= 4:
             size = _SIZE.unpack_from(source, pos)[0]
-            if size < 0 or size > self._max_frame:
+            if size < 0 or size > max_frame:
                 self.close_with_error(
-                    f"request frame of {size} bytes exceeds socket.request.max.bytes="
-                    f"{self._max_frame}"
+                    f"request frame of {size} bytes exceeds {frame_limit}={max_frame}"
                     if size >= 0
                     else f"negative request size {size}"
                 )
@@ -159,8 +202,10 @@ class BrokerConnection(asyncio.Protocol):
             frame = bytearray(memoryview(source)[pos + 4 : pos + 4 + size])
             pos += 4 + size
             self._handle_frame(frame)
-            if self._closing:
+            if self._closing or self._draining:
                 return
+            if authenticator is not None and authenticator.authenticated:
+                max_frame, frame_limit = self._max_frame, "socket.request.max.bytes"
         if source is buffer:
             del buffer[:pos]
         elif pos < end:
@@ -187,6 +232,11 @@ class BrokerConnection(asyncio.Protocol):
             return
         api_key = header.request_api_key
         version = header.request_api_version
+        if self.authenticator is not None:
+            refusal = self.authenticator.refusal(api_key)
+            if refusal is not None:
+                self.close_with_error(refusal)
+                return
         api = dispatch.lookup(api_key, version)
         if api is None:
             if api_key == dispatch.API_VERSIONS_KEY:

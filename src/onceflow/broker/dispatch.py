@@ -45,6 +45,8 @@ from onceflow.broker.handlers.offset_commit import handle_offset_commit
 from onceflow.broker.handlers.offset_delete import handle_offset_delete
 from onceflow.broker.handlers.offset_fetch import handle_offset_fetch
 from onceflow.broker.handlers.produce import handle_produce
+from onceflow.broker.handlers.sasl_authenticate import handle_sasl_authenticate
+from onceflow.broker.handlers.sasl_handshake import handle_sasl_handshake
 from onceflow.broker.handlers.sync_group import handle_sync_group
 from onceflow.broker.handlers.txn_offset_commit import handle_txn_offset_commit
 from onceflow.broker.handlers.write_txn_markers import handle_write_txn_markers
@@ -72,6 +74,7 @@ HANDLERS: Final[Mapping[ApiKey, Handler]] = {
     ApiKey.SYNC_GROUP: handle_sync_group,
     ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
     ApiKey.LIST_GROUPS: handle_list_groups,
+    ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
     ApiKey.API_VERSIONS: handle_api_versions,
     ApiKey.CREATE_TOPICS: handle_create_topics,
     ApiKey.DELETE_TOPICS: handle_delete_topics,
@@ -83,6 +86,7 @@ HANDLERS: Final[Mapping[ApiKey, Handler]] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: handle_add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN: handle_add_offsets_to_txn,
     ApiKey.END_TXN: handle_end_txn,
+    ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
     ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,
     ApiKey.TXN_OFFSET_COMMIT: handle_txn_offset_commit,
     ApiKey.DESCRIBE_ACLS: handle_describe_acls,

@@ -3,8 +3,10 @@
 Handlers reach it as `ctx.broker`. It wraps the `LogManager` (topics and partition logs), its
 `GroupCommitter`, the `HighWatermarkNotifier` for long-polling fetches, the `ProducerIdManager`
 (InitProducerId; its block file lives in the first data directory), the `BrokerMetrics`
-counters, the cluster id from `meta.properties`, the advertised address, and the ACL
-authorizer (`authorizer`, None unless `authorizer.class.name` is set; its ACLs are loaded from
+counters, the cluster id from `meta.properties`, the advertised address of each listener,
+the SCRAM credential store (`security.credentials`, with the bootstrap users of
+`onceflow.sasl.bootstrap.users` added when absent) and the ACL authorizer (`authorizer`,
+None unless `authorizer.class.name` is set; its ACLs are loaded from
 `security.acl_store` at open, and changed only through `change_acls`). It has no I/O of
 its own beyond what it delegates, so handler tests build one on a temporary directory with
 `BrokerState.open`.
@@ -40,6 +42,8 @@ from onceflow.log.partition import PartitionLog
 from onceflow.protocol.errors import ErrorCode
 from onceflow.security.acl_store import AclStore, AclStoreCorruptError
 from onceflow.security.authorizer import AclAuthorizer, AclUpdate
+from onceflow.security.bootstrap import BOOTSTRAP_USERS_CONFIG, bootstrap_users
+from onceflow.security.credentials import CredentialStoreCorruptError, ScramCredentialStore
 
 log = logging.getLogger("onceflow.broker")
 
@@ -61,7 +65,9 @@ class BrokerState:
         self.cluster_id = cluster_id
         self.logs = logs
         self.committer = logs.committer
-        self.advertised = advertised
+        self.advertised = advertised  # of the first listener
+        self.advertised_by_listener: dict[str, Listener] = {}  # set by the server once bound
+        self.credentials: ScramCredentialStore | None = None  # set by `open`
         self.notifier = HighWatermarkNotifier()
         logs.add_offsets_listener(self.notifier.notify)
         self.producer_ids = producer_ids
@@ -100,6 +106,7 @@ class BrokerState:
             except ProducerIdStateError as exc:
                 raise OSError(f"cannot load producer ids: {exc}") from exc
             authorizer = _load_authorizer(config)
+            credentials = _open_credentials(config)
             logs = LogManager(config.data_dir, config.log_properties())
             logs.start()
         except BaseException:
@@ -108,7 +115,14 @@ class BrokerState:
         address = advertised or config.advertised_listener or config.listener
         state = cls(config, meta.cluster_id, logs, address, producer_ids, authorizer)
         state.lock = lock
+        state.credentials = credentials
         return state
+
+    def advertised_for(self, listener_name: str | None) -> Listener:
+        """The address clients of `listener_name` are given (None: the first listener's)."""
+        if listener_name is None:
+            return self.advertised
+        return self.advertised_by_listener.get(listener_name, self.advertised)
 
     # -- partitions ----------------------------------------------------------------------------
 
@@ -217,3 +231,21 @@ def _load_authorizer(config: BrokerConfig) -> AclAuthorizer | None:
         str(authorizer.allow_everyone_if_no_acl_found).lower(),
     )
     return authorizer
+
+
+def _open_credentials(config: BrokerConfig) -> ScramCredentialStore:
+    """The data directory's SCRAM users, with the configured bootstrap users added when absent
+    (blocking: PBKDF2 and fsync, before any listener opens)."""
+    try:
+        credentials = ScramCredentialStore(config.data_dir)
+    except CredentialStoreCorruptError as exc:
+        raise OSError(f"cannot load SCRAM credentials: {exc}") from exc
+    users = config.get(BOOTSTRAP_USERS_CONFIG)
+    if users:
+        try:
+            added = bootstrap_users(credentials, users)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        for name, mechanism in added:
+            log.info("added bootstrap SCRAM user %s (%s)", name, mechanism.mechanism_name)
+    return credentials

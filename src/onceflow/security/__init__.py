@@ -6,5 +6,5 @@
 - ACLs: `acl` (Kafka's ACL model and filters), `authorizer` (decisions, indexed lookup),
   `acl_store` (the durable ACL set).
 
-Not yet wired into the broker (issue 10).
+The broker uses the SASL pieces (`broker.sasl_authenticator`); the ACL pieces are not yet wired.
 """

@@ -28,6 +28,8 @@ continuity, iterations >= 4096):
   Other extensions are ignored, as Kafka and RFC 5802 do.
 - `c=` of the client-final must be the base64 of the gs2 header the client-first sent (RFC 5802
   requires it; Kafka does not check).
+- The client-final nonce must end with the server-first's nonce, as Kafka checks (RFC 5802 wants
+  it equal; librdkafka before 2.1 sends the client nonce twice).
 """
 
 from __future__ import annotations
@@ -307,7 +309,10 @@ class ScramServer:
             raise self._failure(str(exc)) from None
         if final.channel_binding != first.gs2_header.encode("utf-8"):
             raise self._failure("channel binding does not repeat the gs2 header")
-        if final.nonce != first.nonce + self._server_nonce:
+        # Kafka's ScramSaslServer checks only that the nonce ends with the server-first's
+        # (client + server) nonce; librdkafka before 2.1 repeats the client nonce in front of
+        # it, and Kafka accepts that. The proof still covers the message as sent.
+        if not final.nonce.endswith(first.nonce + self._server_nonce):
             raise self._failure("Invalid client nonce in the final client message.")
         auth_message = f"{first.bare},{self._server_first},{final.without_proof}".encode()
         client_signature = _hmac(self.mechanism, credential.stored_key, auth_message)

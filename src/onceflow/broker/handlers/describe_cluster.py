@@ -42,7 +42,7 @@ async def handle_describe_cluster(ctx, header, request) -> DescribeClusterRespon
     operations = AUTHORIZED_OPERATIONS_OMITTED
     if request.include_cluster_authorized_operations:
         operations = authorized_operations(ctx, ResourceType.CLUSTER, None)
-    address = broker.advertised
+    address = ctx.advertised
     return DescribeClusterResponse(
         throttle_time_ms=0,
         error_code=ErrorCode.NONE,

@@ -81,7 +81,7 @@ async def handle_describe_configs(ctx, header, request) -> DescribeConfigsRespon
                 read_only=e.read_only,
                 config_source=e.source,
                 is_default=False,  # v0 only; not served
-                is_sensitive=False,
+                is_sensitive=e.sensitive,
                 synonyms=[_Synonym(name=n, value=v, source=s) for n, v, s in e.synonyms]
                 if request.include_synonyms
                 else [],

@@ -76,7 +76,7 @@ async def handle_find_coordinator(ctx, header, request) -> FindCoordinatorRespon
     broker = ctx.broker
     version = header.request_api_version
     key_type = request.key_type if version >= 1 else GROUP
-    address = broker.advertised
+    address = ctx.advertised
     if version < _BATCHED_MIN_VERSION:
         error = await _lookup(ctx, request.key, key_type)
         found = error == ErrorCode.NONE

@@ -147,7 +147,7 @@ async def handle_metadata(ctx, header, request) -> MetadataResponse:
                     )
         if version <= 10 and request.include_cluster_authorized_operations:
             cluster_operations = authorized_operations(ctx, ResourceType.CLUSTER, None)
-    address = broker.advertised
+    address = ctx.advertised
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=[

@@ -1,0 +1,282 @@
+"""Real clients over TLS and SASL against one onceflow broker process: confluent-kafka
+(librdkafka), kafka-python, aiokafka and kcat each connect over SASL_SSL with SCRAM-SHA-512
+and with PLAIN, over SASL_PLAINTEXT with SCRAM-SHA-256, and over mutual TLS; each produces
+records and reads them back. A wrong password fails with the client's authentication error
+and the broker keeps serving the others.
+
+The broker has four listeners (PLAINTEXT for setup, SSL with ssl.client.auth=requested,
+SASL_PLAINTEXT, SASL_SSL) and its first user from onceflow.sasl.bootstrap.users.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import subprocess
+import uuid
+
+import pytest
+from support.broker import BrokerProcess
+from support.pki import tls_broker_config
+
+pytestmark = pytest.mark.timeout(120)
+
+USER, PASSWORD = "alice", "alice-secret"
+RECORDS = [b"record-%d" % i for i in range(5)]
+KCAT = shutil.which("kcat")
+
+# (listener, mechanism or None for mutual TLS)
+CASES = [
+    ("SASL_SSL", "SCRAM-SHA-512"),
+    ("SASL_SSL", "PLAIN"),
+    ("SASL_PLAINTEXT", "SCRAM-SHA-256"),
+    ("SSL", None),
+]
+CASE_IDS = [f"{listener}-{mechanism or 'mTLS'}" for listener, mechanism in CASES]
+
+
+@pytest.fixture(scope="module")
+def secure_broker(tmp_path_factory, pki):
+    config = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,"
+        "SASL_SSL://127.0.0.1:0",
+        "onceflow.sasl.bootstrap.users": f"SCRAM-SHA-512=[name={USER},password={PASSWORD}];"
+        f"SCRAM-SHA-256=[name={USER},password={PASSWORD}]",
+        **tls_broker_config(pki, "requested"),
+    }
+    broker = BrokerProcess(tmp_path_factory.mktemp("secure") / "data", config)
+    ports = dict(re.findall(r"listener (\w+) \(\w+\) on 127\.0\.0\.1:(\d+)", broker.log_text()))
+    broker.listener_port = {name: int(port) for name, port in ports.items()}
+    yield broker
+    broker.stop()
+
+
+def _address(broker, listener: str) -> str:
+    return f"127.0.0.1:{broker.listener_port[listener]}"
+
+
+def _topic() -> str:
+    return f"secure-{uuid.uuid4().hex[:8]}"
+
+
+# -- confluent-kafka -----------------------------------------------------------------------
+
+
+def _librdkafka_config(broker, pki, listener, mechanism, password=PASSWORD) -> dict:
+    config = {
+        "bootstrap.servers": _address(broker, listener),
+        "security.protocol": listener.lower(),
+    }
+    if listener.endswith("SSL"):
+        config["ssl.ca.location"] = pki.ca
+    if mechanism is None:
+        config["ssl.certificate.location"] = pki.path("client.crt")
+        config["ssl.key.location"] = pki.path("client.key")
+    else:
+        config.update(
+            {"sasl.mechanism": mechanism, "sasl.username": USER, "sasl.password": password}
+        )
+    return config
+
+
+@pytest.mark.parametrize(("listener", "mechanism"), CASES, ids=CASE_IDS)
+def test_confluent_kafka_round_trip(secure_broker, pki, listener, mechanism):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    config = _librdkafka_config(secure_broker, pki, listener, mechanism)
+    topic = _topic()
+    producer = Producer(config)
+    for value in RECORDS:
+        producer.produce(topic, value)
+    assert producer.flush(30) == 0
+    consumer = Consumer({**config, "group.id": topic, "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    values = []
+    while len(values) < len(RECORDS):
+        message = consumer.poll(20)
+        assert message is not None and message.error() is None, message and message.error()
+        values.append(message.value())
+    consumer.close()
+    assert values == RECORDS
+
+
+def test_confluent_kafka_wrong_password_is_an_authentication_error(secure_broker, pki):
+    from confluent_kafka import KafkaError, Producer
+
+    errors = []
+    config = _librdkafka_config(secure_broker, pki, "SASL_SSL", "SCRAM-SHA-512", "wrong")
+    producer = Producer({**config, "error_cb": errors.append})
+    for _ in range(20):
+        producer.poll(0.5)
+        if errors:
+            break
+    assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+    assert "failed authentication from 127.0.0.1" in secure_broker.log_text()
+    # the broker serves others meanwhile
+    test_confluent_kafka_round_trip(secure_broker, pki, "SASL_SSL", "PLAIN")
+
+
+# -- kafka-python ----------------------------------------------------------------------------
+
+
+def _kafka_python_config(broker, pki, listener, mechanism, password=PASSWORD) -> dict:
+    config = {
+        "bootstrap_servers": _address(broker, listener),
+        "security_protocol": listener,
+        "request_timeout_ms": 30_000,
+    }
+    if listener.endswith("SSL"):
+        config["ssl_cafile"] = pki.ca
+    if mechanism is None:
+        config["ssl_certfile"] = pki.path("client.crt")
+        config["ssl_keyfile"] = pki.path("client.key")
+    else:
+        config.update(
+            {
+                "sasl_mechanism": mechanism,
+                "sasl_plain_username": USER,
+                "sasl_plain_password": password,
+            }
+        )
+    return config
+
+
+@pytest.mark.parametrize(("listener", "mechanism"), CASES, ids=CASE_IDS)
+def test_kafka_python_round_trip(secure_broker, pki, listener, mechanism):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    config = _kafka_python_config(secure_broker, pki, listener, mechanism)
+    topic = _topic()
+    producer = KafkaProducer(**config, enable_idempotence=False, acks="all")
+    for value in RECORDS:
+        producer.send(topic, value, partition=0)
+    producer.flush(30)
+    producer.close(10)
+    consumer = KafkaConsumer(**config, group_id=None, enable_auto_commit=False)
+    consumer.assign([TopicPartition(topic, 0)])
+    consumer.seek_to_beginning()
+    values = []
+    for _ in range(20):
+        for records in consumer.poll(timeout_ms=1000).values():
+            values += [r.value for r in records]
+        if len(values) >= len(RECORDS):
+            break
+    consumer.close()
+    assert values == RECORDS
+
+
+def test_kafka_python_wrong_password_is_an_authentication_error(secure_broker, pki):
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    config = _kafka_python_config(secure_broker, pki, "SASL_SSL", "PLAIN", "wrong")
+    # kafka-python 3 reports a failed bootstrap (KafkaTimeoutError); the cause is in its log
+    with pytest.raises(KafkaError):
+        KafkaProducer(**config, enable_idempotence=False, max_block_ms=5000).partitions_for("x")
+    assert "with PLAIN: invalid username or password for 'alice'" in secure_broker.log_text()
+
+
+# -- aiokafka --------------------------------------------------------------------------------
+
+
+def _aiokafka_config(broker, pki, listener, mechanism, password=PASSWORD) -> dict:
+    from aiokafka.helpers import create_ssl_context
+
+    config = {"bootstrap_servers": _address(broker, listener), "security_protocol": listener}
+    if listener.endswith("SSL"):
+        certificate = {}
+        if mechanism is None:
+            certificate = {"certfile": pki.path("client.crt"), "keyfile": pki.path("client.key")}
+        config["ssl_context"] = create_ssl_context(cafile=pki.ca, **certificate)
+    if mechanism is not None:
+        config.update(
+            {
+                "sasl_mechanism": mechanism,
+                "sasl_plain_username": USER,
+                "sasl_plain_password": password,
+            }
+        )
+    return config
+
+
+async def _aiokafka_round_trip(config: dict, topic: str) -> list[bytes]:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    producer = AIOKafkaProducer(**config, acks="all")
+    await producer.start()
+    try:
+        for value in RECORDS:
+            await producer.send_and_wait(topic, value, partition=0)
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(**config, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        partition = TopicPartition(topic, 0)
+        consumer.assign([partition])
+        await consumer.seek_to_beginning(partition)
+        values = []
+        while len(values) < len(RECORDS):
+            batch = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), 30)
+            for records in batch.values():
+                values += [r.value for r in records]
+        return values
+    finally:
+        await consumer.stop()
+
+
+@pytest.mark.parametrize(("listener", "mechanism"), CASES, ids=CASE_IDS)
+def test_aiokafka_round_trip(secure_broker, pki, listener, mechanism):
+    config = _aiokafka_config(secure_broker, pki, listener, mechanism)
+    assert asyncio.run(_aiokafka_round_trip(config, _topic())) == RECORDS
+
+
+def test_aiokafka_wrong_password_is_an_authentication_error(secure_broker, pki):
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import KafkaError
+
+    async def attempt():
+        config = _aiokafka_config(secure_broker, pki, "SASL_SSL", "SCRAM-SHA-512", "wrong")
+        producer = AIOKafkaProducer(**config, request_timeout_ms=5000)
+        try:
+            await producer.start()
+        finally:
+            await producer.stop()
+
+    # aiokafka reports a failed bootstrap (KafkaConnectionError); the cause is in its log
+    with pytest.raises(KafkaError):
+        asyncio.run(attempt())
+    assert "with SCRAM-SHA-512: Invalid client credentials: 'alice'" in secure_broker.log_text()
+
+
+# -- kcat ------------------------------------------------------------------------------------
+
+
+def _kcat(broker, pki, listener, mechanism, *args, stdin=None, password=PASSWORD):
+    config = _librdkafka_config(broker, pki, listener, mechanism, password)
+    cmd = [KCAT, "-b", config.pop("bootstrap.servers")]
+    for key, value in config.items():
+        cmd += ["-X", f"{key}={value}"]
+    return subprocess.run([*cmd, *args], input=stdin, capture_output=True, timeout=60)
+
+
+@pytest.mark.skipif(KCAT is None, reason="kcat is not installed")
+@pytest.mark.parametrize(("listener", "mechanism"), CASES, ids=CASE_IDS)
+def test_kcat_round_trip(secure_broker, pki, listener, mechanism):
+    topic = _topic()
+    lines = b"".join(value + b"\n" for value in RECORDS)
+    produced = _kcat(secure_broker, pki, listener, mechanism, "-P", "-t", topic, "-p", "0",
+                     stdin=lines)  # fmt: skip
+    assert produced.returncode == 0, produced.stderr.decode()
+    consumed = _kcat(secure_broker, pki, listener, mechanism, "-C", "-t", topic, "-p", "0",
+                     "-o", "beginning", "-e", "-q")  # fmt: skip
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout == lines
+
+
+@pytest.mark.skipif(KCAT is None, reason="kcat is not installed")
+def test_kcat_wrong_password_fails(secure_broker, pki):
+    result = _kcat(secure_broker, pki, "SASL_SSL", "PLAIN", "-L", "-m", "5", password="wrong")
+    assert result.returncode != 0
+    assert b"Authentication failed" in result.stderr or b"authentication" in result.stderr.lower()
