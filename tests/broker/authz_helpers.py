@@ -15,6 +15,8 @@ ADMIN = "User:admin"
 ALICE = "User:alice"
 MALLORY = "User:mallory"
 AUTHZ = {"authorizer.class.name": STANDARD_AUTHORIZER, "super.users": ADMIN}
+# the handler tests' helpers call as User:ANONYMOUS: a super user too, so they set things up
+ANONYMOUS_ADMIN = {"super.users": f"{ADMIN};User:ANONYMOUS"}
 
 _Creation = CreateAclsRequest.AclCreation
 
@@ -47,15 +49,13 @@ def creation(
 
 def grant(state, *creations) -> None:
     """Create ACLs as the super user; every entry must succeed."""
-    response = asyncio.run(
-        call(
-            state,
-            ApiKey.CREATE_ACLS,
-            3,
-            CreateAclsRequest(creations=list(creations)),
-            principal=ADMIN,
-        )
-    )
+    asyncio.run(grant_async(state, *creations))
+
+
+async def grant_async(state, *creations) -> None:
+    """`grant` on a running loop."""
+    request = CreateAclsRequest(creations=list(creations))
+    response = await call(state, ApiKey.CREATE_ACLS, 3, request, principal=ADMIN)
     errors = [r.error_code for r in response.results]
     if any(errors):
         raise AssertionError(f"CreateAcls failed: {errors}")

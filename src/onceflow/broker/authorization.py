@@ -3,8 +3,9 @@
 `RULES` is the one place to read what a request must be allowed to do: for each API, the
 checks it makes, each an (operation, resource type) on a named part of the request and the
 error a denial answers. Handlers check through `denied(ctx, api, check, name)`, which reads the
-table, so a handler's check is one line and the table is what is enforced. APIs not in the
-table are not checked yet (docs/security.md lists them). With no authorizer
+table, so a handler's check is one line and the table is what is enforced. A rule whose denial
+is no error (a filter, a fallback to another grant) says so in `answer`; the follower Fetch's
+CLUSTER_ACTION has no entry, as this broker has no followers. With no authorizer
 (`authorizer.class.name` empty, the default) every check passes at the cost of one attribute
 read, and behaviour is exactly that of a broker without ACLs.
 
@@ -50,17 +51,25 @@ class Rule:
     operation: AclOperation
     resource_type: ResourceType
     applies_to: str  # what in the request names the resource (for the docs)
+    # what a denial does when it is no error code (a filter, a fallback), for the docs
+    answer: str | None = None
 
     @property
     def error(self) -> ErrorCode:
         return DENIED_ERRORS[self.resource_type]
 
 
-def _rules(**checks: tuple[AclOperation, ResourceType, str]) -> Mapping[str, Rule]:
+def _rules(**checks: tuple) -> Mapping[str, Rule]:
     return MappingProxyType({name: Rule(*spec) for name, spec in checks.items()})
 
 
 _TOPIC = (_Op.READ, _R.TOPIC, "each topic")
+_LEFT_OUT = "left out of the answer"
+_GROUP_READ = _rules(group=(_Op.READ, _R.GROUP, "group_id"))
+_ALTER_CONFIGS = _rules(
+    topic=(_Op.ALTER_CONFIGS, _R.TOPIC, "a TOPIC resource"),
+    cluster=(_Op.ALTER_CONFIGS, _R.CLUSTER, "a BROKER resource"),
+)
 
 # API -> check name -> rule. The check names are what handlers pass to `denied`.
 RULES: Final[Mapping[ApiKey, Mapping[str, Rule]]] = MappingProxyType(
@@ -113,6 +122,79 @@ RULES: Final[Mapping[ApiKey, Mapping[str, Rule]]] = MappingProxyType(
         _A.CREATE_ACLS: _rules(cluster=(_Op.ALTER, _R.CLUSTER, "every request")),
         _A.DESCRIBE_ACLS: _rules(cluster=(_Op.DESCRIBE, _R.CLUSTER, "every request")),
         _A.DELETE_ACLS: _rules(cluster=(_Op.ALTER, _R.CLUSTER, "every request")),
+        _A.LIST_OFFSETS: _rules(topic=(_Op.DESCRIBE, _R.TOPIC, "each topic")),
+        _A.OFFSET_FETCH: _rules(
+            group=(_Op.DESCRIBE, _R.GROUP, "each group_id"),
+            topic=(_Op.DESCRIBE, _R.TOPIC, "each topic (left out of an all-topics answer)"),
+        ),
+        _A.JOIN_GROUP: _GROUP_READ,
+        _A.SYNC_GROUP: _GROUP_READ,
+        _A.HEARTBEAT: _GROUP_READ,
+        _A.LEAVE_GROUP: _GROUP_READ,
+        _A.DESCRIBE_GROUPS: _rules(group=(_Op.DESCRIBE, _R.GROUP, "each group")),
+        _A.LIST_GROUPS: _rules(
+            cluster=(
+                _Op.DESCRIBE,
+                _R.CLUSTER,
+                "every request: lists all groups",
+                "only the groups the caller may DESCRIBE",
+            ),
+            group=(
+                _Op.DESCRIBE,
+                _R.GROUP,
+                "each group listed (without CLUSTER DESCRIBE)",
+                _LEFT_OUT,
+            ),
+        ),
+        _A.DELETE_GROUPS: _rules(group=(_Op.DELETE, _R.GROUP, "each group")),
+        _A.OFFSET_DELETE: _rules(group=(_Op.DELETE, _R.GROUP, "group_id"), topic=_TOPIC),
+        _A.CREATE_TOPICS: _rules(
+            cluster=(_Op.CREATE, _R.CLUSTER, "every topic", "CREATE on each topic is asked"),
+            topic=(_Op.CREATE, _R.TOPIC, "each topic (without CLUSTER CREATE)"),
+            describe_configs=(
+                _Op.DESCRIBE_CONFIGS,
+                _R.TOPIC,
+                "each topic's configs in the answer (v5+)",
+                "topic_config_error_code TOPIC_AUTHORIZATION_FAILED, configs null",
+            ),
+        ),
+        _A.DELETE_TOPICS: _rules(
+            cluster=(_Op.DELETE, _R.CLUSTER, "every topic", "DESCRIBE and DELETE on each topic"),
+            describe=(
+                _Op.DESCRIBE,
+                _R.TOPIC,
+                "each topic, before saying whether it exists (named by id: name null)",
+            ),
+            topic=(_Op.DELETE, _R.TOPIC, "each topic (without CLUSTER DELETE)"),
+        ),
+        _A.DELETE_RECORDS: _rules(topic=(_Op.DELETE, _R.TOPIC, "each topic")),
+        _A.CREATE_PARTITIONS: _rules(topic=(_Op.ALTER, _R.TOPIC, "each topic")),
+        _A.DESCRIBE_CONFIGS: _rules(
+            topic=(_Op.DESCRIBE_CONFIGS, _R.TOPIC, "a TOPIC resource"),
+            cluster=(_Op.DESCRIBE_CONFIGS, _R.CLUSTER, "a BROKER resource"),
+        ),
+        _A.ALTER_CONFIGS: _ALTER_CONFIGS,
+        _A.INCREMENTAL_ALTER_CONFIGS: _ALTER_CONFIGS,
+        _A.DESCRIBE_CLUSTER: _rules(
+            cluster=(
+                _Op.DESCRIBE,
+                _R.CLUSTER,
+                "cluster_authorized_operations (the request itself is not checked)",
+                "cluster_authorized_operations 0",
+            )
+        ),
+        _A.DESCRIBE_PRODUCERS: _rules(topic=_TOPIC),
+        _A.DESCRIBE_TRANSACTIONS: _rules(
+            transactional_id=(_Op.DESCRIBE, _R.TRANSACTIONAL_ID, "each transactional id"),
+            topic=(_Op.DESCRIBE, _R.TOPIC, "each topic of a transaction", _LEFT_OUT),
+        ),
+        _A.LIST_TRANSACTIONS: _rules(
+            transactional_id=(_Op.DESCRIBE, _R.TRANSACTIONAL_ID, "each listed id", _LEFT_OUT)
+        ),
+        _A.DESCRIBE_USER_SCRAM_CREDENTIALS: _rules(
+            cluster=(_Op.DESCRIBE, _R.CLUSTER, "every request")
+        ),
+        _A.ALTER_USER_SCRAM_CREDENTIALS: _rules(cluster=(_Op.ALTER, _R.CLUSTER, "every request")),
     }
 )
 
@@ -151,6 +233,29 @@ def denied_names(ctx, api: ApiKey, check: str, names: Iterable[str]) -> frozense
     return frozenset(n for n in set(names) if denied(ctx, api, check, n) is not None)
 
 
+def allowed_names(ctx, api: ApiKey, check: str, names: Iterable[str]) -> list[str]:
+    """`names` without those `RULES[api][check]` denies, in order (a filter: ListGroups,
+    ListTransactions, all-topics OffsetFetch)."""
+    if ctx.broker.authorizer is None:
+        return list(names)
+    return [n for n in names if denied(ctx, api, check, n) is None]
+
+
+# ConfigResource.Type -> the check of a config API that guards it (BROKER, BROKER_LOGGER: cluster)
+_CONFIG_CHECKS: Final[Mapping[int, str]] = MappingProxyType(
+    {2: "topic", 4: "cluster", 8: "cluster"}
+)
+
+
+def denied_config(ctx, api: ApiKey, resource_type: int, name: str) -> ErrorCode | None:
+    """The denial of a config resource for DescribeConfigs / (Incremental)AlterConfigs (topics
+    by name, broker resources on the CLUSTER); None for types the handler refuses itself."""
+    check = _CONFIG_CHECKS.get(resource_type)
+    if check is None:
+        return None
+    return denied(ctx, api, check, name if check == "topic" else CLUSTER_NAME)
+
+
 def may_write_some_topic(ctx) -> bool:
     """May the caller WRITE some topic (Kafka's alternative to IDEMPOTENT_WRITE)?"""
     authorizer = ctx.broker.authorizer
@@ -166,6 +271,6 @@ def rules_table_markdown() -> str:
         for rule in checks.values():
             lines.append(
                 f"| {api.name} | {rule.operation.name} | {rule.resource_type.name} "
-                f"| {rule.applies_to} | {rule.error.name} |"
+                f"| {rule.applies_to} | {rule.answer or rule.error.name} |"
             )
     return "\n".join(lines) + "\n"

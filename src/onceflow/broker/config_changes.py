@@ -21,19 +21,24 @@ Change = tuple[str, int, str | None]
 Outcome = tuple[ErrorCode, str | None]
 
 
-def alter_all(broker, request, result_cls, changes_of, *, replace: bool) -> list:
+def alter_all(
+    broker, request, result_cls, changes_of, *, replace: bool, refused=lambda resource: None
+) -> list:
     """One `result_cls` answer per resource of an AlterConfigs-shaped `request`;
-    `changes_of(resource)` gives the resource's changes."""
+    `changes_of(resource)` gives the resource's changes, `refused(resource)` the error of a
+    resource the caller may not alter (checked before anything changes), else None."""
     out = []
     for resource in request.resources:
-        error, message = alter(
-            broker,
-            resource.resource_type,
-            resource.resource_name,
-            changes_of(resource),
-            replace=replace,
-            validate_only=request.validate_only,
-        )
+        error, message = refused(resource), None
+        if error is None:
+            error, message = alter(
+                broker,
+                resource.resource_type,
+                resource.resource_name,
+                changes_of(resource),
+                replace=replace,
+                validate_only=request.validate_only,
+            )
         out.append(
             result_cls(
                 error_code=error,

@@ -14,12 +14,18 @@ described but change nothing (`broker.dynamic_configs`). Other types: INVALID_RE
 
 Versions: v1 same as v0; v2 flexible.
 
-Deviations: dynamic broker configs are stored without effect; no ACLs.
+Authorization (authorizer on): ALTER_CONFIGS on a TOPIC resource's topic, else
+TOPIC_AUTHORIZATION_FAILED; on the CLUSTER for a BROKER resource, else
+CLUSTER_AUTHORIZATION_FAILED; a denied resource is not changed, as Kafka.
+
+Deviations: dynamic broker configs are stored without effect.
 """
 
 from __future__ import annotations
 
+from onceflow.broker.authorization import denied_config
 from onceflow.broker.config_changes import SET, alter_all
+from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.messages.alter_configs import AlterConfigsResponse
 
 _Result = AlterConfigsResponse.AlterConfigsResourceResponse
@@ -31,5 +37,8 @@ async def handle_alter_configs(ctx, header, request) -> AlterConfigsResponse:
     def changes_of(r):
         return [(c.name, SET, c.value) for c in r.configs]
 
-    results = alter_all(ctx.broker, request, _Result, changes_of, replace=True)
+    def refused(r):
+        return denied_config(ctx, ApiKey.ALTER_CONFIGS, r.resource_type, r.resource_name)
+
+    results = alter_all(ctx.broker, request, _Result, changes_of, replace=True, refused=refused)
     return AlterConfigsResponse(throttle_time_ms=0, responses=results)

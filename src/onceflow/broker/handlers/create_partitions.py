@@ -9,17 +9,22 @@ INVALID_REPLICA_ASSIGNMENT). A topic listed twice is INVALID_REQUEST. validate_o
 nothing. An internal topic is INVALID_REQUEST: more partitions would move groups and
 transactional ids to other coordinator partitions (`coordinator.internal_topics`).
 
+Authorization (authorizer on): ALTER on each topic, else TOPIC_AUTHORIZATION_FAILED and it
+does not grow, as Kafka.
+
 Versions: v2 flexible; v3 same as v2.
 
 Deviations: growth is synchronous (`timeout_ms` unused). Kafka guards internal topics with
-ACLs and in `kafka-topics.sh`; onceflow, without ACLs, refuses at the broker.
+ACLs and in `kafka-topics.sh`; onceflow also refuses at the broker.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+from onceflow.broker.authorization import denied
 from onceflow.coordinator.internal_topics import TopicOperation, internal_topic_refusal
+from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.create_partitions import CreatePartitionsResponse
 
@@ -68,6 +73,10 @@ async def handle_create_partitions(ctx, header, request) -> CreatePartitionsResp
                     error_message="Duplicate topic in request.",
                 )
             )
+            continue
+        refused = denied(ctx, ApiKey.CREATE_PARTITIONS, "topic", topic.name)
+        if refused is not None:
+            results.append(_Result(name=topic.name, error_code=refused, error_message=None))
             continue
         results.append(_grow(ctx.broker, topic, request.validate_only))
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)

@@ -13,6 +13,11 @@ INVALID_REQUEST: the coordinators create those on first use (`coordinator.intern
 validate_only checks everything and creates nothing. From v5 a successful result carries the
 partition count, replication factor and every effective config; from v7 the new topic id.
 
+Authorization (authorizer on): CREATE on the CLUSTER allows every topic, else CREATE on each
+topic is needed (TOPIC_AUTHORIZATION_FAILED "Authorization failed.", nothing created); a
+created topic the caller may not DESCRIBE_CONFIGS is answered without its details
+(topic_config_error_code TOPIC_AUTHORIZATION_FAILED, configs null, counts -1), as Kafka.
+
 Versions: v2-v4 classic; v5 flexible with the topic details; v7 topic_id.
 
 Deviations: `timeout_ms` is irrelevant (creation is synchronous); no CreateTopicPolicy. Kafka
@@ -24,14 +29,17 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 
+from onceflow.broker.authorization import denied
 from onceflow.broker.configs_view import topic_config_entries
 from onceflow.coordinator.internal_topics import TopicOperation, internal_topic_refusal
+from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.create_topics import CreateTopicsResponse
 
 _Result = CreateTopicsResponse.CreatableTopicResult
 _Config = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
 _ZERO_UUID = uuid.UUID(int=0)
+_API = ApiKey.CREATE_TOPICS
 
 
 def _failure(name: str, error: ErrorCode, message: str | None) -> _Result:
@@ -132,6 +140,7 @@ async def handle_create_topics(ctx, header, request) -> CreateTopicsResponse:
     broker = ctx.broker
     version = header.request_api_version
     counts = Counter(topic.name for topic in request.topics)
+    any_topic = denied(ctx, _API, "cluster") is None
     results = []
     for topic in request.topics:
         if counts[topic.name] > 1:
@@ -143,5 +152,16 @@ async def handle_create_topics(ctx, header, request) -> CreateTopicsResponse:
                 )
             )
             continue
-        results.append(_create(broker, topic, request.validate_only, version))
+        if not any_topic and denied(ctx, _API, "topic", topic.name) is not None:
+            error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            results.append(_failure(topic.name, error, "Authorization failed."))
+            continue
+        result = _create(broker, topic, request.validate_only, version)
+        if result.error_code == ErrorCode.NONE and denied(
+            ctx, _API, "describe_configs", topic.name
+        ):
+            result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            result.num_partitions = result.replication_factor = -1
+            result.configs = None
+        results.append(result)
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)

@@ -20,6 +20,9 @@ on the connection sees it), and the answer waits until it is fsynced (the partit
 A crash before the answer may bring the old start back, which is no broken promise: the
 client was not answered, and the records below it were still on disk.
 
+Authorization (authorizer on): DELETE on each topic, else TOPIC_AUTHORIZATION_FAILED for its
+partitions (their start does not move), as Kafka.
+
 Versions: v1 same as v0; v2 flexible.
 
 Deviations: Kafka writes its log-start-offset checkpoint every
@@ -33,7 +36,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from onceflow.broker.authorization import denied_names
 from onceflow.coordinator.internal_topics import TopicOperation, internal_topic_refusal
+from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.delete_records import DeleteRecordsResponse
 
@@ -75,12 +80,18 @@ async def handle_delete_records(ctx, header, request) -> DeleteRecordsResponse:
     broker = ctx.broker
     topics: list[_TopicResult] = []
     work = []
+    unauthorized = denied_names(
+        ctx, ApiKey.DELETE_RECORDS, "topic", [t.name for t in request.topics]
+    )
     for topic in request.topics:
         partitions: list[_PartitionResult] = []
         topics.append(_TopicResult(name=topic.name, partitions=partitions))
         for requested in topic.partitions:
             index = requested.partition_index
-            error, partition_log, target = _check(broker, topic.name, index, requested.offset)
+            if topic.name in unauthorized:
+                error, partition_log, target = ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, -1
+            else:
+                error, partition_log, target = _check(broker, topic.name, index, requested.offset)
             result = _PartitionResult(partition_index=index, low_watermark=-1, error_code=error)
             partitions.append(result)
             if error != ErrorCode.NONE:

@@ -7,6 +7,9 @@ cluster id. With `include_cluster_authorized_operations` the answer carries the 
 caller may perform on the cluster (`broker.authorized_ops`; with no authorizer, all seven
 Kafka supports), otherwise INT32_MIN as in Kafka.
 
+Authorization (authorizer on): the request is not checked (as Kafka); the authorized
+operations are 0 when the caller may not DESCRIBE the cluster.
+
 Versions: v1 adds endpoint_type; only brokers (1) are served, asking for controllers (2)
 gets UNSUPPORTED_ENDPOINT_TYPE as in Kafka when the request goes to a broker.
 
@@ -15,11 +18,13 @@ Deviations: none.
 
 from __future__ import annotations
 
+from onceflow.broker.authorization import denied
 from onceflow.broker.authorized_ops import (
     AUTHORIZED_OPERATIONS_OMITTED,
     ResourceType,
     authorized_operations,
 )
+from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.describe_cluster import DescribeClusterResponse
 
@@ -41,7 +46,11 @@ async def handle_describe_cluster(ctx, header, request) -> DescribeClusterRespon
         )
     operations = AUTHORIZED_OPERATIONS_OMITTED
     if request.include_cluster_authorized_operations:
-        operations = authorized_operations(ctx, ResourceType.CLUSTER, None)
+        operations = (
+            0
+            if denied(ctx, ApiKey.DESCRIBE_CLUSTER, "cluster") is not None
+            else authorized_operations(ctx, ResourceType.CLUSTER, None)
+        )
     address = ctx.advertised
     return DescribeClusterResponse(
         throttle_time_ms=0,

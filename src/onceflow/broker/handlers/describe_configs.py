@@ -10,6 +10,10 @@ config this broker knows (read-only, static or default); another id is INVALID_R
 `configuration_keys` filters by name (null: all). Synonyms are listed with include_synonyms,
 most specific first. Other resource types are INVALID_REQUEST.
 
+Authorization (authorizer on): DESCRIBE_CONFIGS on a TOPIC resource's topic, else
+TOPIC_AUTHORIZATION_FAILED; on the CLUSTER for a BROKER resource, else
+CLUSTER_AUTHORIZATION_FAILED; no configs for a denied resource, as Kafka.
+
 Versions: v1 config_source and synonyms; v3 config_type and documentation; v4 flexible.
 
 Deviations: nothing is sensitive; onceflow's own broker configs cannot be changed at runtime;
@@ -21,7 +25,9 @@ at creation.
 
 from __future__ import annotations
 
+from onceflow.broker.authorization import denied_config
 from onceflow.broker.configs_view import broker_config_entries, topic_config_entries
+from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.describe_configs import DescribeConfigsResponse
 
@@ -69,6 +75,12 @@ async def handle_describe_configs(ctx, header, request) -> DescribeConfigsRespon
     """Describe topic and broker configs."""
     results = []
     for resource in request.resources:
+        refused = denied_config(
+            ctx, ApiKey.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name
+        )
+        if refused is not None:
+            results.append(_result(resource, refused, None, []))
+            continue
         error, message, entries = _entries(ctx.broker, resource)
         keys = resource.configuration_keys
         if keys is not None:

@@ -14,16 +14,22 @@ on it (`broker.authorized_ops`; with no authorizer, all Kafka 4.0 supports on a 
 DESCRIBE, DELETE, DESCRIBE_CONFIGS, ALTER_CONFIGS), otherwise INT32_MIN as in Kafka; v4
 group_instance_id; v5 flexible; v6 error_message (null: the code says it all).
 
+Authorization (authorizer on): DESCRIBE on each group, else that group alone is
+GROUP_AUTHORIZATION_FAILED with an empty state, as Kafka.
+
 Deviations: none.
 """
 
 from __future__ import annotations
 
+from onceflow.broker.authorization import denied_names
 from onceflow.broker.authorized_ops import (
     AUTHORIZED_OPERATIONS_OMITTED,
     ResourceType,
     authorized_operations,
 )
+from onceflow.coordinator.group.results import GroupDescription
+from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.describe_groups import DescribeGroupsResponse
 
@@ -33,9 +39,17 @@ _Member = _Group.DescribedGroupMember
 
 async def handle_describe_groups(ctx, header, request) -> DescribeGroupsResponse:
     """Describe each requested group."""
-    descriptions = await ctx.broker.group_coordinator.describe_groups(
-        list(request.groups), api_version=header.request_api_version
+    refused = denied_names(ctx, ApiKey.DESCRIBE_GROUPS, "group", request.groups)
+    described = await ctx.broker.group_coordinator.describe_groups(
+        [g for g in request.groups if g not in refused], api_version=header.request_api_version
     )
+    by_id = iter(described)
+    descriptions = [
+        GroupDescription(g, ErrorCode.GROUP_AUTHORIZATION_FAILED, state="")
+        if g in refused
+        else next(by_id)
+        for g in request.groups
+    ]
     asked = header.request_api_version >= 3 and request.include_authorized_operations
 
     def operations(d) -> int:

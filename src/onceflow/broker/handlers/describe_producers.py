@@ -8,18 +8,29 @@ coordinator epoch and the first offset of its open transaction (-1 when none), o
 producer id. An unknown topic or partition is UNKNOWN_TOPIC_OR_PARTITION for that partition
 only. Producers expired by `producer.id.expiration.ms` are gone from the answer.
 
-Deviations: no ACLs (Kafka checks READ on the topic: TOPIC_AUTHORIZATION_FAILED); one node
+Authorization (authorizer on): READ on each topic, else TOPIC_AUTHORIZATION_FAILED for its
+partitions, as Kafka.
+
+Deviations: one node
 leads every partition, so never NOT_LEADER_OR_FOLLOWER.
 """
 
 from __future__ import annotations
 
+from onceflow.broker.authorization import denied
+from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.describe_producers import DescribeProducersResponse
 
 _TopicResponse = DescribeProducersResponse.TopicResponse
 _PartitionResponse = _TopicResponse.PartitionResponse
 _ProducerState = _PartitionResponse.ProducerState
+
+
+def _error(index: int, error: ErrorCode) -> _PartitionResponse:
+    return _PartitionResponse(
+        partition_index=index, error_code=error, error_message=None, active_producers=[]
+    )
 
 
 def _describe(broker, topic: str, index: int) -> _PartitionResponse:
@@ -53,11 +64,12 @@ def _describe(broker, topic: str, index: int) -> _PartitionResponse:
 async def handle_describe_producers(ctx, header, request) -> DescribeProducersResponse:
     """Describe the active producers of every requested partition."""
     broker = ctx.broker
-    topics = [
-        _TopicResponse(
-            name=topic.name,
-            partitions=[_describe(broker, topic.name, i) for i in topic.partition_indexes],
-        )
-        for topic in request.topics
-    ]
+    topics = []
+    for topic in request.topics:
+        refused = denied(ctx, ApiKey.DESCRIBE_PRODUCERS, "topic", topic.name)
+        partitions = [
+            _error(i, refused) if refused is not None else _describe(broker, topic.name, i)
+            for i in topic.partition_indexes
+        ]
+        topics.append(_TopicResponse(name=topic.name, partitions=partitions))
     return DescribeProducersResponse(throttle_time_ms=0, topics=topics)

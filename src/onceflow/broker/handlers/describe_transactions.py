@@ -9,26 +9,55 @@ and epoch, and the partitions in the transaction by topic. An unknown (or expiri
 TRANSACTIONAL_ID_NOT_FOUND; before the coordinator has loaded every id gets
 COORDINATOR_LOAD_IN_PROGRESS (NOT_COORDINATOR before it was ever looked up).
 
-Deviations: no ACLs (Kafka checks DESCRIBE on each transactional id and filters topics the
-caller may not describe).
+Authorization (authorizer on): DESCRIBE on each transactional id, else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED for it; topics the caller may not DESCRIBE are left out
+of a transaction's partitions, as Kafka.
+
+Deviations: none known.
 """
 
 from __future__ import annotations
 
+from onceflow.broker.authorization import allowed_names, denied_names
+from onceflow.protocol.api_keys import ApiKey
+from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.describe_transactions import DescribeTransactionsResponse
 
 _State = DescribeTransactionsResponse.TransactionState
 _Topic = _State.TopicData
+_API = ApiKey.DESCRIBE_TRANSACTIONS
 
 
 async def handle_describe_transactions(ctx, header, request) -> DescribeTransactionsResponse:
     """Describe transactional ids."""
+    ids = request.transactional_ids
+    refused = denied_names(ctx, _API, "transactional_id", ids)
+    if refused:
+        described = _describe(ctx, [tid for tid in ids if tid not in refused])
+        by_id = {s.transactional_id: s for s in described.transaction_states}
+        described.transaction_states = [
+            _refused(tid) if tid in refused else by_id[tid] for tid in ids
+        ]
+        return described
+    return _describe(ctx, ids)
+
+
+def _refused(transactional_id: str) -> _State:
+    return _State(
+        error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        transactional_id=transactional_id,
+        transaction_state="",
+        topics=[],
+    )
+
+
+def _describe(ctx, transactional_ids) -> DescribeTransactionsResponse:
     transactions = ctx.broker.transactions
     not_ready = transactions.not_ready_error()
     if not_ready is not None:
         states = [
             _State(error_code=not_ready, transactional_id=tid, transaction_state="", topics=[])
-            for tid in request.transactional_ids
+            for tid in transactional_ids
         ]
         return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=states)
     states = [
@@ -40,8 +69,11 @@ async def handle_describe_transactions(ctx, header, request) -> DescribeTransact
             transaction_start_time_ms=d.txn_start_timestamp,
             producer_id=d.producer_id,
             producer_epoch=d.producer_epoch,
-            topics=[_Topic(topic=t, partitions=list(p)) for t, p in d.topics.items()],
+            topics=[
+                _Topic(topic=t, partitions=list(d.topics[t]))
+                for t in allowed_names(ctx, _API, "topic", d.topics)
+            ],
         )
-        for d in transactions.coordinator.describe_transactions(request.transactional_ids)
+        for d in transactions.coordinator.describe_transactions(transactional_ids)
     ]
     return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=states)

@@ -8,17 +8,25 @@ FENCED_INSTANCE_ID (static members, v3+) tell it that it is out.
 
 Versions: v1 throttle_time_ms; v3 group_instance_id; v4 flexible.
 
+Authorization (authorizer on): READ on the group, else GROUP_AUTHORIZATION_FAILED and the
+session is not touched, as Kafka.
+
 Deviations: none known.
 """
 
 from __future__ import annotations
 
+from onceflow.broker.authorization import denied
+from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.messages.heartbeat import HeartbeatResponse
 
 
 async def handle_heartbeat(ctx, header, request) -> HeartbeatResponse:
     """Record a member's heartbeat."""
     version = header.request_api_version
+    refused = denied(ctx, ApiKey.HEARTBEAT, "group", request.group_id)
+    if refused is not None:
+        return HeartbeatResponse(throttle_time_ms=0, error_code=refused)
     error = await ctx.broker.group_coordinator.heartbeat(
         request.group_id,
         request.generation_id,

@@ -15,11 +15,16 @@ v2 throttle_time_ms; v4 MEMBER_ID_REQUIRED (KIP-394: a new member gets its id fi
 again); v5 group_instance_id (static membership, KIP-345); v6 flexible; v7 protocol_type in the
 response; v8 reason (logged only); v9 skip_assignment (KIP-814).
 
+Authorization (authorizer on): READ on the group, else GROUP_AUTHORIZATION_FAILED and the
+group is not touched, as Kafka.
+
 Deviations: client_host is the peer address as `/host` (Kafka's form), without reverse lookup.
 """
 
 from __future__ import annotations
 
+from onceflow.broker.authorization import denied
+from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.messages.join_group import JoinGroupResponse
 
 _Member = JoinGroupResponse.JoinGroupResponseMember
@@ -34,6 +39,18 @@ def client_host(ctx) -> str:
 async def handle_join_group(ctx, header, request) -> JoinGroupResponse:
     """Join (or rejoin) a group and wait for the rebalance to complete."""
     version = header.request_api_version
+    refused = denied(ctx, ApiKey.JOIN_GROUP, "group", request.group_id)
+    if refused is not None:
+        return JoinGroupResponse(
+            throttle_time_ms=0,
+            error_code=refused,
+            generation_id=-1,
+            protocol_type=None,
+            protocol_name=None if version >= 7 else "",
+            leader="",
+            member_id="",
+            members=[],
+        )
     result = await ctx.broker.group_coordinator.join(
         request.group_id,
         request.member_id,

@@ -9,11 +9,16 @@ the instance id belongs to another member id) under a top-level error for the gr
 
 Versions: v1 throttle_time_ms; v3 members array; v4 flexible; v5 reason (logged only).
 
+Authorization (authorizer on): READ on the group, else GROUP_AUTHORIZATION_FAILED (no
+members answered) and nobody leaves, as Kafka.
+
 Deviations: none known.
 """
 
 from __future__ import annotations
 
+from onceflow.broker.authorization import denied
+from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.leave_group import LeaveGroupResponse
 
@@ -24,6 +29,9 @@ async def handle_leave_group(ctx, header, request) -> LeaveGroupResponse:
     """Remove the named members from the group."""
     version = header.request_api_version
     coordinator = ctx.broker.group_coordinator
+    refused = denied(ctx, ApiKey.LEAVE_GROUP, "group", request.group_id)
+    if refused is not None:
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=refused, members=[])
     if version < 3:
         top, errors = await coordinator.leave(request.group_id, [(request.member_id, None)])
         error = top if top != ErrorCode.NONE or not errors else errors[0]

@@ -9,11 +9,16 @@ case-insensitive, an empty filter matching everything.
 Versions: v1 throttle_time_ms; v3 flexible; v4 states_filter and group_state; v5 types_filter
 and group_type.
 
+Authorization (authorizer on): with DESCRIBE on the CLUSTER every group is listed; otherwise
+only the groups the caller may DESCRIBE, as Kafka.
+
 Deviations: none known.
 """
 
 from __future__ import annotations
 
+from onceflow.broker.authorization import allowed_names, denied
+from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.messages.list_groups import ListGroupsResponse
 
 _Listed = ListGroupsResponse.ListedGroup
@@ -26,6 +31,9 @@ async def handle_list_groups(ctx, header, request) -> ListGroupsResponse:
         list(request.states_filter or ()) if version >= 4 else (),
         list(request.types_filter or ()) if version >= 5 else (),
     )
+    if denied(ctx, ApiKey.LIST_GROUPS, "cluster") is not None:
+        names = allowed_names(ctx, ApiKey.LIST_GROUPS, "group", [g.group_id for g in listings])
+        listings = [g for g in listings if g.group_id in set(names)]
     return ListGroupsResponse(
         throttle_time_ms=0,
         error_code=error,

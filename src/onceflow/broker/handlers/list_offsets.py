@@ -13,11 +13,16 @@ Versions: v1 single offset with timestamp; v2 isolation_level and throttle_time_
 current_leader_epoch (not checked: one node) and leader_epoch; v6 flexible; v7 max timestamp.
 Timestamps below -3 (earliest-local and tiered lookups of v8+) are not served.
 
+Authorization (authorizer on): DESCRIBE on each topic, else TOPIC_AUTHORIZATION_FAILED for
+its partitions, as Kafka.
+
 Deviations: none known for the served versions.
 """
 
 from __future__ import annotations
 
+from onceflow.broker.authorization import denied_names
+from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.list_offsets import ListOffsetsResponse
 
@@ -62,11 +67,16 @@ async def handle_list_offsets(ctx, header, request) -> ListOffsetsResponse:
     broker = ctx.broker
     version = header.request_api_version
     read_committed = version >= 2 and request.isolation_level == _READ_COMMITTED
+    unauthorized = denied_names(ctx, ApiKey.LIST_OFFSETS, "topic", [t.name for t in request.topics])
     topics = []
     seen: set[tuple[str, int]] = set()
     for topic in request.topics:
         partitions = []
         for partition in topic.partitions:
+            if topic.name in unauthorized:
+                error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                partitions.append(_answer(partition.partition_index, error))
+                continue
             key = (topic.name, partition.partition_index)
             if key in seen:
                 partitions.append(_answer(partition.partition_index, ErrorCode.INVALID_REQUEST))

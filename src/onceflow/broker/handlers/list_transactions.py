@@ -11,13 +11,17 @@ INVALID_REGULAR_EXPRESSION). Ids are sorted. Before the coordinator loads:
 COORDINATOR_LOAD_IN_PROGRESS; before it was ever looked up, an empty list (no transactional
 id can exist yet).
 
-Deviations: patterns use Python's `re` syntax, close to Java's for ordinary patterns; no ACLs.
+Authorization (authorizer on): only the ids the caller may DESCRIBE are listed, as Kafka.
+
+Deviations: patterns use Python's `re` syntax, close to Java's for ordinary patterns.
 """
 
 from __future__ import annotations
 
 import re
 
+from onceflow.broker.authorization import allowed_names
+from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.list_transactions import ListTransactionsResponse
 
@@ -53,6 +57,17 @@ async def handle_list_transactions(ctx, header, request) -> ListTransactionsResp
         request.producer_id_filters,
         request.duration_filter if version >= 1 else -1,
     )
+    matching = [
+        t for t in result.transactions if pattern is None or pattern.fullmatch(t.transactional_id)
+    ]
+    shown = set(
+        allowed_names(
+            ctx,
+            ApiKey.LIST_TRANSACTIONS,
+            "transactional_id",
+            [t.transactional_id for t in matching],
+        )
+    )
     return _answer(
         result.error,
         result.unknown_state_filters,
@@ -62,7 +77,7 @@ async def handle_list_transactions(ctx, header, request) -> ListTransactionsResp
                 producer_id=t.producer_id,
                 transaction_state=t.state,
             )
-            for t in result.transactions
-            if pattern is None or pattern.fullmatch(t.transactional_id)
+            for t in matching
+            if t.transactional_id in shown
         ),
     )

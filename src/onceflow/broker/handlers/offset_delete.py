@@ -11,13 +11,23 @@ answer.
 
 Versions: v0 only (not flexible).
 
+Authorization (authorizer on): DELETE on the group, else GROUP_AUTHORIZATION_FAILED with no
+topics and nothing deleted; READ on each topic, else TOPIC_AUTHORIZATION_FAILED for its
+partitions (kept), as Kafka.
+
 Deviations: none known.
 """
 
 from __future__ import annotations
 
-from onceflow.broker.handlers.offset_commit import partition_exists, partition_responses
+from onceflow.broker.authorization import denied, denied_names
+from onceflow.broker.handlers.offset_commit import (
+    partition_exists,
+    partition_responses,
+    topic_names,
+)
 from onceflow.coordinator.group.offsets import TopicPartition
+from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.offset_delete import OffsetDeleteResponse
 
@@ -28,12 +38,18 @@ _Partition = _Topic.OffsetDeleteResponsePartition
 async def handle_offset_delete(ctx, header, request) -> OffsetDeleteResponse:
     """Delete the requested committed offsets of a group."""
     broker = ctx.broker
+    refused = denied(ctx, ApiKey.OFFSET_DELETE, "group", request.group_id)
+    if refused is not None:
+        return OffsetDeleteResponse(error_code=refused, throttle_time_ms=0, topics=[])
+    unauthorized = denied_names(ctx, ApiKey.OFFSET_DELETE, "topic", topic_names(request))
     errors: dict[TopicPartition, ErrorCode] = {}
     known: list[TopicPartition] = []
     for topic in request.topics:
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
-            if partition_exists(broker, topic.name, p.partition_index):
+            if topic.name in unauthorized:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif partition_exists(broker, topic.name, p.partition_index):
                 known.append(tp)
             else:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

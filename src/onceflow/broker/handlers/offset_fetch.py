@@ -14,6 +14,10 @@ error_code; v3 throttle_time_ms; v5 committed_leader_epoch; v6 flexible; v7 requ
 v8 several groups in one request, errors per group (KIP-709); v9 member id and epoch (KIP-848,
 accepted and not checked: classic groups only).
 
+Authorization (authorizer on): DESCRIBE on each group, else GROUP_AUTHORIZATION_FAILED for
+it; DESCRIBE on each requested topic, else TOPIC_AUTHORIZATION_FAILED (offset -1) for its
+partitions; an all-topics fetch leaves out the topics the caller may not DESCRIBE, as Kafka.
+
 Deviations: v10 (topic ids) is not served.
 """
 
@@ -21,7 +25,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from onceflow.broker.authorization import allowed_names, denied, denied_names, enabled
 from onceflow.coordinator.group.offsets import TopicPartition
+from onceflow.coordinator.group.results import OffsetFetchResult, PartitionOffset
+from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.offset_fetch import OffsetFetchResponse
 
@@ -45,20 +52,46 @@ def _by_topic(items: Iterable) -> dict[str, list]:
     return out
 
 
-async def _fetch_one(coordinator, group_id: str, topics, require_stable: bool):
-    tps = _requested(topics)
-    return await coordinator.fetch_offsets(group_id, tps, require_stable)
+_API = ApiKey.OFFSET_FETCH
+_TOPIC_DENIED = PartitionOffset(error=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+
+
+async def _fetch_one(ctx, group_id: str, topics, require_stable: bool) -> OffsetFetchResult:
+    """One group's offsets, as far as the caller may see them."""
+    refused = denied(ctx, _API, "group", group_id)
+    if refused is not None:
+        return OffsetFetchResult(refused, {})
+    coordinator = ctx.broker.group_coordinator
+    if topics is None:
+        result = await coordinator.fetch_offsets(group_id, None, require_stable)
+        if result.error != ErrorCode.NONE or not enabled(ctx):
+            return result
+        shown = set(allowed_names(ctx, _API, "topic", {tp.topic for tp in result.partitions}))
+        return OffsetFetchResult(
+            result.error, {tp: o for tp, o in result.partitions.items() if tp.topic in shown}
+        )
+    unauthorized = denied_names(ctx, _API, "topic", [t.name for t in topics])
+    wanted = [t for t in topics if t.name not in unauthorized]
+    result = await coordinator.fetch_offsets(group_id, _requested(wanted), require_stable)
+    if result.error != ErrorCode.NONE or not unauthorized:
+        return result
+    return OffsetFetchResult(
+        result.error,
+        {
+            tp: _TOPIC_DENIED if tp.topic in unauthorized else result.partitions[tp]
+            for tp in _requested(topics)
+        },
+    )
 
 
 async def handle_offset_fetch(ctx, header, request) -> OffsetFetchResponse:
     """Answer the committed offsets of one group (v1-7) or several groups (v8+)."""
-    coordinator = ctx.broker.group_coordinator
     version = header.request_api_version
     require_stable = version >= 7 and request.require_stable
     if version >= 8:
         groups = []
         for group in request.groups:
-            result = await _fetch_one(coordinator, group.group_id, group.topics, require_stable)
+            result = await _fetch_one(ctx, group.group_id, group.topics, require_stable)
             groups.append(
                 _Group(
                     group_id=group.group_id,
@@ -82,7 +115,7 @@ async def handle_offset_fetch(ctx, header, request) -> OffsetFetchResponse:
                 )
             )
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
-    result = await _fetch_one(coordinator, request.group_id, request.topics, require_stable)
+    result = await _fetch_one(ctx, request.group_id, request.topics, require_stable)
     if version < 2 and result.error != ErrorCode.NONE:
         # v0-1 have no top-level error: Kafka repeats the group's error on every partition
         items = [(tp, None) for tp in _requested(request.topics) or ()]

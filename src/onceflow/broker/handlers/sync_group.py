@@ -11,17 +11,25 @@ during a new rebalance REBALANCE_IN_PROGRESS.
 Versions: v1 throttle_time_ms; v3 group_instance_id; v4 flexible; v5 protocol_type and
 protocol_name in request and response (checked against the group's: INCONSISTENT_GROUP_PROTOCOL).
 
+Authorization (authorizer on): READ on the group, else GROUP_AUTHORIZATION_FAILED and the
+group is not touched, as Kafka.
+
 Deviations: none known.
 """
 
 from __future__ import annotations
 
+from onceflow.broker.authorization import denied
+from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.messages.sync_group import SyncGroupResponse
 
 
 async def handle_sync_group(ctx, header, request) -> SyncGroupResponse:
     """Deliver (leader) or receive (every member) the assignment of the current generation."""
     version = header.request_api_version
+    refused = denied(ctx, ApiKey.SYNC_GROUP, "group", request.group_id)
+    if refused is not None:
+        return SyncGroupResponse(throttle_time_ms=0, error_code=refused, assignment=b"")
     result = await ctx.broker.group_coordinator.sync(
         request.group_id,
         request.generation_id,
