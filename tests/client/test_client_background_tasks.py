@@ -21,7 +21,7 @@ from onceflow.client.errors import KafkaError, KafkaTimeoutError
 from onceflow.client.producer import Producer
 from onceflow.client.producer_state import TransactionManager
 from onceflow.client.txn_manager import TxnManager
-from onceflow.client.txn_requests import TxnRequestKind
+from onceflow.client.txn_request import TxnRequestKind
 from onceflow.client.txn_sender import TxnRequestSender
 
 # long enough that a call waiting on a stalled producer ends only by this timeout

@@ -29,15 +29,26 @@ from client.txn_scenarios import (
     record,
     take,
 )
-from onceflow.client.txn_requests import TxnRequestKind, action_for
+from onceflow.client.txn_request import TxnRequestKind
+from onceflow.client.txn_requests import REQUEST_TYPES
 from onceflow.protocol.errors import ErrorCode
 
 TABLE = Path(__file__).with_name("txn_error_table.json")
+PAIRS = Path(__file__).with_name("txn_error_pairs.json")
 UNKNOWN_CODE = 32000  # no ErrorCode has it
+# for answers with two failing partitions: one code for each action of AddPartitionsToTxn
+PAIR_CODES = [
+    ErrorCode.NONE,  # COMPLETE
+    ErrorCode.CONCURRENT_TRANSACTIONS,  # RETRY
+    ErrorCode.NOT_COORDINATOR,  # LOOKUP
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED,  # ABORTABLE
+    ErrorCode.UNKNOWN_SERVER_ERROR,  # FATAL
+    ErrorCode.PRODUCER_FENCED,  # FENCED
+]
 
 
 def _action(kind: TxnRequestKind, code: int) -> str:
-    return action_for(kind, code).name
+    return REQUEST_TYPES[kind].action(code).name
 
 
 CODES: list[int] = [int(code) for code in ErrorCode] + [UNKNOWN_CODE]
@@ -57,13 +68,14 @@ def _describe(error: BaseException | None) -> str | None:
     return f"{type(error).__name__}[{flags}]: {error}"
 
 
-def _outcome(name: str, code: int) -> dict[str, Any]:
+def _outcome(name: str, code: int, second: int = 0) -> dict[str, Any]:
+    """What follows an answer to scenario `name` whose first key has `code` (for answers
+    per partition, the second key has `second`)."""
     kind, setup, abort_while_in_flight = SCENARIOS[name]
     txn, result, keys = setup()
     request = take(txn, kind)
     abort = txn.begin_abort() if abort_while_in_flight else None
-    # the first key fails with `code`; for per-partition answers the second key succeeds
-    codes = {key: (code if i == 0 else 0) for i, key in enumerate(keys)}
+    codes = {key: (code if i == 0 else second) for i, key in enumerate(keys)}
     fields = {}
     if kind is K.FIND_COORDINATOR:
         fields = COORDINATOR
@@ -72,7 +84,6 @@ def _outcome(name: str, code: int) -> dict[str, Any]:
     txn.on_response(request, NOW, codes, **fields)
     waiting = result if result is not None else request.result
     outcome: dict[str, Any] = {
-        "action": _action(kind, code),
         "state": txn.state.name,
         "result": ("pending" if not waiting.done else _describe(waiting.error) or "ok"),
         "last_error": _describe(txn.last_error),
@@ -95,15 +106,28 @@ def _outcome(name: str, code: int) -> dict[str, Any]:
 
 def current_table() -> dict[str, dict[str, Any]]:
     table = {}
-    for name in SCENARIOS:
+    for name, (kind, _setup, _abort) in SCENARIOS.items():
         for code in CODES:
             label = ErrorCode(code).name if code != UNKNOWN_CODE else f"unknown({code})"
-            table[f"{name} / {label}"] = _outcome(name, code)
+            table[f"{name} / {label}"] = {"action": _action(kind, code), **_outcome(name, code)}
     return table
+
+
+def current_pairs() -> dict[str, dict[str, Any]]:
+    """AddPartitionsToTxn answered with two codes: the worse one decides."""
+    return {
+        f"{first.name} + {second.name}": _outcome("AddPartitionsToTxn", first, second)
+        for first in PAIR_CODES
+        for second in PAIR_CODES
+    }
 
 
 def test_every_answer_matches_the_recorded_table():
     assert_matches_recorded(TABLE, current_table())
+
+
+def test_the_worse_of_two_answers_matches_the_recorded_table():
+    assert_matches_recorded(PAIRS, current_pairs())
 
 
 def test_table_covers_every_kind_and_code():
@@ -114,3 +138,4 @@ def test_table_covers_every_kind_and_code():
 
 if __name__ == "__main__":
     record(TABLE, current_table())
+    record(PAIRS, current_pairs())

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from onceflow.client.txn_manager import ConsumerGroupMetadata, OffsetAndMetadata, TxnManager
-from onceflow.client.txn_requests import TxnRequest, TxnRequestKind
+from onceflow.client.txn_request import TxnRequest, TxnRequestKind
 
 K = TxnRequestKind
 NOW = 1000.0
@@ -21,7 +21,7 @@ COORDINATOR = {"node_id": 0, "host": "127.0.0.1", "port": 9092}
 
 
 def offsets_of(request: TxnRequest) -> list[str]:
-    return sorted(f"{t}-{p}" for t, p in request.data[1])
+    return sorted(f"{t}-{p}" for t, p in request.offsets)
 
 
 def take(txn: TxnManager, kind: TxnRequestKind, now: float = NOW) -> TxnRequest:

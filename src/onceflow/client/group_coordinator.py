@@ -36,6 +36,7 @@ from onceflow.client.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
+from onceflow.client.coordinator_lookup import GROUP, find_coordinator
 from onceflow.client.errors import (
     BrokerResponseError,
     KafkaTimeoutError,
@@ -44,8 +45,6 @@ from onceflow.client.errors import (
 from onceflow.client.metadata import TopicPartition
 from onceflow.client.network import AsyncBrokerConnection, NetworkClient
 from onceflow.client.txn_manager import OffsetAndMetadata
-from onceflow.client.txn_requests import GROUP
-from onceflow.client.txn_sender import find_coordinator
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.codec import DecodeError

@@ -50,12 +50,8 @@ from onceflow.client.network import NetworkClient
 from onceflow.client.partitioner import StickyPartitionCache, default_partition
 from onceflow.client.producer_state import TransactionManager
 from onceflow.client.sender import Sender
-from onceflow.client.txn_manager import (
-    ConsumerGroupMetadata,
-    TxnApi,
-    TxnManager,
-    normalize_offsets,
-)
+from onceflow.client.txn_manager import ConsumerGroupMetadata, TxnManager, normalize_offsets
+from onceflow.client.txn_states import TxnApi
 from onceflow.records.batch import HEADER_SIZE
 from onceflow.records.compression import CompressionType
 

@@ -1,44 +1,65 @@
-"""The transactional producer's coordinator requests, as data (no I/O).
+"""The transactional producer's coordinator requests: one class per request kind, no I/O.
 
-`TxnRequest` is one queued request to a coordinator (Kafka's `TxnRequestHandler`): its kind,
-what it carries, and the `TransactionalRequestResult` an application thread waits on. Requests
-go out one at a time in priority order (Kafka's `TransactionManager.Priority`):
+Each class is one of Kafka's `TxnRequestHandler`s (the base is `txn_request.TxnRequest`) and
+holds for its kind:
+
+- `build(txn, version)`: the Kafka request, at the version the sender negotiated under the
+  class's `MAX_VERSION` (the caps of transaction version 1, below);
+- `parse(response, version)`: the answer's error codes (one under the key None, or one per
+  partition) and its data;
+- `ERRORS`: its error table, error code -> `TxnAction`, after Kafka's response handler for
+  the kind; a code not in the table is FATAL (Kafka's "unexpected error");
+- `on_success(txn, fields)`: what a successful answer does to the producer's transaction;
+
+and where a kind differs from the rest: `on_retry` (TxnOffsetCommit retries only its failed
+partitions), `on_failure` (AddPartitionsToTxn releases its partitions) and `error_for`
+(TxnOffsetCommit's group-metadata mismatch is a `CommitFailedError`). The manager decides
+what an action means for the producer's state (`txn_states`); the sender does the I/O.
+
+Requests go out one at a time in priority order (Kafka's `TransactionManager.Priority`):
 FindCoordinator < InitProducerId < AddPartitionsToTxn / AddOffsetsToTxn / TxnOffsetCommit <
 EndTxn, then in the order they were queued.
-
-`ERROR_ACTIONS[kind]` maps each answer's error code to a `TxnAction`, a table per request
-kind after Kafka's response handlers; a code not listed takes `DEFAULT_ACTIONS[kind]`.
 """
 
 from __future__ import annotations
 
-import itertools
-import threading
-from collections.abc import Mapping
-from enum import Enum, IntEnum
+from collections.abc import Collection, Mapping
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
-from onceflow.client.errors import KafkaTimeoutError
+from onceflow.client.coordinator_lookup import (
+    FIND_COORDINATOR_MAX,
+    GROUP,
+    find_coordinator_request,
+    parse_coordinator,
+)
+from onceflow.client.errors import CommitFailedError, KafkaError
+from onceflow.client.txn_request import (
+    ErrorCodes,
+    TransactionalRequestResult,
+    TransactionContext,
+    TxnAction,
+    TxnRequest,
+    TxnRequestKind,
+    error_table,
+)
+from onceflow.client.txn_states import ProducerState
+from onceflow.protocol import messages
+from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 
 __all__ = [
-    "DEFAULT_ACTIONS",
     "END_TXN_TV1_MAX",
-    "ERROR_ACTIONS",
-    "GROUP",
     "PRODUCE_TV1_MAX",
-    "TRANSACTION",
+    "REQUEST_TYPES",
     "TXN_OFFSET_COMMIT_TV1_MAX",
-    "TransactionalRequestResult",
-    "TxnAction",
-    "TxnRequest",
-    "TxnRequestKind",
-    "action_for",
+    "AddOffsetsToTxn",
+    "AddPartitionsToTxn",
+    "EndTxn",
+    "FindCoordinator",
+    "InitProducerId",
+    "TxnOffsetCommit",
 ]
-
-GROUP = 0  # FindCoordinator key types
-TRANSACTION = 1
 
 # The client speaks transaction version 1 (KIP-890 part 1: the epoch is bumped only on
 # recovery), so, as the message specs require, it never uses the versions that mean
@@ -47,39 +68,14 @@ TRANSACTION = 1
 PRODUCE_TV1_MAX: Final = 11
 TXN_OFFSET_COMMIT_TV1_MAX: Final = 4
 END_TXN_TV1_MAX: Final = 4
+_ADD_PARTITIONS_CLIENT_MAX: Final = 3  # v4+ is the brokers' batched verification form (KIP-890)
+_INIT_PRODUCER_ID_MAX: Final = 5
+_INIT_WITH_PRODUCER_ID_VERSION = 3  # v3+ carries the id and epoch to bump (KIP-360)
 
-
-class TxnRequestKind(IntEnum):
-    """A coordinator request; the value is its priority (lower goes first)."""
-
-    FIND_COORDINATOR = 0
-    INIT_PRODUCER_ID = 1
-    ADD_PARTITIONS_TO_TXN = 2
-    ADD_OFFSETS_TO_TXN = 3
-    TXN_OFFSET_COMMIT = 4
-    END_TXN = 5
-
-    @property
-    def priority(self) -> int:
-        """Kafka's priority classes: AddPartitions, AddOffsets and TxnOffsetCommit share one."""
-        return {0: 0, 1: 1, 2: 2, 3: 2, 4: 2, 5: 3}[int(self)]
-
-
-class TxnAction(Enum):
-    """What an answer's error code means for the request and the producer."""
-
-    COMPLETE = "complete"  # done
-    RETRY = "retry"  # queue again after retry.backoff.ms
-    LOOKUP = "lookup"  # find the coordinator again, then retry
-    ABORTABLE = "abortable"  # the transaction must be aborted (ABORTABLE_ERROR)
-    FENCED = "fenced"  # another producer took over the transactional id (FATAL_ERROR)
-    FATAL = "fatal"  # the producer cannot continue (FATAL_ERROR)
-
-
-_K = TxnRequestKind
 _A = TxnAction
 _E = ErrorCode
 
+# error-table parts several kinds share
 _COORDINATOR_MOVED = {
     _E.NOT_COORDINATOR: _A.LOOKUP,
     _E.COORDINATOR_NOT_AVAILABLE: _A.LOOKUP,
@@ -103,141 +99,300 @@ _LOST_PRODUCER_ID = {
 }
 
 
-def _table(*parts: Mapping[ErrorCode, TxnAction]) -> Mapping[ErrorCode, TxnAction]:
-    merged: dict[ErrorCode, TxnAction] = {_E.NONE: _A.COMPLETE}
-    for part in parts:
-        merged.update(part)
-    return MappingProxyType(merged)
+class FindCoordinator(TxnRequest):
+    """Find the coordinator of `key`: (TRANSACTION, transactional id) or (GROUP, group id)."""
+
+    KIND = TxnRequestKind.FIND_COORDINATOR
+    API_KEY = ApiKey.FIND_COORDINATOR
+    MAX_VERSION = FIND_COORDINATOR_MAX
+    ERRORS = error_table(
+        {
+            _E.COORDINATOR_NOT_AVAILABLE: _A.RETRY,
+            _E.COORDINATOR_LOAD_IN_PROGRESS: _A.RETRY,
+            _E.NOT_COORDINATOR: _A.RETRY,
+            _E.REQUEST_TIMED_OUT: _A.RETRY,
+            _E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: _A.FATAL,
+            _E.GROUP_AUTHORIZATION_FAILED: _A.ABORTABLE,
+        }
+    )
+
+    def __init__(self, key: tuple[int, str], result: TransactionalRequestResult | None = None):
+        super().__init__(result)
+        self.key = key
+
+    def coordinator_key(self, txn: TransactionContext) -> tuple[int, str]:
+        return self.key
+
+    def target(self, txn: TransactionContext) -> None:
+        return None
+
+    def build(self, txn: TransactionContext, version: int) -> Any:
+        return find_coordinator_request(version, *self.key)
+
+    def parse(self, response: Any, version: int) -> tuple[ErrorCodes, dict[str, Any]]:
+        code, node_id, host, port = parse_coordinator(response, version)
+        return {None: code}, {"node_id": node_id, "host": host, "port": port}
+
+    def on_success(self, txn: TransactionContext, fields: Mapping[str, Any]) -> None:
+        txn.coordinators[self.key] = (fields["node_id"], fields["host"], fields["port"])
+        self.result.complete()
 
 
-# request kind -> error code -> action (Kafka's FindCoordinatorHandler, InitProducerIdHandler,
-# AddPartitionsToTxnHandler, AddOffsetsToTxnHandler, TxnOffsetCommitHandler, EndTxnHandler)
-ERROR_ACTIONS: Final[Mapping[TxnRequestKind, Mapping[ErrorCode, TxnAction]]] = MappingProxyType(
-    {
-        _K.FIND_COORDINATOR: _table(
-            {
-                _E.COORDINATOR_NOT_AVAILABLE: _A.RETRY,
-                _E.COORDINATOR_LOAD_IN_PROGRESS: _A.RETRY,
-                _E.NOT_COORDINATOR: _A.RETRY,
-                _E.REQUEST_TIMED_OUT: _A.RETRY,
-                _E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: _A.FATAL,
-                _E.GROUP_AUTHORIZATION_FAILED: _A.ABORTABLE,
-            }
-        ),
-        _K.INIT_PRODUCER_ID: _table(
-            _COORDINATOR_MOVED, _FATAL, {_E.CONCURRENT_TRANSACTIONS: _A.RETRY}
-        ),
-        _K.ADD_PARTITIONS_TO_TXN: _table(
-            _COORDINATOR_MOVED,
-            _FATAL,
-            _LOST_PRODUCER_ID,
-            {
-                _E.CONCURRENT_TRANSACTIONS: _A.RETRY,
-                _E.UNKNOWN_TOPIC_OR_PARTITION: _A.RETRY,
-                _E.OPERATION_NOT_ATTEMPTED: _A.RETRY,
-                _E.TOPIC_AUTHORIZATION_FAILED: _A.ABORTABLE,
-            },
-        ),
-        _K.ADD_OFFSETS_TO_TXN: _table(
-            _COORDINATOR_MOVED,
-            _FATAL,
-            _LOST_PRODUCER_ID,
-            {_E.CONCURRENT_TRANSACTIONS: _A.RETRY, _E.GROUP_AUTHORIZATION_FAILED: _A.ABORTABLE},
-        ),
-        _K.TXN_OFFSET_COMMIT: _table(
-            _COORDINATOR_MOVED,
-            _FATAL,
-            _LOST_PRODUCER_ID,
-            {
-                _E.CONCURRENT_TRANSACTIONS: _A.RETRY,
-                _E.UNKNOWN_TOPIC_OR_PARTITION: _A.RETRY,
-                _E.UNKNOWN_MEMBER_ID: _A.ABORTABLE,
-                _E.ILLEGAL_GENERATION: _A.ABORTABLE,
-                _E.FENCED_INSTANCE_ID: _A.ABORTABLE,
-                _E.GROUP_AUTHORIZATION_FAILED: _A.ABORTABLE,
-            },
-        ),
-        _K.END_TXN: _table(
-            _COORDINATOR_MOVED, _FATAL, _LOST_PRODUCER_ID, {_E.CONCURRENT_TRANSACTIONS: _A.RETRY}
-        ),
-    }
-)
+class InitProducerId(TxnRequest):
+    """Get a producer id and epoch: a fresh one (-1/-1), or the epoch of this one bumped."""
 
-# a code missing from a kind's table ("unexpected error" in Kafka's handlers)
-DEFAULT_ACTIONS: Final[Mapping[TxnRequestKind, TxnAction]] = MappingProxyType(
-    {kind: _A.FATAL for kind in TxnRequestKind}
-)
-
-
-def action_for(kind: TxnRequestKind, error_code: int) -> TxnAction:
-    """The action for `error_code` in an answer to a `kind` request."""
-    try:
-        code = ErrorCode(error_code)
-    except ValueError:
-        return DEFAULT_ACTIONS[kind]
-    return ERROR_ACTIONS[kind].get(code, DEFAULT_ACTIONS[kind])
-
-
-class TransactionalRequestResult:
-    """The outcome of a transactional call, completed by the I/O thread (Kafka's
-    `TransactionalRequestResult`). `wait(timeout)` marks it acknowledged once it returns or
-    raises the call's error; a wait that times out leaves it pending, so the same call can
-    be made again to go on waiting (a commit that timed out is retried, not aborted)."""
-
-    def __init__(self, operation: str):
-        self.operation = operation
-        self.error: BaseException | None = None
-        self.acked = False
-        self._done = threading.Event()
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    def complete(self, error: BaseException | None = None) -> None:
-        """Set the outcome (the first call wins)."""
-        if not self._done.is_set():
-            self.error = error
-            self._done.set()
-
-    def wait(self, timeout: float | None) -> None:
-        """Block until done; raise the call's error, or `KafkaTimeoutError` after `timeout`."""
-        if not self._done.wait(timeout):
-            raise KafkaTimeoutError(
-                f"Timeout expired after {timeout} s while awaiting {self.operation}"
-            )
-        self.acked = True
-        if self.error is not None:
-            raise self.error
-
-    def __repr__(self) -> str:
-        state = "pending" if not self.done else ("failed" if self.error else "done")
-        return f"<TransactionalRequestResult {self.operation} {state}>"
-
-
-_sequence = itertools.count()
-
-
-class TxnRequest:
-    """One queued coordinator request."""
-
-    __slots__ = ("kind", "data", "result", "retry_at", "attempts", "order")
+    KIND = TxnRequestKind.INIT_PRODUCER_ID
+    API_KEY = ApiKey.INIT_PRODUCER_ID
+    MAX_VERSION = _INIT_PRODUCER_ID_MAX
+    ERRORS = error_table(_COORDINATOR_MOVED, _FATAL, {_E.CONCURRENT_TRANSACTIONS: _A.RETRY})
 
     def __init__(
         self,
-        kind: TxnRequestKind,
-        data: Any = None,
+        producer_id: int,
+        producer_epoch: int,
         result: TransactionalRequestResult | None = None,
     ):
-        self.kind = kind
-        self.data = data  # per kind: see TxnManager's enqueue_* methods
-        self.result = result or TransactionalRequestResult(kind.name)
-        self.retry_at = 0.0
-        self.attempts = 0
-        self.order = next(_sequence)
+        super().__init__(result)
+        self.producer_id, self.producer_epoch = producer_id, producer_epoch
 
-    def sort_key(self) -> tuple[int, int]:
-        return (self.kind.priority, self.order)
+    def build(self, txn: TransactionContext, version: int) -> Any:
+        message = messages.REQUESTS[self.API_KEY](
+            transactional_id=txn.transactional_id,
+            transaction_timeout_ms=txn.transaction_timeout_ms,
+        )
+        if version >= _INIT_WITH_PRODUCER_ID_VERSION:
+            message.producer_id, message.producer_epoch = self.producer_id, self.producer_epoch
+        return message
 
-    def __repr__(self) -> str:
-        return f"<TxnRequest {self.kind.name} attempts={self.attempts}>"
+    def parse(self, response: Any, version: int) -> tuple[ErrorCodes, dict[str, Any]]:
+        fields = {"producer_id": response.producer_id, "producer_epoch": response.producer_epoch}
+        return {None: response.error_code}, fields
+
+    def on_success(self, txn: TransactionContext, fields: Mapping[str, Any]) -> None:
+        txn.transition_to(ProducerState.READY)
+        txn.producer_id, txn.producer_epoch = fields["producer_id"], fields["producer_epoch"]
+        txn.epoch_bump_required = False
+        txn.reset_sequences()
+        txn.clear_transaction()
+        self.result.complete()
+
+
+class AddPartitionsToTxn(TxnRequest):
+    """Add `partitions` to the transaction before batches go to them."""
+
+    KIND = TxnRequestKind.ADD_PARTITIONS_TO_TXN
+    API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
+    MAX_VERSION = _ADD_PARTITIONS_CLIENT_MAX
+    ERRORS = error_table(
+        _COORDINATOR_MOVED,
+        _FATAL,
+        _LOST_PRODUCER_ID,
+        {
+            _E.CONCURRENT_TRANSACTIONS: _A.RETRY,
+            _E.UNKNOWN_TOPIC_OR_PARTITION: _A.RETRY,
+            _E.OPERATION_NOT_ATTEMPTED: _A.RETRY,
+            _E.TOPIC_AUTHORIZATION_FAILED: _A.ABORTABLE,
+        },
+    )
+
+    def __init__(
+        self,
+        partitions: frozenset[tuple[str, int]],
+        result: TransactionalRequestResult | None = None,
+    ):
+        super().__init__(result)
+        self.partitions = partitions
+
+    def build(self, txn: TransactionContext, version: int) -> Any:
+        cls = messages.REQUESTS[self.API_KEY]
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(self.partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        return cls(
+            v3_and_below_transactional_id=txn.transactional_id,
+            v3_and_below_producer_id=txn.producer_id,
+            v3_and_below_producer_epoch=txn.producer_epoch,
+            v3_and_below_topics=[
+                cls.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in by_topic.items()
+            ],
+        )
+
+    def parse(self, response: Any, version: int) -> tuple[ErrorCodes, dict[str, Any]]:
+        codes = _unanswered(self.partitions)
+        for topic in response.results_by_topic_v3_and_below:
+            for p in topic.results_by_partition:
+                codes[(topic.name, p.partition_index)] = p.partition_error_code
+        return codes, {}
+
+    def on_success(self, txn: TransactionContext, fields: Mapping[str, Any]) -> None:
+        txn.pending_partitions -= self.partitions
+        txn.partitions_in_transaction |= self.partitions
+        txn.transaction_started = True
+
+    def on_failure(self, txn: TransactionContext) -> None:
+        txn.pending_partitions -= self.partitions
+
+
+class _GroupOffsets(TxnRequest):
+    """A request about a consumer group's offsets within the transaction."""
+
+    def __init__(
+        self,
+        group: Any,
+        offsets: dict[tuple[str, int], Any],
+        result: TransactionalRequestResult | None = None,
+    ):
+        super().__init__(result)
+        self.group, self.offsets = group, offsets  # ConsumerGroupMetadata, OffsetAndMetadata
+
+
+class AddOffsetsToTxn(_GroupOffsets):
+    """Add the group's offsets partition to the transaction; TxnOffsetCommit follows."""
+
+    KIND = TxnRequestKind.ADD_OFFSETS_TO_TXN
+    API_KEY = ApiKey.ADD_OFFSETS_TO_TXN
+    ERRORS = error_table(
+        _COORDINATOR_MOVED,
+        _FATAL,
+        _LOST_PRODUCER_ID,
+        {_E.CONCURRENT_TRANSACTIONS: _A.RETRY, _E.GROUP_AUTHORIZATION_FAILED: _A.ABORTABLE},
+    )
+
+    def build(self, txn: TransactionContext, version: int) -> Any:
+        return messages.REQUESTS[self.API_KEY](
+            transactional_id=txn.transactional_id,
+            producer_id=txn.producer_id,
+            producer_epoch=txn.producer_epoch,
+            group_id=self.group.group_id,
+        )
+
+    def on_success(self, txn: TransactionContext, fields: Mapping[str, Any]) -> None:
+        txn.transaction_started = True
+        txn.enqueue(TxnOffsetCommit(self.group, self.offsets, self.result))
+
+
+class TxnOffsetCommit(_GroupOffsets):
+    """Commit `offsets` for the group within the transaction (sent to the group coordinator)."""
+
+    KIND = TxnRequestKind.TXN_OFFSET_COMMIT
+    API_KEY = ApiKey.TXN_OFFSET_COMMIT
+    MAX_VERSION = TXN_OFFSET_COMMIT_TV1_MAX
+    ERRORS = error_table(
+        _COORDINATOR_MOVED,
+        _FATAL,
+        _LOST_PRODUCER_ID,
+        {
+            _E.CONCURRENT_TRANSACTIONS: _A.RETRY,
+            _E.UNKNOWN_TOPIC_OR_PARTITION: _A.RETRY,
+            _E.UNKNOWN_MEMBER_ID: _A.ABORTABLE,
+            _E.ILLEGAL_GENERATION: _A.ABORTABLE,
+            _E.FENCED_INSTANCE_ID: _A.ABORTABLE,
+            _E.GROUP_AUTHORIZATION_FAILED: _A.ABORTABLE,
+        },
+    )
+    # a group-metadata mismatch: the member is no longer the one the offsets came from
+    _COMMIT_FAILED: ClassVar[frozenset[ErrorCode]] = frozenset(
+        {_E.UNKNOWN_MEMBER_ID, _E.ILLEGAL_GENERATION}
+    )
+
+    def coordinator_key(self, txn: TransactionContext) -> tuple[int, str]:
+        return (GROUP, self.group.group_id)
+
+    def build(self, txn: TransactionContext, version: int) -> Any:
+        cls = messages.REQUESTS[self.API_KEY]
+        topic_cls = cls.TxnOffsetCommitRequestTopic
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, partition), committed in sorted(self.offsets.items()):
+            by_topic.setdefault(topic, []).append(
+                topic_cls.TxnOffsetCommitRequestPartition(
+                    partition_index=partition,
+                    committed_offset=committed.offset,
+                    committed_leader_epoch=committed.leader_epoch,
+                    committed_metadata=committed.metadata,
+                )
+            )
+        group = self.group
+        return cls(
+            transactional_id=txn.transactional_id,
+            group_id=group.group_id,
+            producer_id=txn.producer_id,
+            producer_epoch=txn.producer_epoch,
+            generation_id=group.generation_id,
+            member_id=group.member_id,
+            group_instance_id=group.group_instance_id,
+            topics=[topic_cls(name=t, partitions=ps) for t, ps in by_topic.items()],
+        )
+
+    def parse(self, response: Any, version: int) -> tuple[ErrorCodes, dict[str, Any]]:
+        codes = _unanswered(self.offsets)
+        for topic in response.topics:
+            for p in topic.partitions:
+                codes[(topic.name, p.partition_index)] = p.error_code
+        return codes, {}
+
+    def on_success(self, txn: TransactionContext, fields: Mapping[str, Any]) -> None:
+        self.result.complete()
+
+    def on_retry(self, error_codes: ErrorCodes) -> None:
+        """Only the partitions that failed go out again."""
+        self.offsets = {tp: o for tp, o in self.offsets.items() if error_codes.get(tp, 0) != 0}
+
+    def error_for(self, action: TxnAction, code: int, txn: TransactionContext) -> KafkaError:
+        if action is not TxnAction.FENCED and code in self._COMMIT_FAILED:
+            return CommitFailedError(
+                "Transaction offset Commit failed due to consumer group metadata mismatch: "
+                f"{ErrorCode(code).name}"
+            )
+        return super().error_for(action, code, txn)
+
+
+class EndTxn(TxnRequest):
+    """Commit (`committed`) or abort the transaction; after an abort that left a sequence
+    gap, InitProducerId bumps the epoch before the producer is READY (KIP-360)."""
+
+    KIND = TxnRequestKind.END_TXN
+    API_KEY = ApiKey.END_TXN
+    MAX_VERSION = END_TXN_TV1_MAX
+    ERRORS = error_table(
+        _COORDINATOR_MOVED, _FATAL, _LOST_PRODUCER_ID, {_E.CONCURRENT_TRANSACTIONS: _A.RETRY}
+    )
+
+    def __init__(self, committed: bool, result: TransactionalRequestResult | None = None):
+        super().__init__(result)
+        self.committed = committed
+
+    def build(self, txn: TransactionContext, version: int) -> Any:
+        return messages.REQUESTS[self.API_KEY](
+            transactional_id=txn.transactional_id,
+            producer_id=txn.producer_id,
+            producer_epoch=txn.producer_epoch,
+            committed=self.committed,
+        )
+
+    def on_success(self, txn: TransactionContext, fields: Mapping[str, Any]) -> None:
+        if not self.committed and txn.epoch_bump_required:
+            txn.transition_to(ProducerState.INITIALIZING)
+            bump = InitProducerId(txn.producer_id, txn.producer_epoch, self.result)
+            txn.enqueue(bump)
+        else:
+            txn.complete_transaction(self.result)
+
+
+def _unanswered(partitions: Collection[tuple[str, int]]) -> dict[Any, int]:
+    """Per-partition codes before the answer is read: a partition it leaves out failed."""
+    return dict.fromkeys(partitions, int(ErrorCode.UNKNOWN_SERVER_ERROR))
+
+
+REQUEST_TYPES: Final[Mapping[TxnRequestKind, type[TxnRequest]]] = MappingProxyType(
+    {
+        cls.KIND: cls
+        for cls in (
+            FindCoordinator,
+            InitProducerId,
+            AddPartitionsToTxn,
+            AddOffsetsToTxn,
+            TxnOffsetCommit,
+            EndTxn,
+        )
+    }
+)

@@ -1,11 +1,16 @@
-"""The producer's transaction-manager states and their transition table.
+"""The producer's transaction-manager states and every table about them.
 
-Everything that decides which state may follow which lives here, as a literal table (the
-states and valid previous states of Kafka's client `TransactionManager`). The idempotent
-producer uses UNINITIALIZED -> INITIALIZING -> READY, READY -> UNINITIALIZED for an epoch bump,
-and FATAL_ERROR; a transactional producer (`txn_manager.TxnManager`) also goes through
-IN_TRANSACTION, COMMITTING_TRANSACTION, ABORTING_TRANSACTION and ABORTABLE_ERROR. An illegal
-transition raises `InvalidStateTransitionError`.
+Everything that affects the client's transaction state machine lives here, as literal tables:
+the states and valid previous states of Kafka's client `TransactionManager` (`VALID_PREVIOUS`),
+the application calls allowed in each state (`ALLOWED_STATES`), the calls that resume one that
+timed out (`RESUMES_IN`), and the named sets of states the manager and the sender test against.
+What each coordinator answer does is in the error table of its request class
+(`txn_requests`); those tables name actions, the manager turns them into transitions here.
+
+The idempotent producer uses UNINITIALIZED -> INITIALIZING -> READY, READY -> UNINITIALIZED
+for an epoch bump, and FATAL_ERROR; a transactional producer (`txn_manager.TxnManager`) also
+goes through IN_TRANSACTION, COMMITTING_TRANSACTION, ABORTING_TRANSACTION and ABORTABLE_ERROR.
+An illegal transition raises `InvalidStateTransitionError`.
 """
 
 from __future__ import annotations
@@ -17,7 +22,22 @@ from typing import Final
 
 from onceflow.client.errors import IllegalStateError
 
-__all__ = ["VALID_PREVIOUS", "InvalidStateTransitionError", "ProducerState", "check_transition"]
+__all__ = [
+    "ABORTABLE_IGNORED_IN",
+    "ALLOWED_STATES",
+    "BATCH_FAILURE_ABORTS_IN",
+    "COMPLETING",
+    "DROPS_BATCHES_IN",
+    "ERROR_STATES",
+    "HAS_PRODUCER_ID_IN",
+    "RESUMES_IN",
+    "SENDS_BATCHES_IN",
+    "VALID_PREVIOUS",
+    "InvalidStateTransitionError",
+    "ProducerState",
+    "TxnApi",
+    "check_transition",
+]
 
 
 class ProducerState(Enum):
@@ -50,6 +70,59 @@ VALID_PREVIOUS: Final[Mapping[ProducerState, frozenset[ProducerState]]] = Mappin
         _S.FATAL_ERROR: frozenset(ProducerState),
     }
 )
+
+
+class TxnApi(Enum):
+    """The producer's transactional calls."""
+
+    INIT_TRANSACTIONS = "init_transactions"
+    BEGIN_TRANSACTION = "begin_transaction"
+    SEND = "send"
+    SEND_OFFSETS_TO_TRANSACTION = "send_offsets_to_transaction"
+    COMMIT_TRANSACTION = "commit_transaction"
+    ABORT_TRANSACTION = "abort_transaction"
+
+
+# call -> the states it may be made in (FATAL_ERROR: never; ABORTABLE_ERROR: abort only)
+ALLOWED_STATES: Final[Mapping[TxnApi, frozenset[ProducerState]]] = MappingProxyType(
+    {
+        TxnApi.INIT_TRANSACTIONS: frozenset({_S.UNINITIALIZED}),
+        TxnApi.BEGIN_TRANSACTION: frozenset({_S.READY}),
+        TxnApi.SEND: frozenset({_S.IN_TRANSACTION}),
+        TxnApi.SEND_OFFSETS_TO_TRANSACTION: frozenset({_S.IN_TRANSACTION}),
+        TxnApi.COMMIT_TRANSACTION: frozenset({_S.IN_TRANSACTION}),
+        TxnApi.ABORT_TRANSACTION: frozenset({_S.IN_TRANSACTION, _S.ABORTABLE_ERROR}),
+    }
+)
+
+# a call whose earlier attempt timed out resumes waiting while the state is still this one
+RESUMES_IN: Final[Mapping[TxnApi, ProducerState]] = MappingProxyType(
+    {
+        TxnApi.INIT_TRANSACTIONS: _S.INITIALIZING,
+        TxnApi.COMMIT_TRANSACTION: _S.COMMITTING_TRANSACTION,
+        TxnApi.ABORT_TRANSACTION: _S.ABORTING_TRANSACTION,
+    }
+)
+
+# a transactional producer has a usable producer id and epoch
+HAS_PRODUCER_ID_IN: Final = frozenset(
+    {_S.READY, _S.IN_TRANSACTION, _S.COMMITTING_TRANSACTION, _S.ABORTING_TRANSACTION}
+)
+# batches, and AddPartitionsToTxn for their partitions, go out
+SENDS_BATCHES_IN: Final = frozenset({_S.IN_TRANSACTION, _S.COMMITTING_TRANSACTION})
+# the transaction is ending (EndTxn is queued or in flight)
+COMPLETING: Final = frozenset({_S.COMMITTING_TRANSACTION, _S.ABORTING_TRANSACTION})
+# queued batches are failed: the transaction is being or must be aborted
+DROPS_BATCHES_IN: Final = frozenset({_S.ABORTABLE_ERROR, _S.ABORTING_TRANSACTION})
+# a failed batch makes the transaction abortable
+BATCH_FAILURE_ABORTS_IN: Final = frozenset(
+    {_S.IN_TRANSACTION, _S.COMMITTING_TRANSACTION, _S.ABORTABLE_ERROR}
+)
+# an abortable error changes nothing (the abort is under way, or the producer failed)
+ABORTABLE_IGNORED_IN: Final = frozenset({_S.ABORTING_TRANSACTION, _S.FATAL_ERROR})
+# queued coordinator requests fail with the producer's error (FindCoordinator still goes out
+# in ABORTABLE_ERROR, for the abort that must follow)
+ERROR_STATES: Final = frozenset({_S.ABORTABLE_ERROR, _S.FATAL_ERROR})
 
 
 class InvalidStateTransitionError(IllegalStateError):
