@@ -29,8 +29,8 @@ from client.txn_scenarios import (
     record,
     take,
 )
-from onceflow.client.txn_request import TxnRequestKind
-from onceflow.client.txn_requests import REQUEST_TYPES
+from onceflow.client.producer.txn.request import TxnRequestKind
+from onceflow.client.producer.txn.requests import REQUEST_TYPES
 from onceflow.protocol.errors import ErrorCode
 
 TABLE = Path(__file__).with_name("txn_error_table.json")

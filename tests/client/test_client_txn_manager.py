@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import pytest
 
-from onceflow.client.coordinator_lookup import GROUP, TRANSACTION
 from onceflow.client.errors import (
     CommitFailedError,
     IllegalStateError,
@@ -21,10 +20,16 @@ from onceflow.client.errors import (
     ProducerFencedError,
     TransactionAbortableError,
 )
-from onceflow.client.txn_manager import ConsumerGroupMetadata, OffsetAndMetadata, TxnManager
-from onceflow.client.txn_request import TransactionalRequestResult, TxnAction, TxnRequestKind
-from onceflow.client.txn_requests import REQUEST_TYPES
-from onceflow.client.txn_states import ProducerState, TxnApi
+from onceflow.client.net.coordinator_lookup import GROUP, TRANSACTION
+from onceflow.client.offsets import ConsumerGroupMetadata, OffsetAndMetadata
+from onceflow.client.producer.txn.manager import TxnManager
+from onceflow.client.producer.txn.request import (
+    TransactionalRequestResult,
+    TxnAction,
+    TxnRequestKind,
+)
+from onceflow.client.producer.txn.requests import REQUEST_TYPES
+from onceflow.client.producer.txn.states import ProducerState, TxnApi
 from onceflow.protocol.errors import ErrorCode
 
 S = ProducerState

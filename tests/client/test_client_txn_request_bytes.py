@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 
 from client.txn_scenarios import SCENARIOS, assert_matches_recorded, record
-from onceflow.client.txn_manager import TxnManager
-from onceflow.client.txn_sender import TxnRequestSender
+from onceflow.client.producer.txn.manager import TxnManager
+from onceflow.client.producer.txn.sender import TxnRequestSender
 from onceflow.protocol import messages
 
 TABLE = Path(__file__).with_name("txn_request_bytes.json")

@@ -9,8 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from onceflow.client.txn_manager import ConsumerGroupMetadata, OffsetAndMetadata, TxnManager
-from onceflow.client.txn_request import TxnRequest, TxnRequestKind
+from onceflow.client.offsets import ConsumerGroupMetadata, OffsetAndMetadata
+from onceflow.client.producer.txn.manager import TxnManager
+from onceflow.client.producer.txn.request import TxnRequest, TxnRequestKind
 
 K = TxnRequestKind
 NOW = 1000.0

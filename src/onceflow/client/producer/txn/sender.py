@@ -20,17 +20,17 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from onceflow.client.accumulator import RecordAccumulator
 from onceflow.client.errors import (
     BrokerResponseError,
     KafkaError,
     KafkaTimeoutError,
     UnsupportedVersionError,
 )
-from onceflow.client.network import AsyncBrokerConnection, NetworkClient
-from onceflow.client.tasks import BackgroundTasks
-from onceflow.client.txn_manager import TxnManager
-from onceflow.client.txn_request import TxnRequest
+from onceflow.client.net.network import AsyncBrokerConnection, NetworkClient
+from onceflow.client.net.tasks import BackgroundTasks
+from onceflow.client.producer.accumulator import RecordAccumulator
+from onceflow.client.producer.txn.manager import TxnManager
+from onceflow.client.producer.txn.request import TxnRequest
 from onceflow.protocol.errors import ErrorCode
 
 __all__ = ["TxnRequestSender"]

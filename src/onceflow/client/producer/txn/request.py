@@ -1,5 +1,5 @@
 """One transactional coordinator request, in general: the base of the request classes in
-`txn_requests` (Kafka's `TxnRequestHandler`), with no I/O.
+`requests` (Kafka's `TxnRequestHandler`), with no I/O.
 
 `TxnRequest` is a queued request: its kind (`TxnRequestKind`, whose value gives its priority),
 the `TransactionalRequestResult` an application thread waits on, when it may be retried, and
@@ -19,14 +19,14 @@ from enum import Enum, IntEnum
 from types import MappingProxyType
 from typing import Any, ClassVar, Final, Protocol
 
-from onceflow.client.coordinator_lookup import TRANSACTION
 from onceflow.client.errors import (
     KafkaError,
     KafkaTimeoutError,
     ProducerFencedError,
     error_for_code,
 )
-from onceflow.client.txn_states import ProducerState
+from onceflow.client.net.coordinator_lookup import TRANSACTION
+from onceflow.client.producer.txn.states import ProducerState
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 

@@ -5,10 +5,10 @@ the states and valid previous states of Kafka's client `TransactionManager` (`VA
 the application calls allowed in each state (`ALLOWED_STATES`), the calls that resume one that
 timed out (`RESUMES_IN`), and the named sets of states the manager and the sender test against.
 What each coordinator answer does is in the error table of its request class
-(`txn_requests`); those tables name actions, the manager turns them into transitions here.
+(`requests`); those tables name actions, the manager turns them into transitions here.
 
 The idempotent producer uses UNINITIALIZED -> INITIALIZING -> READY, READY -> UNINITIALIZED
-for an epoch bump, and FATAL_ERROR; a transactional producer (`txn_manager.TxnManager`) also
+for an epoch bump, and FATAL_ERROR; a transactional producer (`manager.TxnManager`) also
 goes through IN_TRANSACTION, COMMITTING_TRANSACTION, ABORTING_TRANSACTION and ABORTABLE_ERROR.
 An illegal transition raises `InvalidStateTransitionError`.
 """

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from onceflow.client.network import AsyncBrokerConnection
+from onceflow.client.net.network import AsyncBrokerConnection
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode

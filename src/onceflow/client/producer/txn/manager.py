@@ -3,8 +3,8 @@
 `TxnManager` extends the idempotent producer's `TransactionManager` (producer id, epoch,
 sequences) with transactions. Application threads make the calls of Kafka's producer API —
 `begin_init`, `begin_transaction`, `maybe_add_partition`, `send_offsets`, `begin_commit`,
-`begin_abort` — which check `txn_states.ALLOWED_STATES`, move the state along the table in
-`txn_states` and queue coordinator requests (one class per kind in `txn_requests`), returning
+`begin_abort` — which check `states.ALLOWED_STATES`, move the state along the table in
+`states` and queue coordinator requests (one class per kind in `requests`), returning
 a `TransactionalRequestResult` to wait on. The I/O thread takes requests with `next_request`
 (one at a time, by priority; EndTxn only once every batch is resolved) and hands each answer
 to `on_response` / `on_transport_error`: the request's error table gives the action, the
@@ -25,30 +25,30 @@ import threading
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from onceflow.client.accumulator import ProducerBatch
 from onceflow.client.errors import IllegalStateError, KafkaError, TransactionAbortableError
-from onceflow.client.metadata import TopicPartition
-from onceflow.client.producer_state import (
+from onceflow.client.offsets import ConsumerGroupMetadata, OffsetAndMetadata
+from onceflow.client.producer.accumulator import ProducerBatch
+from onceflow.client.producer.idempotence import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     ProduceAction,
     ProduceDecision,
     TransactionManager,
 )
-from onceflow.client.txn_request import (
+from onceflow.client.producer.txn.request import (
     TransactionalRequestResult,
     TxnAction,
     TxnRequest,
     TxnRequestKind,
 )
-from onceflow.client.txn_requests import (
+from onceflow.client.producer.txn.requests import (
     AddOffsetsToTxn,
     AddPartitionsToTxn,
     EndTxn,
     FindCoordinator,
     InitProducerId,
 )
-from onceflow.client.txn_states import (
+from onceflow.client.producer.txn.states import (
     ABORTABLE_IGNORED_IN,
     ALLOWED_STATES,
     BATCH_FAILURE_ABORTS_IN,
@@ -63,35 +63,12 @@ from onceflow.client.txn_states import (
 )
 from onceflow.protocol.errors import ErrorCode
 
-__all__ = [
-    "ConsumerGroupMetadata",
-    "OffsetAndMetadata",
-    "TxnManager",
-    "normalize_offsets",
-]
+__all__ = ["ConsumerGroupMetadata", "OffsetAndMetadata", "TxnManager"]
 
 log = logging.getLogger(__name__)
 _S = ProducerState
 _K = TxnRequestKind
 CONCURRENT_TXN_BACKOFF_S = 0.02  # Kafka retries CONCURRENT_TRANSACTIONS sooner than usual
-
-
-class OffsetAndMetadata(NamedTuple):
-    """A committed offset (the next record to read), its leader epoch and metadata."""
-
-    offset: int
-    metadata: str = ""
-    leader_epoch: int = -1
-
-
-class ConsumerGroupMetadata(NamedTuple):
-    """A group member's identity for `send_offsets_to_transaction` (KIP-447): the broker
-    fences offsets from a member of an older generation."""
-
-    group_id: str
-    generation_id: int = -1
-    member_id: str = ""
-    group_instance_id: str | None = None
 
 
 class _PendingTransition(NamedTuple):
@@ -456,31 +433,3 @@ class TxnManager(TransactionManager):
 
 def _finds(request: TxnRequest | None, key: tuple[int, str]) -> bool:
     return isinstance(request, FindCoordinator) and request.key == key
-
-
-def normalize_offsets(offsets: Any) -> dict[tuple[str, int], OffsetAndMetadata]:
-    """Offsets to commit, from the forms the producer and consumer accept: a mapping
-    `(topic, partition) -> offset | OffsetAndMetadata`, items with `topic`, `partition`,
-    `offset` (confluent-kafka's TopicPartition), or `(topic, partition, offset)` tuples."""
-    out: dict[tuple[str, int], OffsetAndMetadata] = {}
-    if isinstance(offsets, Mapping):
-        for tp, committed in offsets.items():
-            key = _tp(tp[0], tp[1]) if isinstance(tp, tuple) else _tp(tp.topic, tp.partition)
-            if not isinstance(committed, OffsetAndMetadata):
-                committed = OffsetAndMetadata(int(committed))
-            out[key] = committed
-        return out
-    for item in offsets:
-        if isinstance(item, tuple) and len(item) == 3:
-            out[_tp(item[0], item[1])] = OffsetAndMetadata(int(item[2]))
-        else:
-            metadata = getattr(item, "metadata", None) or ""
-            epoch = getattr(item, "leader_epoch", None)
-            out[_tp(item.topic, item.partition)] = OffsetAndMetadata(
-                int(item.offset), metadata, -1 if epoch is None else int(epoch)
-            )
-    return out
-
-
-def _tp(topic: Any, partition: Any) -> TopicPartition:
-    return TopicPartition(str(topic), int(partition))

@@ -1,6 +1,6 @@
 """The transactional producer's coordinator requests: one class per request kind, no I/O.
 
-Each class is one of Kafka's `TxnRequestHandler`s (the base is `txn_request.TxnRequest`) and
+Each class is one of Kafka's `TxnRequestHandler`s (the base is `request.TxnRequest`) and
 holds for its kind:
 
 - `build(txn, version)`: the Kafka request, at the version the sender negotiated under the
@@ -14,7 +14,7 @@ holds for its kind:
 and where a kind differs from the rest: `on_retry` (TxnOffsetCommit retries only its failed
 partitions), `on_failure` (AddPartitionsToTxn releases its partitions) and `error_for`
 (TxnOffsetCommit's group-metadata mismatch is a `CommitFailedError`). The manager decides
-what an action means for the producer's state (`txn_states`); the sender does the I/O.
+what an action means for the producer's state (`states`); the sender does the I/O.
 
 Requests go out one at a time in priority order (Kafka's `TransactionManager.Priority`):
 FindCoordinator < InitProducerId < AddPartitionsToTxn / AddOffsetsToTxn / TxnOffsetCommit <
@@ -27,14 +27,14 @@ from collections.abc import Collection, Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar, Final
 
-from onceflow.client.coordinator_lookup import (
+from onceflow.client.errors import CommitFailedError, KafkaError
+from onceflow.client.net.coordinator_lookup import (
     FIND_COORDINATOR_MAX,
     GROUP,
     find_coordinator_request,
     parse_coordinator,
 )
-from onceflow.client.errors import CommitFailedError, KafkaError
-from onceflow.client.txn_request import (
+from onceflow.client.producer.txn.request import (
     ErrorCodes,
     TransactionalRequestResult,
     TransactionContext,
@@ -43,7 +43,7 @@ from onceflow.client.txn_request import (
     TxnRequestKind,
     error_table,
 )
-from onceflow.client.txn_states import ProducerState
+from onceflow.client.producer.txn.states import ProducerState
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
