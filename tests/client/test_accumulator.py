@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from onceflow.client.accumulator import ProducerBatch, RecordAccumulator, sequence_before
+from onceflow.client.producer.accumulator import ProducerBatch, RecordAccumulator, sequence_before
 from onceflow.client.errors import IllegalStateError, KafkaTimeoutError
-from onceflow.client.record_writer import RecordBatchWriter
+from onceflow.client.producer.record_writer import RecordBatchWriter
 from onceflow.records.batch import parse_header, verify_crc
 from onceflow.records.compression import CompressionType
 from onceflow.records.record import decode_records
@@ -134,7 +134,7 @@ def test_buffer_memory_is_released_on_deallocate() -> None:
     ],
 )
 def test_ready(monkeypatch, now, full, flushing, expect_ready, expect_delay) -> None:
-    monkeypatch.setattr("onceflow.client.accumulator.now_ms", lambda: 0)
+    monkeypatch.setattr("onceflow.client.producer.accumulator.now_ms", lambda: 0)
     acc, _ = make()
     acc.append(TP0, 1, None, b"v")
     acc._queues[TP0][0].full = full

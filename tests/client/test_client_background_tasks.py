@@ -19,10 +19,10 @@ from client.client_support import txn_producer
 from client.helpers import create_topic
 from onceflow.client.errors import KafkaError, KafkaTimeoutError
 from onceflow.client.producer import Producer
-from onceflow.client.producer_state import TransactionManager
-from onceflow.client.txn_manager import TxnManager
-from onceflow.client.txn_requests import TxnRequestKind
-from onceflow.client.txn_sender import TxnRequestSender
+from onceflow.client.producer.idempotence import TransactionManager
+from onceflow.client.producer.txn.manager import TxnManager
+from onceflow.client.producer.txn.request import TxnRequestKind
+from onceflow.client.producer.txn.sender import TxnRequestSender
 
 # long enough that a call waiting on a stalled producer ends only by this timeout
 BLOCK_S = 5

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from onceflow.client.metadata import Cluster, Metadata
+from onceflow.client.net.metadata import Cluster, Metadata
 
 
 def _refreshed(now: float) -> Metadata:

@@ -10,7 +10,7 @@ import struct
 import pytest
 
 from onceflow.client.errors import BrokerResponseError, KafkaConnectionError
-from onceflow.client.network import AsyncBrokerConnection
+from onceflow.client.net.network import AsyncBrokerConnection
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.headers import encode_response_header, parse_request_header

@@ -18,7 +18,7 @@ from client.client_support import FAST_GROUP_BROKER, read_all, txn_producer
 from client.helpers import create_topic
 from onceflow.client.admin import AdminClient, TopicPartition
 from onceflow.client.errors import IllegalStateError, KafkaError, ProducerFencedError
-from onceflow.client.txn_manager import OffsetAndMetadata
+from onceflow.client.offsets import OffsetAndMetadata
 from onceflow.spark.orders import end_offsets
 
 TIMEOUT = 30

@@ -20,21 +20,16 @@ from onceflow.client.errors import (
     ProducerFencedError,
     TransactionAbortableError,
 )
-from onceflow.client.txn_manager import (
-    ConsumerGroupMetadata,
-    OffsetAndMetadata,
-    TxnApi,
-    TxnManager,
-)
-from onceflow.client.txn_requests import (
-    GROUP,
-    TRANSACTION,
+from onceflow.client.net.coordinator_lookup import GROUP, TRANSACTION
+from onceflow.client.offsets import ConsumerGroupMetadata, OffsetAndMetadata
+from onceflow.client.producer.txn.manager import TxnManager
+from onceflow.client.producer.txn.request import (
     TransactionalRequestResult,
     TxnAction,
     TxnRequestKind,
-    action_for,
 )
-from onceflow.client.txn_states import ProducerState
+from onceflow.client.producer.txn.requests import REQUEST_TYPES
+from onceflow.client.producer.txn.states import ProducerState, TxnApi
 from onceflow.protocol.errors import ErrorCode
 
 S = ProducerState
@@ -54,7 +49,7 @@ def answer(txn: TxnManager, kind: K, code: ErrorCode = ErrorCode.NONE, *, now=NO
     if kind is K.INIT_PRODUCER_ID:
         fields = {"producer_id": 7, "producer_epoch": 2, **fields}
     if kind in (K.ADD_PARTITIONS_TO_TXN, K.TXN_OFFSET_COMMIT):
-        partitions = request.data if kind is K.ADD_PARTITIONS_TO_TXN else request.data[1]
+        partitions = request.partitions if kind is K.ADD_PARTITIONS_TO_TXN else request.offsets
         codes = dict.fromkeys(partitions, int(code))
     else:
         codes = {None: int(code)}
@@ -233,7 +228,7 @@ def test_priority_order_and_end_txn_waits_for_batches():
     answer(txn, K.TXN_OFFSET_COMMIT)
     request, _ = txn.next_request(NOW, has_incomplete_batches=True)
     assert request is None, "EndTxn must wait until every batch is resolved"
-    assert answer(txn, K.END_TXN).data is True
+    assert answer(txn, K.END_TXN).committed is True
     assert txn.state is S.READY
 
 
@@ -243,7 +238,7 @@ def test_not_coordinator_finds_the_coordinator_again_first():
     answer(txn, K.ADD_PARTITIONS_TO_TXN, ErrorCode.NOT_COORDINATOR)
     assert (TRANSACTION, "tid") not in txn.coordinators
     request, _ = txn.next_request(NOW + 1, False)
-    assert request.kind is K.FIND_COORDINATOR and request.data == (TRANSACTION, "tid")
+    assert request.kind is K.FIND_COORDINATOR and request.key == (TRANSACTION, "tid")
     txn.on_response(request, NOW + 1, {None: 0}, **COORDINATOR)
     answer(txn, K.ADD_PARTITIONS_TO_TXN, now=NOW + 1)
     assert txn.partitions_in_transaction == {TP}
@@ -348,7 +343,7 @@ def test_fenced_on_init_is_fatal_and_fails_every_later_call():
     ],
 )
 def test_error_action_table(kind, code, action):
-    assert action_for(kind, code) is action
+    assert REQUEST_TYPES[kind].action(code) is action
 
 
 def test_result_wait_raises_the_error_once_done():
@@ -383,7 +378,7 @@ def test_abortable_answer_while_aborting_is_ignored(kind, code, raised):
     request, _ = txn.next_request(NOW, False)
     assert request.kind is kind
     abort = txn.begin_abort()
-    partitions = request.data if kind is K.ADD_PARTITIONS_TO_TXN else request.data[1]
+    partitions = request.partitions if kind is K.ADD_PARTITIONS_TO_TXN else request.offsets
     txn.on_response(request, NOW, dict.fromkeys(partitions, int(code)))
     assert txn.state is S.ABORTING_TRANSACTION
     if raised is not None:

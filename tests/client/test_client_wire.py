@@ -18,7 +18,7 @@ from onceflow.client.errors import (
     IllegalStateError,
     UnsupportedVersionError,
 )
-from onceflow.client.wire import WireConnection, WireState
+from onceflow.client.net.wire import WireConnection, WireState
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.headers import encode_response_header, parse_request_header

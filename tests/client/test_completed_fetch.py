@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from onceflow.client.completed_fetch import READ_COMMITTED, READ_UNCOMMITTED, CompletedFetch
+from onceflow.client.consumer.completed_fetch import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    CompletedFetch,
+)
 from onceflow.records.batch import TimestampType, patch_base_offset
 from onceflow.records.builder import BatchBuilder
 from onceflow.records.control import ControlRecordType, build_control_batch

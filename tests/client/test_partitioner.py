@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from onceflow.client.partitioner import (
+from onceflow.client.producer.partitioner import (
     StickyPartitionCache,
     default_partition,
     murmur2,

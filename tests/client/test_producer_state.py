@@ -6,15 +6,15 @@ import itertools
 
 import pytest
 
-from onceflow.client.accumulator import ProducerBatch
-from onceflow.client.producer_state import (
+from onceflow.client.producer.accumulator import ProducerBatch
+from onceflow.client.producer.idempotence import (
     MAX_IN_FLIGHT_PER_PARTITION,
     PRODUCE_ERROR_ACTIONS,
     InitProducerIdPlan,
     ProduceAction,
     TransactionManager,
 )
-from onceflow.client.txn_states import (
+from onceflow.client.producer.txn.states import (
     VALID_PREVIOUS,
     InvalidStateTransitionError,
     ProducerState,

@@ -2,8 +2,8 @@
 `transactional.id`), `Consumer` (manual assignment or consumer groups), `AdminClient`;
 synchronous APIs over one background I/O thread per client."""
 
-from onceflow.client.completed_fetch import ConsumerRecord
-from onceflow.client.consumer import Consumer
+from onceflow.client.consumer.completed_fetch import ConsumerRecord
+from onceflow.client.consumer.consumer import Consumer
 from onceflow.client.errors import (
     CommitFailedError,
     ConfigException,
@@ -16,10 +16,10 @@ from onceflow.client.errors import (
     TransactionAbortedError,
     UnknownTopicOrPartitionError,
 )
-from onceflow.client.futures import FutureRecordMetadata, RecordMetadata
-from onceflow.client.metadata import TopicPartition
-from onceflow.client.producer import Producer
-from onceflow.client.txn_manager import ConsumerGroupMetadata, OffsetAndMetadata
+from onceflow.client.net.metadata import TopicPartition
+from onceflow.client.offsets import ConsumerGroupMetadata, OffsetAndMetadata
+from onceflow.client.producer.futures import FutureRecordMetadata, RecordMetadata
+from onceflow.client.producer.producer import Producer
 
 __all__ = [
     "CommitFailedError",

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from onceflow.client.assignors import ASSIGNORS
+from onceflow.client.consumer.group.assignors import ASSIGNORS
 from onceflow.client.errors import ConfigException
 
 __all__ = [

@@ -24,7 +24,7 @@ from onceflow.client.errors import (  # noqa: F401  (re-exported for this module
     UnsupportedVersionError,
     raise_for_error,
 )
-from onceflow.client.wire import (  # noqa: F401  (re-exported: tests build raw requests)
+from onceflow.client.net.wire import (  # noqa: F401  (re-exported: tests build raw requests)
     Response,
     WireConnection,
     encode_request_header,

@@ -38,8 +38,9 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from onceflow.client.admin import AdminClient, TopicPartition
 from onceflow.client.errors import KafkaError, ProducerFencedError
+from onceflow.client.offsets import OffsetAndMetadata
 from onceflow.client.producer import Producer
-from onceflow.client.txn_manager import OffsetAndMetadata, TxnApi
+from onceflow.client.producer.txn.states import TxnApi
 from onceflow.protocol.errors import ErrorCode
 from onceflow.spark.faults import fault_point
 from onceflow.spark.options import SinkOptions

@@ -1,7 +1,7 @@
 """The idempotent producer's state, with no I/O: producer id, epoch, per-partition sequences.
 
-`TransactionManager` (named after Kafka's client class; `txn_manager.TxnManager` extends it
-with transactions, whose states and transitions are in `txn_states`) is driven by the sender
+`TransactionManager` (named after Kafka's client class; `txn.manager.TxnManager` extends it
+with transactions, whose states and transitions are in `txn.states`) is driven by the sender
 thread:
 
 - `prepare_init_producer_id()` says whether an InitProducerId is due and with which producer
@@ -27,9 +27,9 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Final, NamedTuple
 
-from onceflow.client.accumulator import ProducerBatch
 from onceflow.client.errors import error_for_code
-from onceflow.client.txn_states import ProducerState, check_transition
+from onceflow.client.producer.accumulator import ProducerBatch
+from onceflow.client.producer.txn.states import ProducerState, check_transition
 from onceflow.common import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from onceflow.protocol.errors import ErrorCode
 from onceflow.records.batch import increment_sequence
@@ -147,14 +147,14 @@ class TransactionManager:
 
     # ------------------------------------------------------------------ states
 
-    def _transition(self, target: ProducerState) -> None:
+    def transition_to(self, target: ProducerState) -> None:
         check_transition(self.state, target)
         self.state = target
 
     def transition_to_fatal(self, error: BaseException) -> None:
         """Enter FATAL_ERROR; `error` is what every later send and pending batch gets."""
         self.last_error = error
-        self._transition(ProducerState.FATAL_ERROR)
+        self.transition_to(ProducerState.FATAL_ERROR)
 
     @property
     def has_producer_id(self) -> bool:
@@ -184,14 +184,14 @@ class TransactionManager:
         if self.state == ProducerState.READY and self.epoch_bump_required:
             if self._outstanding:
                 return None  # not safe yet: answers for the current epoch may still arrive
-            self._transition(ProducerState.UNINITIALIZED)
-            self._transition(ProducerState.INITIALIZING)
+            self.transition_to(ProducerState.UNINITIALIZED)
+            self.transition_to(ProducerState.INITIALIZING)
             self.init_in_flight = True
             if self.producer_epoch >= MAX_EPOCH:
                 return InitProducerIdPlan(NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
             return InitProducerIdPlan(self.producer_id, self.producer_epoch)
         if self.state == ProducerState.UNINITIALIZED:
-            self._transition(ProducerState.INITIALIZING)
+            self.transition_to(ProducerState.INITIALIZING)
         if self.state == ProducerState.INITIALIZING:
             self.init_in_flight = True
             return InitProducerIdPlan(self.producer_id, self.producer_epoch)
@@ -204,10 +204,10 @@ class TransactionManager:
         self.init_in_flight = False
         code = _code(error_code)
         if code == ErrorCode.NONE:
-            self._transition(ProducerState.READY)
+            self.transition_to(ProducerState.READY)
             self.producer_id, self.producer_epoch = producer_id, producer_epoch
             self.epoch_bump_required = False
-            self._reset_sequences()
+            self.reset_sequences()
             return False
         if code in _INIT_RETRIABLE:
             return True
@@ -218,7 +218,7 @@ class TransactionManager:
         """The InitProducerId got no answer (connection lost, timeout): retry later."""
         self.init_in_flight = False
 
-    def _reset_sequences(self) -> None:
+    def reset_sequences(self) -> None:
         """After a new id/epoch: sequences restart at 0; batches waiting for a retry are
         re-stamped in their original order."""
         for entry in self._partitions.values():

@@ -28,9 +28,9 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any, Final, NamedTuple
 
-from onceflow.client.assignors import assignor_for
 from onceflow.client.config import ClientConfig
-from onceflow.client.consumer_protocol import (
+from onceflow.client.consumer.group.assignors import assignor_for
+from onceflow.client.consumer.group.protocol import (
     decode_assignment,
     decode_subscription,
     encode_assignment,
@@ -41,11 +41,10 @@ from onceflow.client.errors import (
     KafkaTimeoutError,
     error_for_code,
 )
-from onceflow.client.metadata import TopicPartition
-from onceflow.client.network import AsyncBrokerConnection, NetworkClient
-from onceflow.client.txn_manager import OffsetAndMetadata
-from onceflow.client.txn_requests import GROUP
-from onceflow.client.txn_sender import find_coordinator
+from onceflow.client.net.coordinator_lookup import GROUP, find_coordinator
+from onceflow.client.net.metadata import TopicPartition
+from onceflow.client.net.network import AsyncBrokerConnection, NetworkClient
+from onceflow.client.offsets import OffsetAndMetadata
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.codec import DecodeError

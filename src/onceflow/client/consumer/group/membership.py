@@ -24,6 +24,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from onceflow.client.consumer.group.coordinator import ConsumerCoordinator, MemberState, code_name
+from onceflow.client.consumer.subscription import SubscriptionState
 from onceflow.client.errors import (
     BrokerResponseError,
     CommitFailedError,
@@ -31,11 +33,9 @@ from onceflow.client.errors import (
     KafkaTimeoutError,
     error_for_code,
 )
-from onceflow.client.group_coordinator import ConsumerCoordinator, MemberState, code_name
-from onceflow.client.io_thread import IOThread
-from onceflow.client.metadata import TopicPartition
-from onceflow.client.subscription import SubscriptionState
-from onceflow.client.txn_manager import ConsumerGroupMetadata, OffsetAndMetadata
+from onceflow.client.net.io_thread import IOThread
+from onceflow.client.net.metadata import TopicPartition
+from onceflow.client.offsets import ConsumerGroupMetadata, OffsetAndMetadata
 from onceflow.protocol.errors import ErrorCode
 
 __all__ = ["GroupMembership"]

@@ -12,9 +12,9 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from onceflow.client.completed_fetch import CompletedFetch
+from onceflow.client.consumer.completed_fetch import CompletedFetch
 from onceflow.client.errors import IllegalStateError
-from onceflow.client.metadata import TopicPartition
+from onceflow.client.net.metadata import TopicPartition
 
 __all__ = ["MAX_BUFFERED_FETCHES", "PartitionState", "SubscriptionState"]
 

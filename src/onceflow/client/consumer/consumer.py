@@ -29,22 +29,22 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from onceflow.client.completed_fetch import CompletedFetch, ConsumerRecord, FetchedColumns
 from onceflow.client.config import consumer_config
+from onceflow.client.consumer.completed_fetch import CompletedFetch, ConsumerRecord, FetchedColumns
+from onceflow.client.consumer.fetcher import Fetcher
+from onceflow.client.consumer.group.coordinator import ConsumerCoordinator
+from onceflow.client.consumer.group.membership import Callback, GroupMembership
+from onceflow.client.consumer.subscription import SubscriptionState
 from onceflow.client.errors import (
     ConfigException,
     IllegalStateError,
     KafkaTimeoutError,
     OffsetOutOfRangeError,
 )
-from onceflow.client.fetcher import Fetcher
-from onceflow.client.group_coordinator import ConsumerCoordinator
-from onceflow.client.group_membership import Callback, GroupMembership
-from onceflow.client.io_thread import IOThread
-from onceflow.client.metadata import Metadata, TopicPartition
-from onceflow.client.network import NetworkClient
-from onceflow.client.subscription import SubscriptionState
-from onceflow.client.txn_manager import (
+from onceflow.client.net.io_thread import IOThread
+from onceflow.client.net.metadata import Metadata, TopicPartition
+from onceflow.client.net.network import NetworkClient
+from onceflow.client.offsets import (
     ConsumerGroupMetadata,
     OffsetAndMetadata,
     normalize_offsets,

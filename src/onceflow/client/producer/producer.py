@@ -35,7 +35,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from onceflow.client.accumulator import RECORD_OVERHEAD, RecordAccumulator
 from onceflow.client.config import producer_config
 from onceflow.client.errors import (
     IllegalStateError,
@@ -43,19 +42,17 @@ from onceflow.client.errors import (
     KafkaTimeoutError,
     MessageTooLargeError,
 )
-from onceflow.client.futures import FutureRecordMetadata, RecordMetadata
-from onceflow.client.io_thread import IOThread
-from onceflow.client.metadata import Metadata
-from onceflow.client.network import NetworkClient
-from onceflow.client.partitioner import StickyPartitionCache, default_partition
-from onceflow.client.producer_state import TransactionManager
-from onceflow.client.sender import Sender
-from onceflow.client.txn_manager import (
-    ConsumerGroupMetadata,
-    TxnApi,
-    TxnManager,
-    normalize_offsets,
-)
+from onceflow.client.net.io_thread import IOThread
+from onceflow.client.net.metadata import Metadata
+from onceflow.client.net.network import NetworkClient
+from onceflow.client.offsets import ConsumerGroupMetadata, normalize_offsets
+from onceflow.client.producer.accumulator import RECORD_OVERHEAD, RecordAccumulator
+from onceflow.client.producer.futures import FutureRecordMetadata, RecordMetadata
+from onceflow.client.producer.idempotence import TransactionManager
+from onceflow.client.producer.partitioner import StickyPartitionCache, default_partition
+from onceflow.client.producer.sender import Sender
+from onceflow.client.producer.txn.manager import TxnManager
+from onceflow.client.producer.txn.states import TxnApi
 from onceflow.records.batch import HEADER_SIZE
 from onceflow.records.compression import CompressionType
 

@@ -3,11 +3,12 @@
 `TxnManager` extends the idempotent producer's `TransactionManager` (producer id, epoch,
 sequences) with transactions. Application threads make the calls of Kafka's producer API —
 `begin_init`, `begin_transaction`, `maybe_add_partition`, `send_offsets`, `begin_commit`,
-`begin_abort` — which check `ALLOWED_STATES`, move the state along the table in `txn_states`
-and queue coordinator requests (`txn_requests.TxnRequest`), returning a
-`TransactionalRequestResult` to wait on. The I/O thread takes requests with `next_request`
+`begin_abort` — which check `states.ALLOWED_STATES`, move the state along the table in
+`states` and queue coordinator requests (one class per kind in `requests`), returning
+a `TransactionalRequestResult` to wait on. The I/O thread takes requests with `next_request`
 (one at a time, by priority; EndTxn only once every batch is resolved) and hands each answer
-to `on_response` / `on_transport_error`, which apply `txn_requests.ERROR_ACTIONS`.
+to `on_response` / `on_transport_error`: the request's error table gives the action, the
+request applies a success, and the manager moves the state for a retry or a failure.
 
 A call that timed out leaves its result pending: the same call (init, commit, abort) returns
 that result again, any other call raises `IllegalStateError` until it is retried. Abortable
@@ -22,113 +23,52 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
-from enum import Enum
-from types import MappingProxyType
-from typing import Any, Final, NamedTuple
+from typing import Any, NamedTuple
 
-from onceflow.client.accumulator import ProducerBatch
-from onceflow.client.errors import (
-    CommitFailedError,
-    IllegalStateError,
-    KafkaError,
-    ProducerFencedError,
-    TransactionAbortableError,
-    error_for_code,
-)
-from onceflow.client.metadata import TopicPartition
-from onceflow.client.producer_state import (
+from onceflow.client.errors import IllegalStateError, KafkaError, TransactionAbortableError
+from onceflow.client.offsets import ConsumerGroupMetadata, OffsetAndMetadata
+from onceflow.client.producer.accumulator import ProducerBatch
+from onceflow.client.producer.idempotence import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     ProduceAction,
     ProduceDecision,
     TransactionManager,
 )
-from onceflow.client.txn_requests import (
-    GROUP,
-    TRANSACTION,
+from onceflow.client.producer.txn.request import (
     TransactionalRequestResult,
     TxnAction,
     TxnRequest,
     TxnRequestKind,
-    action_for,
 )
-from onceflow.client.txn_states import ProducerState
+from onceflow.client.producer.txn.requests import (
+    AddOffsetsToTxn,
+    AddPartitionsToTxn,
+    EndTxn,
+    FindCoordinator,
+    InitProducerId,
+)
+from onceflow.client.producer.txn.states import (
+    ABORTABLE_IGNORED_IN,
+    ALLOWED_STATES,
+    BATCH_FAILURE_ABORTS_IN,
+    COMPLETING,
+    DROPS_BATCHES_IN,
+    ERROR_STATES,
+    HAS_PRODUCER_ID_IN,
+    RESUMES_IN,
+    SENDS_BATCHES_IN,
+    ProducerState,
+    TxnApi,
+)
 from onceflow.protocol.errors import ErrorCode
 
-__all__ = [
-    "ALLOWED_STATES",
-    "ConsumerGroupMetadata",
-    "OffsetAndMetadata",
-    "TxnApi",
-    "TxnManager",
-    "normalize_offsets",
-]
+__all__ = ["ConsumerGroupMetadata", "OffsetAndMetadata", "TxnManager"]
 
 log = logging.getLogger(__name__)
 _S = ProducerState
 _K = TxnRequestKind
 CONCURRENT_TXN_BACKOFF_S = 0.02  # Kafka retries CONCURRENT_TRANSACTIONS sooner than usual
-
-
-class TxnApi(Enum):
-    """The producer's transactional calls."""
-
-    INIT_TRANSACTIONS = "init_transactions"
-    BEGIN_TRANSACTION = "begin_transaction"
-    SEND = "send"
-    SEND_OFFSETS_TO_TRANSACTION = "send_offsets_to_transaction"
-    COMMIT_TRANSACTION = "commit_transaction"
-    ABORT_TRANSACTION = "abort_transaction"
-
-
-# call -> the states it may be made in (FATAL_ERROR: never; ABORTABLE_ERROR: abort only)
-ALLOWED_STATES: Final[Mapping[TxnApi, frozenset[ProducerState]]] = MappingProxyType(
-    {
-        TxnApi.INIT_TRANSACTIONS: frozenset({_S.UNINITIALIZED}),
-        TxnApi.BEGIN_TRANSACTION: frozenset({_S.READY}),
-        TxnApi.SEND: frozenset({_S.IN_TRANSACTION}),
-        TxnApi.SEND_OFFSETS_TO_TRANSACTION: frozenset({_S.IN_TRANSACTION}),
-        TxnApi.COMMIT_TRANSACTION: frozenset({_S.IN_TRANSACTION}),
-        TxnApi.ABORT_TRANSACTION: frozenset({_S.IN_TRANSACTION, _S.ABORTABLE_ERROR}),
-    }
-)
-
-# a call whose earlier attempt timed out resumes waiting while the state is still this one
-RESUMES_IN: Final[Mapping[TxnApi, ProducerState]] = MappingProxyType(
-    {
-        TxnApi.INIT_TRANSACTIONS: _S.INITIALIZING,
-        TxnApi.COMMIT_TRANSACTION: _S.COMMITTING_TRANSACTION,
-        TxnApi.ABORT_TRANSACTION: _S.ABORTING_TRANSACTION,
-    }
-)
-
-# how bad an action is, to pick one from per-partition answers
-_SEVERITY = {
-    TxnAction.COMPLETE: 0,
-    TxnAction.RETRY: 1,
-    TxnAction.LOOKUP: 2,
-    TxnAction.ABORTABLE: 3,
-    TxnAction.FATAL: 4,
-    TxnAction.FENCED: 5,
-}
-
-
-class OffsetAndMetadata(NamedTuple):
-    """A committed offset (the next record to read), its leader epoch and metadata."""
-
-    offset: int
-    metadata: str = ""
-    leader_epoch: int = -1
-
-
-class ConsumerGroupMetadata(NamedTuple):
-    """A group member's identity for `send_offsets_to_transaction` (KIP-447): the broker
-    fences offsets from a member of an older generation."""
-
-    group_id: str
-    generation_id: int = -1
-    member_id: str = ""
-    group_instance_id: str | None = None
 
 
 class _PendingTransition(NamedTuple):
@@ -161,21 +101,16 @@ class TxnManager(TransactionManager):
 
     @property
     def has_producer_id(self) -> bool:
-        return self.producer_id != NO_PRODUCER_ID and self.state in (
-            _S.READY,
-            _S.IN_TRANSACTION,
-            _S.COMMITTING_TRANSACTION,
-            _S.ABORTING_TRANSACTION,
-        )
+        return self.producer_id != NO_PRODUCER_ID and self.state in HAS_PRODUCER_ID_IN
 
     @property
     def is_completing(self) -> bool:
-        return self.state in (_S.COMMITTING_TRANSACTION, _S.ABORTING_TRANSACTION)
+        return self.state in COMPLETING
 
     @property
     def must_drop_batches(self) -> bool:
         """Queued batches are to be failed: the transaction is being or must be aborted."""
-        return self.state in (_S.ABORTABLE_ERROR, _S.ABORTING_TRANSACTION)
+        return self.state in DROPS_BATCHES_IN
 
     def _abortable(self) -> TransactionAbortableError:
         error = self.last_error
@@ -217,7 +152,7 @@ class TxnManager(TransactionManager):
 
     def _begin(self, api: TxnApi, target: ProducerState) -> TransactionalRequestResult:
         result = TransactionalRequestResult(api.value)
-        self._transition(target)
+        self.transition_to(target)
         self._pending = _PendingTransition(api, target, result)
         return result
 
@@ -231,9 +166,7 @@ class TxnManager(TransactionManager):
             if resumed is not None:
                 return resumed
             result = self._begin(TxnApi.INIT_TRANSACTIONS, _S.INITIALIZING)
-            self._enqueue(
-                TxnRequest(_K.INIT_PRODUCER_ID, (NO_PRODUCER_ID, NO_PRODUCER_EPOCH), result)
-            )
+            self.enqueue(InitProducerId(NO_PRODUCER_ID, NO_PRODUCER_EPOCH, result))
             return result
 
     def resume_transaction(self, producer_id: int, producer_epoch: int) -> None:
@@ -246,19 +179,19 @@ class TxnManager(TransactionManager):
             raise ValueError(f"invalid producer id/epoch {producer_id}/{producer_epoch}")
         with self.lock:
             self.check_call(TxnApi.INIT_TRANSACTIONS)  # only a fresh producer may resume
-            self._transition(_S.INITIALIZING)
+            self.transition_to(_S.INITIALIZING)
             self.producer_id, self.producer_epoch = producer_id, producer_epoch
-            self._reset_sequences()
-            self._clear_transaction()
-            self._transition(_S.READY)
-            self._transition(_S.IN_TRANSACTION)
+            self.reset_sequences()
+            self.clear_transaction()
+            self.transition_to(_S.READY)
+            self.transition_to(_S.IN_TRANSACTION)
             self.transaction_started = True
             self.resumed = True
 
     def begin_transaction(self) -> None:
         with self.lock:
             self.check_call(TxnApi.BEGIN_TRANSACTION)
-            self._transition(_S.IN_TRANSACTION)
+            self.transition_to(_S.IN_TRANSACTION)
 
     def maybe_add_partition(self, tp: tuple[str, int]) -> None:
         """Before a record goes to `tp` (after `check_call(SEND)`): a partition new to the
@@ -286,7 +219,7 @@ class TxnManager(TransactionManager):
             self.check_call(TxnApi.SEND_OFFSETS_TO_TRANSACTION)
             self._check_not_resumed(TxnApi.SEND_OFFSETS_TO_TRANSACTION)
             result = TransactionalRequestResult(TxnApi.SEND_OFFSETS_TO_TRANSACTION.value)
-            self._enqueue(TxnRequest(_K.ADD_OFFSETS_TO_TXN, (group, dict(offsets)), result))
+            self.enqueue(AddOffsetsToTxn(group, dict(offsets), result))
             return result
 
     def begin_commit(self) -> TransactionalRequestResult:
@@ -296,7 +229,7 @@ class TxnManager(TransactionManager):
             if resumed is not None:
                 return resumed
             result = self._begin(TxnApi.COMMIT_TRANSACTION, _S.COMMITTING_TRANSACTION)
-            self._enqueue(TxnRequest(_K.END_TXN, True, result))
+            self.enqueue(EndTxn(True, result))
             return result
 
     def begin_abort(self) -> TransactionalRequestResult:
@@ -309,30 +242,24 @@ class TxnManager(TransactionManager):
             self.last_error = None
             result = self._begin(TxnApi.ABORT_TRANSACTION, _S.ABORTING_TRANSACTION)
             self.new_partitions.clear()
-            self._enqueue(TxnRequest(_K.END_TXN, False, result))
+            self.enqueue(EndTxn(False, result))
             return result
 
     # ------------------------------------------------------------------ the request queue
 
-    def _enqueue(self, request: TxnRequest) -> None:
+    def enqueue(self, request: TxnRequest) -> None:
         self._queue.append(request)
         self._queue.sort(key=TxnRequest.sort_key)
 
     def target(self, request: TxnRequest) -> tuple[int, str] | None:
         """The coordinator a request goes to: (key type, key), None for FindCoordinator."""
-        if request.kind is _K.FIND_COORDINATOR:
-            return None
-        if request.kind is _K.TXN_OFFSET_COMMIT:
-            return (GROUP, request.data[0].group_id)
-        return (TRANSACTION, self.transactional_id)
+        return request.target(self)
 
     def lookup_coordinator(self, key: tuple[int, str]) -> None:
         """Forget the coordinator of `key` and queue a FindCoordinator for it."""
         self.coordinators.pop(key, None)
-        queued = [r for r in self._queue if r.kind is _K.FIND_COORDINATOR and r.data == key]
-        in_flight = self.in_flight is not None and self.in_flight.data == key
-        if not queued and not in_flight:
-            self._enqueue(TxnRequest(_K.FIND_COORDINATOR, key))
+        if not any(_finds(r, key) for r in self._queue) and not _finds(self.in_flight, key):
+            self.enqueue(FindCoordinator(key))
 
     def next_request(
         self, now: float, has_incomplete_batches: bool
@@ -341,16 +268,16 @@ class TxnManager(TransactionManager):
         with self.lock:
             if self.in_flight is not None:
                 return None, 1.0
-            if self.new_partitions and self.state in (_S.IN_TRANSACTION, _S.COMMITTING_TRANSACTION):
+            if self.new_partitions and self.state in SENDS_BATCHES_IN:
                 partitions = frozenset(self.new_partitions)
                 self.pending_partitions |= partitions
                 self.new_partitions.clear()
-                self._enqueue(TxnRequest(_K.ADD_PARTITIONS_TO_TXN, partitions))
+                self.enqueue(AddPartitionsToTxn(partitions))
             while self._queue:
                 request = self._queue[0]
                 if request.kind is _K.END_TXN and has_incomplete_batches:
                     return None, 1.0  # woken when the last batch resolves
-                if self.state in (_S.ABORTABLE_ERROR, _S.FATAL_ERROR) and not (
+                if self.state in ERROR_STATES and not (
                     self.state is _S.ABORTABLE_ERROR and request.kind is _K.FIND_COORDINATOR
                 ):
                     self._queue.pop(0)
@@ -359,7 +286,7 @@ class TxnManager(TransactionManager):
                     continue
                 if request.kind is _K.END_TXN and not self.transaction_started:
                     self._queue.pop(0)  # nothing reached the coordinator: nothing to end
-                    self._complete_transaction(request.result)
+                    self.complete_transaction(request.result)
                     continue
                 if request.retry_at > now:
                     return None, request.retry_at - now
@@ -380,8 +307,7 @@ class TxnManager(TransactionManager):
         and retry."""
         with self.lock:
             self.in_flight = None
-            key = self.target(request) or request.data
-            self.coordinators.pop(key, None)
+            self.coordinators.pop(request.coordinator_key(self), None)
             self._retry(request, now, self.retry_backoff_s)
 
     def on_response(
@@ -392,20 +318,13 @@ class TxnManager(TransactionManager):
         port for FindCoordinator; producer_id, producer_epoch for InitProducerId)."""
         with self.lock:
             self.in_flight = None
-            worst, worst_code = TxnAction.COMPLETE, int(ErrorCode.NONE)
-            for code in error_codes.values():
-                action = action_for(request.kind, code)
-                if _SEVERITY[action] > _SEVERITY[worst]:
-                    worst, worst_code = action, code
+            worst, worst_code = request.decide(error_codes)
             if worst is TxnAction.COMPLETE:
-                self._complete(request, fields)
+                request.on_success(self, fields)
             elif worst in (TxnAction.RETRY, TxnAction.LOOKUP):
                 if worst is TxnAction.LOOKUP:
-                    self.lookup_coordinator(self.target(request) or request.data)
-                if request.kind is _K.TXN_OFFSET_COMMIT:
-                    group, offsets = request.data
-                    left = {tp: o for tp, o in offsets.items() if error_codes.get(tp, 0) != 0}
-                    request.data = (group, left)
+                    self.lookup_coordinator(request.coordinator_key(self))
+                request.on_retry(error_codes)
                 backoff = self.retry_backoff_s
                 if worst_code == ErrorCode.CONCURRENT_TRANSACTIONS:
                     backoff = min(backoff, CONCURRENT_TXN_BACKOFF_S)
@@ -418,33 +337,18 @@ class TxnManager(TransactionManager):
             request.result.complete(self.last_error)
             return
         request.retry_at = now + backoff
-        self._enqueue(request)
+        self.enqueue(request)
 
     def _fail(self, request: TxnRequest, action: TxnAction, code: int) -> None:
-        what = f"{request.kind.name} for transactional id {self.transactional_id}"
-        if request.kind is _K.ADD_PARTITIONS_TO_TXN:
-            self.pending_partitions -= request.data
-        if action is TxnAction.FENCED:
-            error: KafkaError = ProducerFencedError(
-                "There is a newer producer with the same transactionalId which fences the "
-                f"current one ({ErrorCode(code).name} on {request.kind.name})"
-            )
-        elif request.kind is _K.TXN_OFFSET_COMMIT and code in (
-            ErrorCode.UNKNOWN_MEMBER_ID,
-            ErrorCode.ILLEGAL_GENERATION,
-        ):
-            error = CommitFailedError(
-                "Transaction offset Commit failed due to consumer group metadata mismatch: "
-                f"{ErrorCode(code).name}"
-            )
-        else:
-            error = error_for_code(code, what)
+        request.on_failure(self)
+        error = request.error_for(action, code, self)
         if action is not TxnAction.ABORTABLE or self._ends_the_abort(request):
             self.transition_to_fatal(error)
             request.result.complete(error)
         elif self.state is _S.ABORTING_TRANSACTION:
             # Kafka: "the transaction is already being aborted" - a late answer to a request
             # of the transaction being aborted fails that request only
+            what = f"{request.kind.name} for transactional id {self.transactional_id}"
             log.debug("%s failed while aborting, ignored: %s", what, error)
             request.result.complete(error)
         else:
@@ -456,41 +360,13 @@ class TxnManager(TransactionManager):
         call can leave; here the producer fails for good, so the application closes it."""
         return request.kind is _K.END_TXN and self.state is _S.ABORTING_TRANSACTION
 
-    def _complete(self, request: TxnRequest, fields: Mapping[str, Any]) -> None:
-        kind = request.kind
-        if kind is _K.FIND_COORDINATOR:
-            self.coordinators[request.data] = (fields["node_id"], fields["host"], fields["port"])
-            request.result.complete()
-        elif kind is _K.INIT_PRODUCER_ID:
-            self._transition(_S.READY)
-            self.producer_id, self.producer_epoch = fields["producer_id"], fields["producer_epoch"]
-            self.epoch_bump_required = False
-            self._reset_sequences()
-            self._clear_transaction()
-            request.result.complete()
-        elif kind is _K.ADD_PARTITIONS_TO_TXN:
-            self.pending_partitions -= request.data
-            self.partitions_in_transaction |= request.data
-            self.transaction_started = True
-        elif kind is _K.ADD_OFFSETS_TO_TXN:
-            self.transaction_started = True
-            self._enqueue(TxnRequest(_K.TXN_OFFSET_COMMIT, request.data, request.result))
-        elif kind is _K.TXN_OFFSET_COMMIT:
-            request.result.complete()
-        elif kind is _K.END_TXN:
-            if not request.data and self.epoch_bump_required:
-                self._transition(_S.INITIALIZING)
-                plan = (self.producer_id, self.producer_epoch)
-                self._enqueue(TxnRequest(_K.INIT_PRODUCER_ID, plan, request.result))
-            else:
-                self._complete_transaction(request.result)
-
-    def _complete_transaction(self, result: TransactionalRequestResult) -> None:
-        self._transition(_S.READY)
-        self._clear_transaction()
+    def complete_transaction(self, result: TransactionalRequestResult) -> None:
+        """The transaction ended (EndTxn answered, or nothing to end): READY again."""
+        self.transition_to(_S.READY)
+        self.clear_transaction()
         result.complete()
 
-    def _clear_transaction(self) -> None:
+    def clear_transaction(self) -> None:
         self.resumed = False
         self.partitions_in_transaction.clear()
         self.pending_partitions.clear()
@@ -512,18 +388,18 @@ class TxnManager(TransactionManager):
     def transition_to_abortable(self, error: BaseException) -> None:
         """ABORTABLE_ERROR (ignored while aborting already, or after a fatal error)."""
         with self.lock:
-            if self.state in (_S.ABORTING_TRANSACTION, _S.FATAL_ERROR):
+            if self.state in ABORTABLE_IGNORED_IN:
                 return
             if isinstance(error, KafkaError) and not isinstance(error, TransactionAbortableError):
                 error.txn_requires_abort = True
             self.last_error = error
-            self._transition(_S.ABORTABLE_ERROR)
+            self.transition_to(_S.ABORTABLE_ERROR)
 
     def handle_failed_batch(self, batch: ProducerBatch, error: BaseException) -> None:
         """A batch failed: its transaction must be aborted (fatal errors are handled where
         they are found)."""
         with self.lock:
-            if self.state in (_S.IN_TRANSACTION, _S.COMMITTING_TRANSACTION, _S.ABORTABLE_ERROR):
+            if self.state in BATCH_FAILURE_ABORTS_IN:
                 self.transition_to_abortable(error)
 
     # ------------------------------------------------------------------ idempotence hooks
@@ -534,7 +410,7 @@ class TxnManager(TransactionManager):
 
     def may_send(self, batch: ProducerBatch) -> bool:
         """A batch goes out only inside a transaction, once its partition was added."""
-        if self.state not in (_S.IN_TRANSACTION, _S.COMMITTING_TRANSACTION):
+        if self.state not in SENDS_BATCHES_IN:
             return False
         if batch.tp not in self.partitions_in_transaction:
             return False
@@ -555,29 +431,5 @@ class TxnManager(TransactionManager):
             return decision
 
 
-def normalize_offsets(offsets: Any) -> dict[tuple[str, int], OffsetAndMetadata]:
-    """Offsets to commit, from the forms the producer and consumer accept: a mapping
-    `(topic, partition) -> offset | OffsetAndMetadata`, items with `topic`, `partition`,
-    `offset` (confluent-kafka's TopicPartition), or `(topic, partition, offset)` tuples."""
-    out: dict[tuple[str, int], OffsetAndMetadata] = {}
-    if isinstance(offsets, Mapping):
-        for tp, committed in offsets.items():
-            key = _tp(tp[0], tp[1]) if isinstance(tp, tuple) else _tp(tp.topic, tp.partition)
-            if not isinstance(committed, OffsetAndMetadata):
-                committed = OffsetAndMetadata(int(committed))
-            out[key] = committed
-        return out
-    for item in offsets:
-        if isinstance(item, tuple) and len(item) == 3:
-            out[_tp(item[0], item[1])] = OffsetAndMetadata(int(item[2]))
-        else:
-            metadata = getattr(item, "metadata", None) or ""
-            epoch = getattr(item, "leader_epoch", None)
-            out[_tp(item.topic, item.partition)] = OffsetAndMetadata(
-                int(item.offset), metadata, -1 if epoch is None else int(epoch)
-            )
-    return out
-
-
-def _tp(topic: Any, partition: Any) -> TopicPartition:
-    return TopicPartition(str(topic), int(partition))
+def _finds(request: TxnRequest | None, key: tuple[int, str]) -> bool:
+    return isinstance(request, FindCoordinator) and request.key == key

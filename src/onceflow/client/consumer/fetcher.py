@@ -19,8 +19,13 @@ import logging
 import time
 from typing import Any
 
-from onceflow.client.completed_fetch import READ_COMMITTED, READ_UNCOMMITTED, CompletedFetch
 from onceflow.client.config import ClientConfig
+from onceflow.client.consumer.completed_fetch import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    CompletedFetch,
+)
+from onceflow.client.consumer.subscription import SubscriptionState
 from onceflow.client.errors import (
     BrokerResponseError,
     KafkaError,
@@ -29,12 +34,11 @@ from onceflow.client.errors import (
     UnsupportedVersionError,
     error_for_code,
 )
-from onceflow.client.io_thread import IOThread
-from onceflow.client.metadata import TopicPartition
-from onceflow.client.network import AsyncBrokerConnection, NetworkClient
-from onceflow.client.sender import STALE_METADATA
-from onceflow.client.subscription import SubscriptionState
-from onceflow.client.tasks import BackgroundTasks
+from onceflow.client.net.io_thread import IOThread
+from onceflow.client.net.metadata import TopicPartition
+from onceflow.client.net.network import AsyncBrokerConnection, NetworkClient
+from onceflow.client.net.tasks import BackgroundTasks
+from onceflow.client.producer.sender import STALE_METADATA
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode, error_name

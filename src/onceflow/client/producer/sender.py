@@ -26,7 +26,6 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Final
 
-from onceflow.client.accumulator import ProducerBatch, RecordAccumulator, now_ms
 from onceflow.client.config import ClientConfig
 from onceflow.client.errors import (
     BrokerResponseError,
@@ -37,14 +36,15 @@ from onceflow.client.errors import (
     UnsupportedVersionError,
     error_for_code,
 )
-from onceflow.client.io_thread import IOThread
-from onceflow.client.network import NetworkClient
-from onceflow.client.producer_state import ProduceAction, TransactionManager
-from onceflow.client.tasks import BackgroundTasks
-from onceflow.client.txn_manager import TxnManager
-from onceflow.client.txn_requests import PRODUCE_TV1_MAX
-from onceflow.client.txn_sender import TxnRequestSender
-from onceflow.client.txn_states import ProducerState
+from onceflow.client.net.io_thread import IOThread
+from onceflow.client.net.network import NetworkClient
+from onceflow.client.net.tasks import BackgroundTasks
+from onceflow.client.producer.accumulator import ProducerBatch, RecordAccumulator, now_ms
+from onceflow.client.producer.idempotence import ProduceAction, TransactionManager
+from onceflow.client.producer.txn.manager import TxnManager
+from onceflow.client.producer.txn.requests import PRODUCE_TV1_MAX
+from onceflow.client.producer.txn.sender import TxnRequestSender
+from onceflow.client.producer.txn.states import ProducerState
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode, error_name

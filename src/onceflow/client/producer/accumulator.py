@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from onceflow.client.errors import IllegalStateError, KafkaTimeoutError
-from onceflow.client.futures import FutureRecordMetadata, ProduceResult
-from onceflow.client.record_writer import RecordBatchWriter
+from onceflow.client.producer.futures import FutureRecordMetadata, ProduceResult
+from onceflow.client.producer.record_writer import RecordBatchWriter
 from onceflow.records.batch import (
     HEADER_SIZE,
     NO_PRODUCER_EPOCH,

@@ -28,9 +28,9 @@ from onceflow.client.errors import (
     KafkaTimeoutError,
     UnsupportedVersionError,
 )
-from onceflow.client.metadata import Cluster, Metadata
-from onceflow.client.tasks import BackgroundTasks
-from onceflow.client.wire import WireConnection
+from onceflow.client.net.metadata import Cluster, Metadata
+from onceflow.client.net.tasks import BackgroundTasks
+from onceflow.client.net.wire import WireConnection
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 
