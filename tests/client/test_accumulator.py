@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from onceflow.client.producer.accumulator import ProducerBatch, RecordAccumulator, sequence_before
 from onceflow.client.errors import IllegalStateError, KafkaTimeoutError
+from onceflow.client.producer.accumulator import ProducerBatch, RecordAccumulator, sequence_before
 from onceflow.client.producer.record_writer import RecordBatchWriter
 from onceflow.records.batch import parse_header, verify_crc
 from onceflow.records.compression import CompressionType

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from client.client_support import txn_producer
 from client.helpers import create_topic
-from onceflow.client.producer import Producer
 from onceflow.client.offsets import ConsumerGroupMetadata
+from onceflow.client.producer import Producer
 
 PRODUCE, TXN_OFFSET_COMMIT, END_TXN = 0, 28, 26
 TIMEOUT = 30

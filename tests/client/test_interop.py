@@ -15,8 +15,8 @@ from confluent_kafka import TopicPartition as CKTopicPartition
 from client.helpers import create_topic
 from onceflow.client.consumer import Consumer
 from onceflow.client.errors import OffsetOutOfRangeError
-from onceflow.client.producer.partitioner import default_partition
 from onceflow.client.producer import Producer
+from onceflow.client.producer.partitioner import default_partition
 
 PARTITIONS = 3
 
