@@ -1,7 +1,7 @@
-"""A scripted in-process Kafka broker for the idempotent producer's error paths.
+"""The scripted in-process broker (`tests/support/fake_broker.py`) with a producer's side of
+Kafka, for the idempotent producer's error paths.
 
-It speaks the real wire protocol (headers from `onceflow.protocol.headers`, generated message
-classes) and keeps idempotent producer state per partition the way Kafka's broker does for
+It keeps idempotent producer state per partition the way Kafka's broker does for
 these tests' purposes: the next expected sequence per (producer id, epoch), duplicates of
 retained batches answered with their original offset, a gap answered
 OUT_OF_ORDER_SEQUENCE_NUMBER, a new epoch starting at sequence 0, an unknown producer with a
@@ -13,16 +13,13 @@ NETWORK_EXCEPTION, as if the response was lost).
 
 from __future__ import annotations
 
-import socket
-import socketserver
-import struct
-import threading
 from collections import defaultdict
+
+from support.fake_broker import FakeBroker
 
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
-from onceflow.protocol.headers import encode_response_header, parse_request_header
-from onceflow.protocol.messages import REQUESTS, RESPONSES
+from onceflow.protocol.messages import RESPONSES
 from onceflow.records.batch import iter_batches
 from onceflow.records.record import decode_records
 
@@ -34,15 +31,10 @@ VERSIONS = {
 }
 
 
-class FakeBroker(socketserver.ThreadingTCPServer):
-    daemon_threads = True
-    allow_reuse_address = True
+class ProducerFakeBroker(FakeBroker):
+    """Answers InitProducerId and Produce with Kafka's idempotent-producer rules (see above)."""
 
     def __init__(self, topics: dict[str, int], versions: dict[int, tuple[int, int]] = VERSIONS):
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.topics = topics
-        self.versions = versions  # what ApiVersions advertises
-        self.lock = threading.Lock()
         self.log: dict[tuple[str, int], list[bytes]] = defaultdict(list)  # values, in order
         self.batches: dict[tuple[str, int], list[tuple[int, int, int, int, int]]] = defaultdict(
             list
@@ -53,16 +45,8 @@ class FakeBroker(socketserver.ThreadingTCPServer):
         self.init_requests: list[tuple[int, int, int]] = []  # (version, producer id, epoch)
         self.producers: dict[int, int] = {}  # producer id -> epoch
         self._next_pid = 1000
-        self.thread = threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True)
-        self.thread.start()
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.server_address[1]}"
-
-    def stop(self) -> None:
-        self.shutdown()
-        self.server_close()
+        handlers = {ApiKey.INIT_PRODUCER_ID: _init_producer_id, ApiKey.PRODUCE: _produce}
+        super().__init__(versions, topics, handlers)
 
     # ------------------------------------------------------------------ domain
 
@@ -111,65 +95,22 @@ class FakeBroker(socketserver.ThreadingTCPServer):
             return ErrorCode.NONE, base_offset
 
 
-class _Handler(socketserver.BaseRequestHandler):
-    def handle(self) -> None:
-        server: FakeBroker = self.server  # type: ignore[assignment]
-        sock: socket.socket = self.request
-        while True:
-            size = sock.recv(4, socket.MSG_WAITALL)
-            if len(size) < 4:
-                return
-            frame = sock.recv(struct.unpack(">i", size)[0], socket.MSG_WAITALL)
-            header, body_offset = parse_request_header(frame)
-            key, version = header.request_api_key, header.request_api_version
-            request = REQUESTS[key].decode(memoryview(frame)[body_offset:], version)
-            response = self._answer(server, key, version, request)
-            flexible = key != ApiKey.API_VERSIONS and RESPONSES[key].is_flexible(version)
-            out = encode_response_header(header.correlation_id, flexible) + response.encode(version)
-            sock.sendall(struct.pack(">i", len(out)) + out)
+def _init_producer_id(broker: ProducerFakeBroker, version: int, request):
+    producer_id, epoch = broker.init_producer_id(version, request)
+    return RESPONSES[ApiKey.INIT_PRODUCER_ID](
+        error_code=0, producer_id=producer_id, producer_epoch=epoch
+    )
 
-    def _answer(self, server: FakeBroker, key: int, version: int, request):
-        cls = RESPONSES[key]
-        if key == ApiKey.API_VERSIONS:
-            return cls(
-                error_code=0,
-                api_keys=[
-                    cls.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-                    for k, (lo, hi) in server.versions.items()
-                ],
-            )
-        if key == ApiKey.METADATA:
-            host, port = server.server_address
-            partition = cls.MetadataResponseTopic.MetadataResponsePartition
-            return cls(
-                brokers=[cls.MetadataResponseBroker(node_id=1, host=host, port=port)],
-                cluster_id="fake",
-                controller_id=1,
-                topics=[
-                    cls.MetadataResponseTopic(
-                        name=name,
-                        partitions=[
-                            partition(
-                                partition_index=p, leader_id=1, replica_nodes=[1], isr_nodes=[1]
-                            )
-                            for p in range(n)
-                        ],
-                    )
-                    for name, n in server.topics.items()
-                ],
-            )
-        if key == ApiKey.INIT_PRODUCER_ID:
-            producer_id, epoch = server.init_producer_id(version, request)
-            return cls(error_code=0, producer_id=producer_id, producer_epoch=epoch)
-        if key == ApiKey.PRODUCE:
-            topic_cls = cls.TopicProduceResponse
-            part_cls = topic_cls.PartitionProduceResponse
-            topics = []
-            for topic in request.topic_data:
-                parts = []
-                for p in topic.partition_data:
-                    code, offset = server.append((topic.name, p.index), p.records)
-                    parts.append(part_cls(index=p.index, error_code=code, base_offset=offset))
-                topics.append(topic_cls(name=topic.name, partition_responses=parts))
-            return cls(responses=topics)
-        raise AssertionError(f"fake broker got api key {key}")
+
+def _produce(broker: ProducerFakeBroker, version: int, request):
+    cls = RESPONSES[ApiKey.PRODUCE]
+    topic_cls = cls.TopicProduceResponse
+    part_cls = topic_cls.PartitionProduceResponse
+    topics = []
+    for topic in request.topic_data:
+        parts = []
+        for p in topic.partition_data:
+            code, offset = broker.append((topic.name, p.index), p.records)
+            parts.append(part_cls(index=p.index, error_code=code, base_offset=offset))
+        topics.append(topic_cls(name=topic.name, partition_responses=parts))
+    return cls(responses=topics)

@@ -1,18 +1,16 @@
 """BrokerConnection against a scripted fake broker: version negotiation, headers, failures.
 
-The fake broker parses real request headers with `onceflow.protocol.headers` and answers with
-generated response classes, so these tests run without the real broker and can script what a
-real broker rarely does (an old ApiVersions range, a wrong correlation id, silence).
+The fake broker (`tests/support/fake_broker.py`) speaks the real protocol, so these tests run
+without the real broker and can script what a real broker rarely does (an old ApiVersions
+range, a wrong correlation id, silence).
 """
 
 from __future__ import annotations
 
 import socket
-import socketserver
-import struct
-import threading
 
 import pytest
+from support.fake_broker import FakeBroker
 
 from onceflow.client.connection import BrokerConnection, connect_bootstrap
 from onceflow.client.errors import (
@@ -27,83 +25,7 @@ from onceflow.client.errors import (
 )
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
-from onceflow.protocol.headers import encode_response_header, parse_request_header
-from onceflow.protocol.messages import REQUESTS, RESPONSES
-
-
-class FakeBroker(socketserver.ThreadingTCPServer):
-    """Answers ApiVersions from `versions` and Metadata with one broker; records requests."""
-
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, versions: dict[int, tuple[int, int]], behaviour: str = "normal"):
-        super().__init__(("127.0.0.1", 0), _FakeHandler)
-        self.versions = versions
-        self.behaviour = behaviour  # normal | wrong-correlation | close | silent
-        self.seen: list[tuple[int, int, int, str | None]] = []
-        self.thread = threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True)
-        self.thread.start()
-
-    @property
-    def port(self) -> int:
-        return self.server_address[1]
-
-    def stop(self) -> None:
-        self.shutdown()
-        self.server_close()
-
-
-class _FakeHandler(socketserver.BaseRequestHandler):
-    def handle(self) -> None:
-        server: FakeBroker = self.server  # type: ignore[assignment]
-        sock: socket.socket = self.request
-        while True:
-            size_bytes = sock.recv(4, socket.MSG_WAITALL)
-            if len(size_bytes) < 4:
-                return
-            frame = sock.recv(struct.unpack(">i", size_bytes)[0], socket.MSG_WAITALL)
-            header, body_offset = parse_request_header(frame)
-            key, version = header.request_api_key, header.request_api_version
-            server.seen.append((key, version, header.header_version, header.client_id))
-            REQUESTS[key].decode(memoryview(frame)[body_offset:], version)  # must be valid
-            if key != ApiKey.API_VERSIONS and server.behaviour != "normal":
-                if server.behaviour == "close":
-                    return
-                if server.behaviour == "silent":
-                    sock.recv(1)  # wait until the client gives up
-                    return
-            correlation_id = header.correlation_id
-            if server.behaviour == "wrong-correlation" and key != ApiKey.API_VERSIONS:
-                correlation_id += 1
-            body, flexible_header = self._answer(server, key, version)
-            out = encode_response_header(correlation_id, flexible_header) + body
-            sock.sendall(struct.pack(">i", len(out)) + out)
-
-    def _answer(self, server: FakeBroker, key: int, version: int) -> tuple[bytes, bool]:
-        response_cls = RESPONSES[key]
-        if key == ApiKey.API_VERSIONS:
-            ours = server.versions[ApiKey.API_VERSIONS]
-            entries = [
-                response_cls.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-                for k, (lo, hi) in server.versions.items()
-            ]
-            if version > ours[1]:  # KIP-511: error plus our range, in a v0 body
-                response = response_cls(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=entries)
-                return response.encode(0), False
-            return response_cls(error_code=0, api_keys=entries).encode(version), False
-        if key == ApiKey.METADATA:
-            response = response_cls(
-                brokers=[response_cls.MetadataResponseBroker(node_id=1, host="h", port=1)],
-                cluster_id="fake",
-                controller_id=1,
-                topics=[],
-            )
-            flexible = (
-                response_cls.FLEXIBLE_MIN is not None and version >= response_cls.FLEXIBLE_MIN
-            )
-            return response.encode(version), flexible
-        raise AssertionError(f"fake broker got api key {key}")
+from onceflow.protocol.messages import REQUESTS
 
 
 @pytest.fixture
@@ -112,7 +34,7 @@ def fake():
 
     def start(versions=None, behaviour="normal") -> FakeBroker:
         versions = versions or {ApiKey.API_VERSIONS: (0, 4), ApiKey.METADATA: (0, 12)}
-        broker = FakeBroker(versions, behaviour)
+        broker = FakeBroker(versions, behaviour=behaviour)
         brokers.append(broker)
         return broker
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from client.fake_broker import FakeBroker
+from client.fake_broker import ProducerFakeBroker
 from onceflow.client.errors import OutOfOrderSequenceError
 from onceflow.client.producer import Producer
 from onceflow.protocol.errors import ErrorCode
@@ -17,12 +17,12 @@ TP = ("t", 0)
 
 @pytest.fixture
 def fake():
-    broker = FakeBroker({"t": 2})
+    broker = ProducerFakeBroker({"t": 2})
     yield broker
     broker.stop()
 
 
-def producer(fake: FakeBroker, **extra) -> Producer:
+def producer(fake: ProducerFakeBroker, **extra) -> Producer:
     # tiny batches, no linger: many batches in flight per partition
     config = {
         "bootstrap.servers": fake.bootstrap,
@@ -44,7 +44,7 @@ def expected(n: int = N) -> list[bytes]:
     return [b"%05d" % i for i in range(n)]
 
 
-def assert_contiguous_sequences(fake: FakeBroker, tp=TP) -> None:
+def assert_contiguous_sequences(fake: ProducerFakeBroker, tp=TP) -> None:
     by_epoch: dict[tuple[int, int], int] = {}
     for pid, epoch, seq, count, _offset in fake.batches[tp]:
         assert seq == by_epoch.get((pid, epoch), 0), fake.batches[tp]

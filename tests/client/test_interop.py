@@ -262,12 +262,12 @@ def test_producer_delivery_callbacks_and_flush(broker) -> None:
 def test_default_idempotent_producer_needs_init_producer_id() -> None:
     """Against a broker that does not advertise InitProducerId (a fake one: ours always
     does), the default idempotent producer fails clearly instead of writing unsafely."""
-    from client.fake_broker import VERSIONS, FakeBroker
+    from client.fake_broker import VERSIONS, ProducerFakeBroker
     from onceflow.client.errors import UnsupportedVersionError
     from onceflow.protocol.api_keys import ApiKey
 
     versions = {k: v for k, v in VERSIONS.items() if k != ApiKey.INIT_PRODUCER_ID}
-    fake = FakeBroker({"needs-pid": 1}, versions)
+    fake = ProducerFakeBroker({"needs-pid": 1}, versions)
     try:
         with Producer({"bootstrap.servers": fake.bootstrap}) as p:  # idempotent by default
             future = p.send("needs-pid", b"v")

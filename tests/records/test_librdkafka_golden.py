@@ -1,27 +1,18 @@
 """Golden test: record batches written by librdkafka (confluent-kafka) decode with ours.
 
-No broker is needed: a tiny threaded fake on a free loopback port answers ApiVersions,
+No broker is needed: the scripted fake (`tests/support/fake_broker.py`) answers ApiVersions,
 Metadata, InitProducerId and Produce just enough for librdkafka to send its batches, and keeps
 the raw `records` bytes of every Produce request. librdkafka writes plain (non-xerial) snappy,
 LZ4 frames and zstd frames of its own, so this checks our codecs against a C implementation.
 """
 
-import socket
-import struct
-import threading
-import uuid
-
 import pytest
+from support.fake_broker import FakeBroker
 
 from onceflow.log.validator import validate_batch
-from onceflow.protocol.headers import encode_response_header, parse_request_header
-from onceflow.protocol.messages.api_versions import ApiVersionsResponse
-from onceflow.protocol.messages.init_producer_id import (
-    InitProducerIdRequest,
-    InitProducerIdResponse,
-)
-from onceflow.protocol.messages.metadata import MetadataResponse
-from onceflow.protocol.messages.produce import ProduceRequest, ProduceResponse
+from onceflow.protocol.api_keys import ApiKey
+from onceflow.protocol.messages.init_producer_id import InitProducerIdResponse
+from onceflow.protocol.messages.produce import ProduceResponse
 from onceflow.records.batch import HEADER_SIZE, iter_batches, verify_crc
 from onceflow.records.compression import XERIAL_MAGIC, CompressionType
 from onceflow.records.record import decode_records
@@ -36,139 +27,49 @@ PRODUCER_ID = 4242
 SUPPORTED = {0: (3, 9), 1: (4, 12), 3: (0, 12), 10: (0, 4), 18: (0, 3), 22: (0, 4)}
 
 
-class FakeBroker:
-    """Answers just enough of the protocol for a librdkafka producer; records Produce data."""
+class GoldenBroker(FakeBroker):
+    """The scripted broker with Produce answered and every record set kept for `take()`."""
 
     def __init__(self) -> None:
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.listener.settimeout(0.2)
-        self.port = self.listener.getsockname()[1]
         self.record_sets: list[bytes] = []
-        self.lock = threading.Lock()
-        self.stopping = threading.Event()
-        self.threads = [threading.Thread(target=self._accept, daemon=True)]
-        self.threads[0].start()
-
-    def stop(self) -> None:
-        self.stopping.set()
-        for thread in self.threads:
-            thread.join(timeout=5)
-        self.listener.close()
+        handlers = {ApiKey.INIT_PRODUCER_ID: _init_producer_id, ApiKey.PRODUCE: _produce}
+        super().__init__(SUPPORTED, {TOPIC: 1}, handlers, cluster_id="golden-cluster")
 
     def take(self) -> list[bytes]:
         with self.lock:
             taken, self.record_sets = self.record_sets, []
         return taken
 
-    def _accept(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                conn, _ = self.listener.accept()
-            except TimeoutError:
-                continue
-            thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
-            self.threads.append(thread)
-            thread.start()
 
-    def _read_exact(self, conn: socket.socket, size: int) -> bytes | None:
-        data = bytearray()
-        while len(data) < size:
-            try:
-                chunk = conn.recv(size - len(data))
-            except TimeoutError:
-                if self.stopping.is_set():
-                    return None
-                continue
-            if not chunk:
-                return None
-            data += chunk
-        return bytes(data)
+def _init_producer_id(broker: GoldenBroker, version: int, request):
+    return InitProducerIdResponse(producer_id=PRODUCER_ID, producer_epoch=0)
 
-    def _serve(self, conn: socket.socket) -> None:
-        conn.settimeout(0.2)
-        with conn:
-            while True:
-                size = self._read_exact(conn, 4)
-                if size is None:
-                    return
-                frame = self._read_exact(conn, struct.unpack(">i", size)[0])
-                if frame is None:
-                    return
-                header, body_offset = parse_request_header(frame)
-                answer = self._answer(header, memoryview(frame)[body_offset:])
-                if answer is not None:
-                    payload = answer
-                    conn.sendall(struct.pack(">i", len(payload)) + payload)
 
-    def _answer(self, header, body) -> bytes | None:
-        key, version = header.request_api_key, header.request_api_version
-        flexible_header = True
-        if key == 18:
-            flexible_header = False  # ApiVersions responses always use header v0
-            keys = [
-                ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-                for k, (lo, hi) in SUPPORTED.items()
-            ]
-            if version > SUPPORTED[18][1]:
-                response = ApiVersionsResponse(error_code=35, api_keys=keys)
-                version = 0
-            else:
-                response = ApiVersionsResponse(api_keys=keys)
-        elif key == 3:
-            flexible_header = version >= 9
-            partition = MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
-                partition_index=0, leader_id=1, leader_epoch=0, replica_nodes=[1], isr_nodes=[1]
-            )
-            response = MetadataResponse(
-                brokers=[
-                    MetadataResponse.MetadataResponseBroker(
-                        node_id=1, host="127.0.0.1", port=self.port
-                    )
-                ],
-                cluster_id="golden-cluster",
-                controller_id=1,
-                topics=[
-                    MetadataResponse.MetadataResponseTopic(
-                        name=TOPIC, topic_id=uuid.UUID(int=7), partitions=[partition]
-                    )
+def _produce(broker: GoldenBroker, version: int, request):
+    """Keep each partition's raw records; no answer with acks=0."""
+    with broker.lock:
+        for topic in request.topic_data:
+            broker.record_sets.extend(bytes(p.records) for p in topic.partition_data)
+    if request.acks == 0:
+        return None
+    topic_cls = ProduceResponse.TopicProduceResponse
+    return ProduceResponse(
+        responses=[
+            topic_cls(
+                name=topic.name,
+                partition_responses=[
+                    topic_cls.PartitionProduceResponse(index=p.index, base_offset=0)
+                    for p in topic.partition_data
                 ],
             )
-        elif key == 22:
-            flexible_header = version >= 2
-            InitProducerIdRequest.decode(body, version)
-            response = InitProducerIdResponse(producer_id=PRODUCER_ID, producer_epoch=0)
-        elif key == 0:
-            flexible_header = version >= 9
-            request = ProduceRequest.decode(body, version)
-            responses = []
-            with self.lock:
-                for topic in request.topic_data:
-                    for partition in topic.partition_data:
-                        self.record_sets.append(bytes(partition.records))
-                    responses.append(
-                        ProduceResponse.TopicProduceResponse(
-                            name=topic.name,
-                            partition_responses=[
-                                ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
-                                    index=p.index, base_offset=0
-                                )
-                                for p in topic.partition_data
-                            ],
-                        )
-                    )
-            if request.acks == 0:
-                return None
-            response = ProduceResponse(responses=responses)
-        else:
-            return None
-        return encode_response_header(header.correlation_id, flexible_header) + response.encode(
-            version
-        )
+            for topic in request.topic_data
+        ]
+    )
 
 
 @pytest.fixture(scope="module")
 def broker():
-    fake = FakeBroker()
+    fake = GoldenBroker()
     yield fake
     fake.stop()
 
