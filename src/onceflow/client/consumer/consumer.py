@@ -33,7 +33,7 @@ from onceflow.client.config import consumer_config
 from onceflow.client.consumer.completed_fetch import CompletedFetch, ConsumerRecord, FetchedColumns
 from onceflow.client.consumer.fetcher import Fetcher
 from onceflow.client.consumer.group.coordinator import ConsumerCoordinator
-from onceflow.client.consumer.group.membership import Callback, GroupMembership
+from onceflow.client.consumer.group.membership import Callback, ConsumerMembership
 from onceflow.client.consumer.subscription import SubscriptionState
 from onceflow.client.errors import (
     ConfigException,
@@ -105,16 +105,16 @@ class Consumer:
         )
         self._closed = False
         self._io.start()
-        self._group: GroupMembership | None = None
+        self._group: ConsumerMembership | None = None
         if self.config["group.id"] is not None:
             coordinator = ConsumerCoordinator(self.config, self.network)
-            self._group = GroupMembership(
+            self._group = ConsumerMembership(
                 self, coordinator, self._io, self.subscriptions, self.config
             )
 
     # ------------------------------------------------------------------ groups
 
-    def _require_group(self) -> GroupMembership:
+    def _require_group(self) -> ConsumerMembership:
         self._check_open()
         if self._group is None:
             raise ConfigException(

@@ -50,7 +50,7 @@ from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.codec import DecodeError
 from onceflow.protocol.errors import ErrorCode, error_name
 
-__all__ = ["GroupAction", "ConsumerCoordinator", "JoinResult", "MemberState"]
+__all__ = ["GroupAction", "ConsumerCoordinator", "JoinedGeneration", "MemberState"]
 
 log = logging.getLogger(__name__)
 _TRANSPORT_ERRORS = (OSError, KafkaTimeoutError, BrokerResponseError)
@@ -120,7 +120,7 @@ def _action(table: Mapping[ErrorCode, GroupAction], code: int) -> GroupAction:
 code_name = error_name  # the client's older name for it
 
 
-class JoinResult(NamedTuple):
+class JoinedGeneration(NamedTuple):
     generation_id: int
     member_id: str
     protocol: str | None
@@ -218,7 +218,7 @@ class ConsumerCoordinator:
 
     # ------------------------------------------------------------------ join and sync
 
-    async def join_group(self) -> JoinResult:
+    async def join_group(self) -> JoinedGeneration:
         """Join (or rejoin) the group and return this member's assignment."""
         self.state = MemberState.REBALANCING
         while True:
@@ -231,7 +231,7 @@ class ConsumerCoordinator:
                 return result
             await asyncio.sleep(self.retry_backoff_s)
 
-    async def _join_once(self) -> JoinResult | None:
+    async def _join_once(self) -> JoinedGeneration | None:
         cls = messages.REQUESTS[ApiKey.JOIN_GROUP]
         metadata = encode_subscription(self.subscription)
         request = cls(
@@ -296,7 +296,7 @@ class ConsumerCoordinator:
 
     async def _sync(
         self, assignments: dict[str, list[TopicPartition]], timeout: float
-    ) -> JoinResult | None:
+    ) -> JoinedGeneration | None:
         cls = messages.REQUESTS[ApiKey.SYNC_GROUP]
         request = cls(
             group_id=self.group_id,
@@ -326,7 +326,7 @@ class ConsumerCoordinator:
             self.member_id,
             sorted(partitions),
         )
-        return JoinResult(self.generation_id, self.member_id, self.protocol, partitions)
+        return JoinedGeneration(self.generation_id, self.member_id, self.protocol, partitions)
 
     # ------------------------------------------------------------------ heartbeat
 

@@ -38,7 +38,7 @@ from onceflow.client.net.metadata import TopicPartition
 from onceflow.client.offsets import ConsumerGroupMetadata, OffsetAndMetadata
 from onceflow.protocol.errors import ErrorCode
 
-__all__ = ["GroupMembership"]
+__all__ = ["ConsumerMembership"]
 
 log = logging.getLogger(__name__)
 _TRANSPORT_ERRORS = (OSError, KafkaTimeoutError, BrokerResponseError)
@@ -50,7 +50,7 @@ _COMMIT_FAILED = (
 Callback = Callable[[Any, list[TopicPartition]], Any]
 
 
-class GroupMembership:
+class ConsumerMembership:
     """One consumer's group: subscription, rebalances, committed offsets."""
 
     def __init__(
