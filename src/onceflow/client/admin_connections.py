@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from onceflow.client.connection import BrokerConnection, connect_bootstrap
 from onceflow.client.errors import raise_for_error
+from onceflow.client.net.metadata import BrokerNode
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages import REQUESTS
@@ -29,15 +29,6 @@ GROUP_RETRIABLE = COORDINATOR_MOVED | {
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
     ErrorCode.UNSTABLE_OFFSET_COMMIT,
 }
-
-
-@dataclass(frozen=True)
-class BrokerNode:
-    """A broker from Metadata."""
-
-    node_id: int
-    host: str
-    port: int
 
 
 def known_code(value: int) -> ErrorCode:
