@@ -4,8 +4,10 @@
 confluent-kafka) reads 100 000 input records written beforehand over 4 partitions, and for each
 poll batch writes the transformed records and the consumer's positions in one transaction. The
 test kills the application with SIGKILL several times a few seconds apart and starts it again
-(same transactional.id), and once kills the broker with SIGKILL and restarts it on the same data
-directory while the application runs. At the end:
+(same transactional.id) -- the first time while it holds a transaction whose records are
+flushed to the log (`--hold-file`), the others wherever they land -- and once kills the
+broker with SIGKILL and restarts it on the same data directory while the application runs.
+At the end:
 
 - the output topic read with read_committed holds the transformation of every input record
   exactly once (no loss, no duplicate, byte-exact);
@@ -47,6 +49,7 @@ class AppProcess:
     def __init__(self, bootstrap: str, log_path: Path) -> None:
         self.bootstrap = bootstrap
         self.log_path = log_path
+        self.hold_file = log_path.with_name("hold")  # while it exists the app stops mid-txn
         self.proc: subprocess.Popen | None = None
         self.starts = 0
         self.self_exits: list[int] = []
@@ -67,6 +70,8 @@ class AppProcess:
                     GROUP,
                     "--transactional-id",
                     "eos-app-1",
+                    "--hold-file",
+                    str(self.hold_file),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -84,6 +89,19 @@ class AppProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait()
+
+    def kill_mid_transaction(self, timeout: float = 30.0) -> None:
+        """SIGKILL the app while it holds a transaction whose records are flushed to the log,
+        so the kill is known to leave aborted work behind."""
+        held = Path(f"{self.hold_file}.held")
+        self.hold_file.touch()
+        deadline = time.monotonic() + timeout
+        while not held.exists() and self.proc is not None and self.proc.poll() is None:
+            assert time.monotonic() < deadline, f"the app never held\n{self.log_tail()}"
+            time.sleep(0.02)
+        self.kill()
+        self.hold_file.unlink()
+        held.unlink(missing_ok=True)
 
     def terminate(self, timeout: float = 30.0) -> int | None:
         """SIGTERM once the app has installed its handler (a just-restarted app would otherwise
@@ -203,7 +221,10 @@ def test_eos_app_exactly_once_through_app_and_broker_kills(broker_factory, tmp_p
                 assert time.monotonic() < deadline, f"no progress to {target}\n{app.log_tail()}"
                 app.ensure_running()
                 time.sleep(0.05)
-            app.kill()
+            if kill == 1:  # one kill is sure to land inside a flushed transaction
+                app.kill_mid_transaction()
+            else:
+                app.kill()
             progress_at_kills.append(progress())
             if kill == BROKER_KILL_AT:
                 app.start()
