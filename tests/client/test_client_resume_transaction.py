@@ -134,3 +134,27 @@ def test_group_offsets_wait_for_a_pending_transaction(txn_broker):
         finally:
             thread.join()
     assert got == {tp: (7, "batch 6")}
+
+
+def test_a_producer_that_only_resumes_can_resume_the_next_transaction(txn_broker):
+    """What the Spark sink's driver does with the producer it keeps per transactional id:
+    resume and commit one transaction, then the next one of the same id; a producer that
+    wrote records itself still may not resume."""
+    bootstrap = txn_broker.bootstrap
+    first = _prepare(bootstrap, "two-phase-again", [b"a1", b"a2"])
+    committer = _resume(bootstrap, "two-phase-again", first)
+    committer.commit_transaction(TIMEOUT)
+    second = _prepare(bootstrap, "two-phase-again", [b"b1"])
+    assert second[1] > first[1]  # the writer's InitProducerId bumped the epoch
+    committer.resume_transaction(*second)
+    committer.commit_transaction(TIMEOUT)
+    committer.resume_transaction(*second)  # committing it again is harmless
+    committer.commit_transaction(TIMEOUT)
+    with pytest.raises(IllegalStateError):  # it never writes a transaction of its own
+        committer.begin_transaction()
+    with pytest.raises(ProducerFencedError):  # the first epoch is stale now
+        committer.resume_transaction(*first)
+        committer.commit_transaction(TIMEOUT)
+    committer.close()
+    got = read_all(bootstrap, "out", 2, "read_committed", expect=3)
+    assert sorted(r.value for r in got) == [b"a1", b"a2", b"b1"]

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -37,7 +39,7 @@ from typing import Any
 from pyspark.sql.datasource import WriterCommitMessage
 
 from onceflow.client.admin import AdminClient, TopicPartition
-from onceflow.client.errors import KafkaError, ProducerFencedError
+from onceflow.client.errors import IllegalStateError, KafkaError, ProducerFencedError
 from onceflow.client.offsets import OffsetAndMetadata
 from onceflow.client.producer import Producer
 from onceflow.client.producer.txn.states import TxnApi
@@ -60,6 +62,7 @@ log = logging.getLogger(__name__)
 MARKER_PARTITION = 0
 MARKER_METADATA = "onceflow spark sink: batch {batch}"
 COMMIT_THREADS = 8
+COMMITTERS_KEPT = 32  # committing producers a driver worker keeps between batches
 
 
 @dataclass(frozen=True)
@@ -353,12 +356,49 @@ def commit_batch(options: SinkOptions, messages: Sequence[Any], batch_id: int) -
     fault_point(options.faults, options.faults_dir, "driver.after_commit", batch_id)
 
 
+class _Committers:
+    """The driver's committing producers, one per transactional id, kept between batches
+    (Spark's Python workers live on): a batch's commit is then one EndTxn round trip per task
+    partition instead of a new producer, connection and coordinator lookup each. At most
+    `size` are kept (least recently used closed first); one that failed is closed."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.lock = threading.Lock()
+        self.idle: OrderedDict[tuple[Any, ...], Producer] = OrderedDict()
+
+    def take(self, options: SinkOptions, txn_id: str) -> tuple[tuple[Any, ...], Producer]:
+        key = (txn_id, *sorted(options.client.items()))
+        with self.lock:
+            producer = self.idle.pop(key, None)
+        return key, producer or Producer(producer_config(options, txn_id))
+
+    def give_back(self, key: tuple[Any, ...], producer: Producer) -> None:
+        with self.lock:
+            self.idle[key] = producer
+            evicted = self.idle.popitem(last=False)[1] if len(self.idle) > self.size else None
+        if evicted is not None:
+            evicted.close(timeout=0)
+
+
+_committers = _Committers(COMMITTERS_KEPT)
+
+
 def _commit_one(options: SinkOptions, message: PreparedTransaction) -> None:
-    producer = Producer(producer_config(options, message.transactional_id))
+    key, producer = _committers.take(options, message.transactional_id)
     try:
-        producer.resume_transaction(message.producer_id, message.producer_epoch)
+        try:
+            producer.resume_transaction(message.producer_id, message.producer_epoch)
+        except IllegalStateError:  # a kept producer that cannot resume: start afresh
+            producer.close(timeout=0)
+            producer = Producer(producer_config(options, message.transactional_id))
+            producer.resume_transaction(message.producer_id, message.producer_epoch)
         producer.commit_transaction(_timeout_s(options))
-    except (ProducerFencedError, KafkaError) as exc:
+        _committers.give_back(key, producer)
+    except BaseException as exc:
+        producer.close(timeout=0)
+        if not isinstance(exc, (ProducerFencedError, KafkaError)):
+            raise
         raise SinkCommitError(
             f"batch {message.batch_id}: could not commit the transaction of task partition "
             f"{message.partition_id} ({message.transactional_id}, producer id "
@@ -368,8 +408,6 @@ def _commit_one(options: SinkOptions, message: PreparedTransaction) -> None:
             "Its records are not in the output; restart the query from its checkpoint to "
             "write the batch again."
         ) from exc
-    finally:
-        producer.close(timeout=0)
 
 
 def abort_batch(

@@ -253,7 +253,9 @@ class Producer:
         `producer_epoch` (for two-phase commit: tasks write and leave the transaction open,
         a coordinator process commits it; Flink's Kafka sink does the same). Call it on a
         new producer instead of `init_transactions` (which would abort that transaction),
-        then call `commit_transaction` or `abort_transaction`; no records may be sent.
+        then call `commit_transaction` or `abort_transaction`; no records may be sent. A
+        producer that only resumes may resume the next transaction of its transactional id
+        once the previous one is committed or aborted.
 
         Kafka's answers make a repeated commit harmless: committing a transaction that is
         already committed with the same id and epoch succeeds; one that was aborted, or

@@ -96,6 +96,7 @@ class TxnManager(TransactionManager):
         self._queue: list[TxnRequest] = []
         self._pending: _PendingTransition | None = None
         self.resumed = False  # resume_transaction: only EndTxn may follow
+        self.resumes_only = False  # made by resume_transaction: never writes a transaction
 
     # ------------------------------------------------------------------ state checks
 
@@ -173,24 +174,34 @@ class TxnManager(TransactionManager):
         """Take over a transaction that another producer instance opened and left open
         with this transactional id, `producer_id` and `producer_epoch` (as Flink's Kafka sink
         does): no request is sent; the next `begin_commit` / `begin_abort` sends EndTxn with
-        that id and epoch. Allowed only before `init_transactions`. Records cannot be added:
-        the partitions already in the transaction are unknown here."""
+        that id and epoch. Allowed before `init_transactions`, and again on a producer that
+        only resumes, once the previous resumed transaction is committed or aborted (READY), so
+        a committer can keep one producer per transactional id. Records cannot be added: the
+        partitions already in the transaction are unknown here."""
         if producer_id < 0 or not 0 <= producer_epoch <= 32767:
             raise ValueError(f"invalid producer id/epoch {producer_id}/{producer_epoch}")
         with self.lock:
-            self.check_call(TxnApi.INIT_TRANSACTIONS)  # only a fresh producer may resume
-            self.transition_to(_S.INITIALIZING)
+            if self._pending is not None and self._pending.result.acked:
+                self._pending = None  # the previous commit or abort finished
+            if not (self.resumes_only and self.state is _S.READY and self._pending is None):
+                self.check_call(TxnApi.INIT_TRANSACTIONS)  # only a fresh producer may resume
+                self.transition_to(_S.INITIALIZING)
+                self.transition_to(_S.READY)
             self.producer_id, self.producer_epoch = producer_id, producer_epoch
             self.reset_sequences()
             self.clear_transaction()
-            self.transition_to(_S.READY)
             self.transition_to(_S.IN_TRANSACTION)
             self.transaction_started = True
-            self.resumed = True
+            self.resumed = self.resumes_only = True
 
     def begin_transaction(self) -> None:
         with self.lock:
             self.check_call(TxnApi.BEGIN_TRANSACTION)
+            if self.resumes_only:
+                raise IllegalStateError(
+                    f"TransactionalId {self.transactional_id}: a producer that resumes "
+                    "transactions cannot begin its own"
+                )
             self.transition_to(_S.IN_TRANSACTION)
 
     def maybe_add_partition(self, tp: tuple[str, int]) -> None:
