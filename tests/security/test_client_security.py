@@ -8,6 +8,8 @@ The cases mirror tests/interop/test_security_clients.py (the same broker listene
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
 
@@ -24,6 +26,7 @@ from support.secure_broker import (
 )
 from support.secure_broker import confluent_config as client_config
 
+from onceflow.cli.main import main
 from onceflow.client.admin import AdminClient, NewTopic
 from onceflow.client.consumer import Consumer
 from onceflow.client.errors import (
@@ -183,3 +186,49 @@ def test_bad_security_settings_are_config_errors(pki):
         AdminClient({**base, "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
                      "sasl.password": "s3cret", "ssl.ca.location": pki.ca})  # fmt: skip
     assert "s3cret" not in str(failure.value)
+
+
+# -- the CLI with --command-config -------------------------------------------------------------
+
+
+def _command_config(tmp_path, config: dict) -> str:
+    path = tmp_path / "client.properties"
+    lines = ["# like Kafka's tools' --command-config"]
+    lines += [f"{key}={value}" for key, value in config.items() if key != "bootstrap.servers"]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_cli_with_command_config_over_sasl_ssl(secure_broker, pki, tmp_path):
+    config = client_config(secure_broker, pki, "SASL_SSL", "SCRAM-SHA-512")
+    b = ("--bootstrap-server", config["bootstrap.servers"])
+    cc = ("--command-config", _command_config(tmp_path, config))
+    topic = _topic()
+    assert main(["topics", "create", *b, *cc, "--topic", topic, "--partitions", "1"]) == 0
+    assert topic in _onceflow("topics", "list", *b, *cc).stdout.decode().splitlines()
+    _onceflow("produce", topic, *b, *cc, stdin=b"one\ntwo\n")
+    consumed = _onceflow("consume", topic, *b, *cc, "--from-beginning", "--max-messages", "2",
+                         "--timeout-ms", "10000")  # fmt: skip
+    assert consumed.stdout.splitlines() == [b"one", b"two"]
+
+
+def _onceflow(*argv: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    """`python -m onceflow ARGV`, which must succeed."""
+    done = subprocess.run(
+        [sys.executable, "-m", "onceflow", *argv],
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_cli_without_the_credentials_fails_with_one_line(secure_broker, pki, tmp_path, capsys):
+    config = client_config(secure_broker, pki, "SASL_SSL", "SCRAM-SHA-512", "wrong")
+    b = ("--bootstrap-server", config["bootstrap.servers"])
+    cc = ("--command-config", _command_config(tmp_path, config))
+    assert main(["topics", "list", *b, *cc]) == 1
+    err = capsys.readouterr().err
+    assert "SASL_AUTHENTICATION_FAILED" in err and "wrong" not in err
