@@ -11,49 +11,32 @@ SASL_PLAINTEXT, SASL_SSL) and its first user from onceflow.sasl.bootstrap.users.
 from __future__ import annotations
 
 import asyncio
-import re
 import shutil
 import subprocess
 import uuid
 
 import pytest
-from support.broker import BrokerProcess
-from support.pki import tls_broker_config
+from support.secure_broker import (
+    CASE_IDS,
+    CASES,
+    PASSWORD,
+    USER,
+    start_secure_broker,
+)
+from support.secure_broker import address as _address
+from support.secure_broker import confluent_config as _librdkafka_config
 
 pytestmark = pytest.mark.timeout(120)
 
-USER, PASSWORD = "alice", "alice-secret"
 RECORDS = [b"record-%d" % i for i in range(5)]
 KCAT = shutil.which("kcat")
-
-# (listener, mechanism or None for mutual TLS)
-CASES = [
-    ("SASL_SSL", "SCRAM-SHA-512"),
-    ("SASL_SSL", "PLAIN"),
-    ("SASL_PLAINTEXT", "SCRAM-SHA-256"),
-    ("SSL", None),
-]
-CASE_IDS = [f"{listener}-{mechanism or 'mTLS'}" for listener, mechanism in CASES]
 
 
 @pytest.fixture(scope="module")
 def secure_broker(tmp_path_factory, pki):
-    config = {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,"
-        "SASL_SSL://127.0.0.1:0",
-        "onceflow.sasl.bootstrap.users": f"SCRAM-SHA-512=[name={USER},password={PASSWORD}];"
-        f"SCRAM-SHA-256=[name={USER},password={PASSWORD}]",
-        **tls_broker_config(pki, "requested"),
-    }
-    broker = BrokerProcess(tmp_path_factory.mktemp("secure") / "data", config)
-    ports = dict(re.findall(r"listener (\w+) \(\w+\) on 127\.0\.0\.1:(\d+)", broker.log_text()))
-    broker.listener_port = {name: int(port) for name, port in ports.items()}
+    broker = start_secure_broker(tmp_path_factory.mktemp("secure") / "data", pki)
     yield broker
     broker.stop()
-
-
-def _address(broker, listener: str) -> str:
-    return f"127.0.0.1:{broker.listener_port[listener]}"
 
 
 def _topic() -> str:
@@ -61,23 +44,6 @@ def _topic() -> str:
 
 
 # -- confluent-kafka -----------------------------------------------------------------------
-
-
-def _librdkafka_config(broker, pki, listener, mechanism, password=PASSWORD) -> dict:
-    config = {
-        "bootstrap.servers": _address(broker, listener),
-        "security.protocol": listener.lower(),
-    }
-    if listener.endswith("SSL"):
-        config["ssl.ca.location"] = pki.ca
-    if mechanism is None:
-        config["ssl.certificate.location"] = pki.path("client.crt")
-        config["ssl.key.location"] = pki.path("client.key")
-    else:
-        config.update(
-            {"sasl.mechanism": mechanism, "sasl.username": USER, "sasl.password": password}
-        )
-    return config
 
 
 @pytest.mark.parametrize(("listener", "mechanism"), CASES, ids=CASE_IDS)

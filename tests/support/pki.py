@@ -72,6 +72,18 @@ def make_pki(directory: Path) -> Pki:
     return Pki(directory)
 
 
+def server_keystore_for(pki: Pki, name: str, san: str) -> str:
+    """A server certificate and key (one PEM file) signed by the PKI's CA for `/CN=name` with
+    the subjectAltName `san` (e.g. `DNS:other.example`); made on first use."""
+    keystore = pki.directory / f"{name}.pem"
+    if not keystore.exists():
+        _signed(pki.directory, name, "ca", f"/CN={name}",
+                f"subjectAltName={san}\nextendedKeyUsage=serverAuth\n")  # fmt: skip
+        text = (pki.directory / f"{name}.crt").read_text()
+        keystore.write_text(text + (pki.directory / f"{name}.key").read_text())
+    return str(keystore)
+
+
 def tls_broker_config(pki: Pki, client_auth: str = "requested") -> dict[str, str]:
     """Broker configs for TLS listeners with this PKI."""
     return {

@@ -125,9 +125,8 @@ def run(args: argparse.Namespace) -> int:
     if args.group and (args.partition is not None or args.offset or timestamp is not None):
         parser.error("--group cannot be combined with --partition, --offset or --timestamp")
     config = client_properties(args)
-    admin_config = {k: config[k] for k in ("bootstrap.servers", "request.timeout.ms")}
     try:
-        with AdminClient(admin_config) as admin:
+        with AdminClient(config) as admin:
             start = _start_offsets(admin, args, timestamp)
     except (KafkaError, OSError) as exc:
         return fail(NAME, f"{args.topic}: {exc}")

@@ -1,13 +1,23 @@
-"""Options the client sub-commands share: where the broker is, client properties, escapes."""
+"""Options the client sub-commands share: where the broker is, client properties, escapes.
+
+Client properties come, later ones winning, from `--command-config FILE` (a Java properties
+file, as Kafka's tools take: `security.protocol=SASL_SSL`, `sasl.mechanism=SCRAM-SHA-512`,
+`sasl.username=...`, ...), then `-X KEY=VALUE`, then `--bootstrap-server` and
+`--request-timeout-ms` when given (`bootstrap.servers` may come from the file instead).
+"""
 
 from __future__ import annotations
 
 import argparse
 import codecs
+import re
 import sys
+from pathlib import Path
 from typing import Any
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+DEFAULT_REQUEST_TIMEOUT_MS = 30_000
+_PROPERTY_SEPARATOR = re.compile(r"(?<!\\)(?:\s*[=:]\s*|\s+)")
 
 
 def topic_command(
@@ -27,19 +37,29 @@ def topic_command(
 
 
 def add_bootstrap(parser: argparse.ArgumentParser) -> None:
-    """`--bootstrap-server`, `--request-timeout-ms` and `-X KEY=VALUE` client properties."""
+    """`--bootstrap-server`, `--request-timeout-ms`, `--command-config FILE` and
+    `-X KEY=VALUE` client properties."""
     parser.add_argument(
         "--bootstrap-server",
-        default=DEFAULT_BOOTSTRAP,
+        default=None,
         metavar="HOST:PORT[,...]",
-        help=f"broker(s) to connect to (default {DEFAULT_BOOTSTRAP})",
+        help="broker(s) to connect to (default: bootstrap.servers of --command-config, "
+        f"else {DEFAULT_BOOTSTRAP})",
     )
     parser.add_argument(
         "--request-timeout-ms",
         type=int,
-        default=30_000,
+        default=None,
         metavar="MS",
-        help="how long to wait for the broker (default 30000)",
+        help=f"how long to wait for the broker (default {DEFAULT_REQUEST_TIMEOUT_MS})",
+    )
+    parser.add_argument(
+        "--command-config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="client properties file (Kafka's names, e.g. security.protocol, sasl.mechanism, "
+        "sasl.username, sasl.password, ssl.ca.location), as Kafka's tools take",
     )
     parser.add_argument(
         "-X",
@@ -52,17 +72,62 @@ def add_bootstrap(parser: argparse.ArgumentParser) -> None:
 
 
 def client_properties(args: argparse.Namespace) -> dict[str, Any]:
-    """The client configuration the shared options describe (usage error on a bad -X)."""
-    config: dict[str, Any] = {
-        "bootstrap.servers": args.bootstrap_server,
-        "request.timeout.ms": args.request_timeout_ms,
-    }
+    """The client configuration the shared options describe (usage error on a bad -X or an
+    unreadable --command-config). Sets `args.bootstrap_server` and `args.request_timeout_ms`
+    to the values in effect."""
+    config: dict[str, Any] = {}
+    if args.command_config is not None:
+        try:
+            config.update(read_properties(args.command_config.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError) as exc:
+            _usage_error(args, f"--command-config {args.command_config}: {exc}")
     for item in args.property:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            args.parser.error(f"-X {item!r}: expected KEY=VALUE")
+            _usage_error(args, f"-X {item!r}: expected KEY=VALUE")
         config[key] = value
+    if args.bootstrap_server is not None:
+        config["bootstrap.servers"] = args.bootstrap_server
+    config.setdefault("bootstrap.servers", DEFAULT_BOOTSTRAP)
+    if args.request_timeout_ms is not None:
+        config["request.timeout.ms"] = args.request_timeout_ms
+    config.setdefault("request.timeout.ms", DEFAULT_REQUEST_TIMEOUT_MS)
+    args.bootstrap_server = str(config["bootstrap.servers"])
+    args.request_timeout_ms = int(config["request.timeout.ms"])
     return config
+
+
+def _usage_error(args: argparse.Namespace, message: str) -> None:
+    parser = getattr(args, "parser", None)
+    if parser is None:
+        raise SystemExit(f"onceflow: {message}")
+    parser.error(message)
+
+
+def read_properties(text: str) -> dict[str, str]:
+    """A Java properties file's entries: `key=value`, `key: value` or `key value`; `#` and `!`
+    comment lines; a line ending in a backslash continues on the next; backslash escapes
+    (`\\t`, `\\n`, `\\=`, `\\:`, `\\ `, `\\\\`). Unicode escapes are not decoded."""
+    entries: dict[str, str] = {}
+    logical = ""
+    for raw in [*text.splitlines(), ""]:  # a final empty line ends a dangling continuation
+        line = raw.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        if (len(line) - len(line.rstrip("\\"))) % 2 == 1:  # odd backslashes: continued
+            logical += line[:-1]
+            continue
+        key, *value = _PROPERTY_SEPARATOR.split(logical + line, maxsplit=1)
+        entries[_unescape_property(key)] = _unescape_property(value[0] if value else "")
+        logical = ""
+    return entries
+
+
+_PROPERTY_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape_property(text: str) -> str:
+    return re.sub(r"\\(.)", lambda m: _PROPERTY_ESCAPES.get(m[1], m[1]), text)
 
 
 def unescape(text: str) -> bytes:

@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from onceflow.cli.options import add_bootstrap
+from onceflow.cli.options import add_bootstrap, client_properties
 from onceflow.client.admin import AdminClient, NewTopic, OffsetSpec, TopicPartition
 from onceflow.client.errors import (
     BrokerResponseError,
@@ -101,13 +101,7 @@ def _fail(message: str) -> int:
 
 
 def _admin(args: argparse.Namespace) -> AdminClient:
-    return AdminClient(
-        {
-            "bootstrap.servers": args.bootstrap_server,
-            "request.timeout.ms": args.request_timeout_ms,
-            "client.id": "onceflow-topics",
-        }
-    )
+    return AdminClient({"client.id": "onceflow-topics", **client_properties(args)})
 
 
 def _guarded(action):

@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from onceflow.cli.options import add_bootstrap
+from onceflow.cli.options import add_bootstrap, client_properties
 from onceflow.client.connection import BrokerConnection
 from onceflow.client.errors import (
     BrokerResponseError,
@@ -38,6 +38,7 @@ from onceflow.client.errors import (
     KafkaError,
     KafkaTimeoutError,
 )
+from onceflow.client.net.security import client_security
 from onceflow.common import wall_clock_ms
 from onceflow.coordinator.txn.state import TxnState
 from onceflow.protocol.errors import ErrorCode
@@ -124,11 +125,13 @@ def _guarded(action):
     """Run an action on a connection, turning failures into one line and exit 1."""
 
     def run(args: argparse.Namespace) -> int:
+        config = client_properties(args)
         try:
             with BrokerConnection.from_address(
                 args.bootstrap_server,
                 client_id="onceflow-transactions",
                 request_timeout_ms=args.request_timeout_ms,
+                security=client_security(config),
             ) as conn:
                 return action(conn, args)
         except (KafkaConnectionError, KafkaTimeoutError) as exc:

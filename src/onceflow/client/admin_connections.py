@@ -15,6 +15,7 @@ from typing import Any
 from onceflow.client.connection import BrokerConnection, connect_bootstrap
 from onceflow.client.errors import raise_for_error
 from onceflow.client.net.metadata import BrokerNode
+from onceflow.client.net.security import client_security
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages import REQUESTS
@@ -59,6 +60,7 @@ class AdminConnections:
         self.bootstrap_servers = str(config["bootstrap.servers"])
         self.client_id = str(config.get("client.id", "onceflow-admin"))
         self.request_timeout_ms = int(config.get("request.timeout.ms", 30_000))
+        self.security = client_security(config)
         self._bootstrap: BrokerConnection | None = None
         self._nodes: dict[int, BrokerConnection] = {}
         self._coordinators: dict[tuple[int, str], BrokerNode] = {}
@@ -70,6 +72,7 @@ class AdminConnections:
                 self.bootstrap_servers,
                 client_id=self.client_id,
                 request_timeout_ms=self.request_timeout_ms,
+                security=self.security,
             )
         return self._bootstrap
 
@@ -85,6 +88,7 @@ class AdminConnections:
                 node.port,
                 client_id=self.client_id,
                 request_timeout_ms=self.request_timeout_ms,
+                security=self.security,
             ).connect()
             self._nodes[node.node_id] = conn
         return conn

@@ -5,6 +5,10 @@ typed or strings, as Spark passes them), apply Kafka's defaults, and raise `Conf
 with Kafka's message for a bad value (``Invalid value X for configuration NAME: reason``) or a
 bad combination. Unknown names are logged and ignored, as Kafka's clients do.
 
+Security properties (confluent-kafka's names: `security.protocol`, `sasl.*`, `ssl.*`) are
+checked by `net.security.client_security`; the result is `ClientConfig.security`. Secret values
+(`sasl.password`, `ssl.key.password`) never appear in a repr or an error message.
+
 The idempotence checks follow Kafka 3.2+ `ProducerConfig`: idempotence is on by default; with
 idempotence enabled `acks` must be all (-1), `retries` non-zero and
 `max.in.flight.requests.per.connection` at most 5. When the user set `enable.idempotence`
@@ -20,6 +24,12 @@ from typing import Any
 
 from onceflow.client.consumer.group.assignors import ASSIGNORS
 from onceflow.client.errors import ConfigException
+from onceflow.client.net.security import (
+    PLAINTEXT,
+    SECRET_KEYS,
+    ClientSecurity,
+    client_security,
+)
 
 __all__ = [
     "CONSUMER_CONFIG",
@@ -78,6 +88,18 @@ _COMMON = (
     ConfigKey("socket.connection.setup.timeout.ms", "int", 10_000, at_least(0)),
     ConfigKey("connections.max.idle.ms", "int", 540_000),
     ConfigKey("allow.auto.create.topics", "bool", True),
+    # security (confluent-kafka's names; checked by net.security.client_security)
+    ConfigKey("security.protocol", "str", "plaintext"),
+    ConfigKey("sasl.mechanism", "str", None),
+    ConfigKey("sasl.mechanisms", "str", None),
+    ConfigKey("sasl.username", "str", None),
+    ConfigKey("sasl.password", "str", None),
+    ConfigKey("ssl.ca.location", "str", None),
+    ConfigKey("ssl.certificate.location", "str", None),
+    ConfigKey("ssl.key.location", "str", None),
+    ConfigKey("ssl.key.password", "str", None),
+    ConfigKey("ssl.endpoint.identification.algorithm", "str", "https"),
+    ConfigKey("enable.ssl.certificate.verification", "bool", True),
 )
 
 PRODUCER_CONFIG: tuple[ConfigKey, ...] = (
@@ -126,9 +148,15 @@ class ClientConfig(Mapping[str, Any]):
     """Parsed configuration: every known property with its value; `originals` holds what the
     user supplied (Kafka's `originals()`), used where Kafka distinguishes "set" from "default"."""
 
-    def __init__(self, values: dict[str, Any], originals: Mapping[str, Any]):
+    def __init__(
+        self,
+        values: dict[str, Any],
+        originals: Mapping[str, Any],
+        security: ClientSecurity = PLAINTEXT,
+    ):
         self._values = values
         self.originals = dict(originals)
+        self.security = security
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
@@ -144,10 +172,17 @@ class ClientConfig(Mapping[str, Any]):
         return name in self.originals
 
     def __repr__(self) -> str:
-        return f"ClientConfig({self._values!r})"
+        return f"ClientConfig({hide_secrets(self._values)!r})"
+
+
+def hide_secrets(config: Mapping[str, Any]) -> dict[str, Any]:
+    """`config` with the values of secret properties replaced (for reprs and logs)."""
+    return {k: ("[hidden]" if k in SECRET_KEYS and v is not None else v) for k, v in config.items()}
 
 
 def _invalid(name: str, value: Any, reason: str) -> ConfigException:
+    if name in SECRET_KEYS:
+        value = "[hidden]"
     return ConfigException(f"Invalid value {value} for configuration {name}: {reason}")
 
 
@@ -198,7 +233,8 @@ def parse_config(definitions: tuple[ConfigKey, ...], supplied: Mapping[str, Any]
         values[key.name] = value
     if not values["bootstrap.servers"]:
         raise _invalid("bootstrap.servers", supplied.get("bootstrap.servers"), "list is empty")
-    return ClientConfig(values, {k: v for k, v in supplied.items() if k in known})
+    originals = {k: v for k, v in supplied.items() if k in known}
+    return ClientConfig(values, originals, client_security(supplied))
 
 
 def producer_config(supplied: Mapping[str, Any]) -> ClientConfig:

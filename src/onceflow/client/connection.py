@@ -3,10 +3,13 @@
 `BrokerConnection` opens a socket and lets the protocol core (`client.wire`, shared with the
 asyncio connection of the producer and consumer) negotiate versions with ApiVersions, frame
 requests and match responses by correlation id. It sends one request at a time: `send`
-returns the decoded response.
+returns the decoded response. With a `security` (`net.security.ClientSecurity`, from the
+confluent-kafka properties) the socket is wrapped in TLS, verified against the host connected
+to, and the protocol core authenticates with SASL before the first request.
 
 Errors (defined in `client.errors`, imported here for the callers of this module):
-transport failures raise `KafkaConnectionError` (an `OSError`) and `KafkaTimeoutError`; a
+transport failures (a TLS handshake that fails included) raise `KafkaConnectionError` (an
+`OSError`) and `KafkaTimeoutError`; a failed SASL login raises `SaslAuthenticationFailedError`; a
 version neither side shares raises `UnsupportedVersionError`; a response that does not fit its
 request raises `BrokerResponseError`; `raise_for_error` turns a Kafka error code into its
 typed error.
@@ -15,6 +18,7 @@ typed error.
 from __future__ import annotations
 
 import socket
+import ssl
 from typing import Any
 
 from onceflow.client.errors import (  # noqa: F401  (re-exported for this module's callers)
@@ -24,6 +28,7 @@ from onceflow.client.errors import (  # noqa: F401  (re-exported for this module
     UnsupportedVersionError,
     raise_for_error,
 )
+from onceflow.client.net.security import PLAINTEXT, ClientSecurity
 from onceflow.client.net.wire import (  # noqa: F401  (re-exported: tests build raw requests)
     Response,
     WireConnection,
@@ -51,10 +56,12 @@ class BrokerConnection:
         *,
         client_id: str | None = "onceflow",
         request_timeout_ms: int = 30_000,
+        security: ClientSecurity = PLAINTEXT,
     ):
         self.host, self.port = host, port
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
+        self.security = security
         self._sock: socket.socket | None = None
         self._wire: WireConnection | None = None
 
@@ -78,8 +85,10 @@ class BrokerConnection:
                 f"cannot connect to {self.host}:{self.port}: {exc.strerror or exc}"
             ) from exc
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._wire = wire = WireConnection(self.client_id)
+        self._wire = wire = WireConnection(self.client_id, self.security.sasl())
         try:
+            if self.security.ssl_context is not None:
+                self._start_tls(self.security.ssl_context)
             self._flush()
             while wire.handshaking:
                 self._poll()  # handshake responses make no event
@@ -89,6 +98,18 @@ class BrokerConnection:
             self.close()
             raise
         return self
+
+    def _start_tls(self, context: ssl.SSLContext) -> None:
+        try:
+            self._sock = context.wrap_socket(self._sock, server_hostname=self.host)
+        except TimeoutError as exc:
+            raise KafkaTimeoutError(
+                f"TLS handshake with {self.host}:{self.port} timed out"
+            ) from exc
+        except OSError as exc:  # ssl.SSLError included
+            raise KafkaConnectionError(
+                f"TLS handshake with {self.host}:{self.port} failed: {exc}"
+            ) from exc
 
     def close(self) -> None:
         """Close the socket (idempotent)."""
@@ -189,13 +210,21 @@ class BrokerConnection:
 
 
 def connect_bootstrap(
-    bootstrap_servers: str, *, client_id: str | None = "onceflow", request_timeout_ms: int = 30_000
+    bootstrap_servers: str,
+    *,
+    client_id: str | None = "onceflow",
+    request_timeout_ms: int = 30_000,
+    security: ClientSecurity = PLAINTEXT,
 ) -> BrokerConnection:
-    """Connect to the first reachable broker of a `bootstrap.servers` list."""
+    """Connect to the first reachable broker of a `bootstrap.servers` list (a failed SASL login
+    is not a reason to try the next: it raises at once)."""
     failures = []
     for address in filter(None, (a.strip() for a in bootstrap_servers.split(","))):
         conn = BrokerConnection.from_address(
-            address, client_id=client_id, request_timeout_ms=request_timeout_ms
+            address,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            security=security,
         )
         try:
             return conn.connect()

@@ -99,6 +99,7 @@ class Consumer:
         self.network = NetworkClient(self.config, self.metadata)
         self.network.client_id = self.client_id
         self.subscriptions = SubscriptionState(self.config["auto.offset.reset"])
+        self.network.on_auth_error = self._wake_waiters
         self._fetcher = Fetcher(self.config, self.network, self.subscriptions)
         self._io = IOThread(
             f"onceflow-consumer-network-thread | {self.client_id}", self._fetcher.run
@@ -276,6 +277,11 @@ class Consumer:
                 f"Undefined offset with no reset policy for partitions: [{tp.topic}-{tp.partition}]"
             )
 
+    def _wake_waiters(self) -> None:
+        """A login failed (I/O thread): wake `poll`, which raises the error."""
+        with self.subscriptions.lock:
+            self.subscriptions.changed.notify_all()
+
     # ------------------------------------------------------------------ polling
 
     def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list[ConsumerRecord]:
@@ -303,6 +309,7 @@ class Consumer:
         limit = max_records or self.max_poll_records
         deadline = time.monotonic() + max(timeout, 0.0)
         subs = self.subscriptions
+        self.metadata.raise_auth_error()
         if group is not None:
             if group.subscription is not None and not group.ensure_active_group(deadline):
                 return []
@@ -317,6 +324,7 @@ class Consumer:
             with subs.lock:
                 for tp, state in subs.assignment.items():
                     self._raise_partition_error(tp, state)
+                self.metadata.raise_auth_error()
                 if subs.completed:
                     continue
                 if (

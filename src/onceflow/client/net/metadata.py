@@ -131,6 +131,7 @@ class Metadata:
         self.last_failure = 0.0
         self.new_topics = False  # a topic was added since the last refresh
         self.last_error: BaseException | None = None
+        self.auth_error: BaseException | None = None  # a failed SASL login, until one works
         self._changed = threading.Condition()
 
     def add_topics(self, topics: Iterable[str]) -> bool:
@@ -163,7 +164,7 @@ class Metadata:
             self.cluster = cluster
             self.version += 1
             self.last_refresh = self.last_attempt = now
-            self.last_error = None
+            self.last_error = self.auth_error = None
             self.new_topics = False
             self.need_update = any(
                 topic in cluster.topics
@@ -179,6 +180,18 @@ class Metadata:
             self.last_error = error
             self._changed.notify_all()
 
+    def authentication_failed(self, error: BaseException, now: float) -> None:
+        """A connection failed to authenticate: waiters raise `error` until a refresh works."""
+        with self._changed:
+            self.auth_error = error
+        self.failed_update(error, now)
+
+    def raise_auth_error(self) -> None:
+        """Raise the authentication error, if the last login failed."""
+        error = self.auth_error
+        if error is not None:
+            raise error
+
     def wait_for_topic(self, topic: str, timeout_s: float, request_update) -> int:
         """Block until `topic` has partitions; returns the count. `request_update()` asks the
         I/O thread for a refresh. Raises the topic's error or `KafkaTimeoutError`."""
@@ -188,6 +201,7 @@ class Metadata:
                 count = self.cluster.partition_count(topic)
                 if count is not None:
                     return count
+                self.raise_auth_error()
                 info = self.cluster.topics.get(topic)
                 if info is not None and info.error_code not in (
                     ErrorCode.NONE,

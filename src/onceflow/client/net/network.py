@@ -6,10 +6,15 @@ negotiates versions with ApiVersions (for each API the highest version both side
 it works with Apache Kafka as well as onceflow), frames requests with a fresh correlation id
 and matches the pipelined responses in order. `send()` returns an asyncio future of the
 decoded response. A request that outlives its deadline closes the connection and fails
-everything in flight on it with `KafkaTimeoutError`, as Kafka's `NetworkClient` does.
+everything in flight on it with `KafkaTimeoutError`, as Kafka's `NetworkClient` does. With
+TLS (`ClientSecurity.ssl_context`) the transport is asyncio's TLS transport, verifying the
+broker's certificate against the host connected to; SASL is the protocol core's.
 
 `NetworkClient` keeps one connection per node (bootstrap servers first), refreshes `Metadata`
 in the background and finds the least-loaded node for metadata and InitProducerId requests.
+A failed SASL login is not a broker that may come back: it is logged once as an error, handed
+to `Metadata.authentication_failed` (the producer's and consumer's calls raise it) and retried
+only every AUTH_RETRY_BACKOFF_S, in case the credentials are fixed on the broker.
 """
 
 from __future__ import annotations
@@ -18,17 +23,22 @@ import asyncio
 import logging
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 from onceflow.client.config import ClientConfig
 from onceflow.client.errors import (
     BrokerResponseError,
     ConfigException,
+    IllegalSaslStateError,
     KafkaConnectionError,
     KafkaTimeoutError,
+    SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
     UnsupportedVersionError,
 )
 from onceflow.client.net.metadata import Cluster, Metadata
+from onceflow.client.net.security import PLAINTEXT, ClientSecurity
 from onceflow.client.net.tasks import BackgroundTasks
 from onceflow.client.net.wire import WireConnection
 from onceflow.protocol import messages
@@ -39,15 +49,29 @@ __all__ = ["AsyncBrokerConnection", "NetworkClient"]
 log = logging.getLogger(__name__)
 CONNECT_WARNING_INTERVAL_S = 10.0
 COORDINATOR_ID_BASE = 1 << 30  # connection ids of coordinators: base + node id * 2 + key type
+AUTH_RETRY_BACKOFF_S = 5.0  # after a failed SASL login, instead of reconnect.backoff.ms
+AUTHENTICATION_ERRORS = (
+    SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
+    IllegalSaslStateError,
+)
 
 
 class AsyncBrokerConnection(asyncio.Protocol):
     """One pipelined connection to a broker (use from the I/O thread's loop only)."""
 
-    def __init__(self, node_id: int, host: str, port: int, client_id: str | None):
+    def __init__(
+        self,
+        node_id: int,
+        host: str,
+        port: int,
+        client_id: str | None,
+        security: ClientSecurity = PLAINTEXT,
+    ):
         self.node_id, self.host, self.port = node_id, host, port
         self.client_id = client_id
-        self._wire = WireConnection(client_id)
+        self.ssl_context = security.ssl_context
+        self._wire = WireConnection(client_id, security.sasl())
         self._transport: asyncio.Transport | None = None
         self._closed_error: BaseException | None = None
         self._handshake_step: asyncio.Future | None = None
@@ -58,15 +82,19 @@ class AsyncBrokerConnection(asyncio.Protocol):
         """Connect and negotiate versions; raises KafkaConnectionError / KafkaTimeoutError (or
         TimeoutError when a handshake response is late by `timeout_s`)."""
         loop = asyncio.get_running_loop()
+        tls = {}
+        if self.ssl_context is not None:
+            tls = {"ssl": self.ssl_context, "server_hostname": self.host}
         try:
             await asyncio.wait_for(
-                loop.create_connection(lambda: self, self.host, self.port), timeout_s
+                loop.create_connection(lambda: self, self.host, self.port, **tls), timeout_s
             )
         except TimeoutError as exc:
             raise KafkaTimeoutError(f"connecting to {self.host}:{self.port} timed out") from exc
         except OSError as exc:
+            what = "TLS handshake with" if self.ssl_context is not None else "cannot connect to"
             raise KafkaConnectionError(
-                f"cannot connect to {self.host}:{self.port}: {exc.strerror or exc}"
+                f"{what} {self.host}:{self.port}: {exc.strerror or exc}"
             ) from exc
         try:
             self._flush()
@@ -211,6 +239,8 @@ class NetworkClient:
         self.config = config
         self.metadata = metadata
         self.client_id = config["client.id"] or None
+        self.security: ClientSecurity = getattr(config, "security", PLAINTEXT)
+        self.on_auth_error: Callable[[], None] | None = None  # wakes the client's waiters
         self.request_timeout_s = config["request.timeout.ms"] / 1000
         self.connect_timeout_s = config["socket.connection.setup.timeout.ms"] / 1000
         self.reconnect_backoff_s = config["reconnect.backoff.ms"] / 1000
@@ -254,13 +284,24 @@ class NetworkClient:
             address = self._address(node_id)
             if address is None:
                 return None
-            conn = AsyncBrokerConnection(node_id, address[0], address[1], self.client_id)
+            conn = AsyncBrokerConnection(
+                node_id, address[0], address[1], self.client_id, self.security
+            )
             await conn.connect(self.connect_timeout_s)
             old = self._conns.get(node_id)
             if old is not None:
                 old.close()
             self._conns[node_id] = conn
             return conn
+        except AUTHENTICATION_ERRORS as exc:
+            if self.metadata.auth_error is None:
+                where = f"{address[0]}:{address[1]}" if address is not None else "no address"
+                log.error("authentication with node %s (%s) failed: %s", node_id, where, exc)
+            self._last_failure[node_id] = time.monotonic() + AUTH_RETRY_BACKOFF_S
+            self.metadata.authentication_failed(exc, time.monotonic())
+            if self.on_auth_error is not None:
+                self.on_auth_error()
+            return None
         except (OSError, KafkaTimeoutError, BrokerResponseError, UnsupportedVersionError) as exc:
             now = time.monotonic()
             # like Kafka's clients, say so at WARNING (at most every CONNECT_WARNING_INTERVAL_S

@@ -15,10 +15,17 @@ a transport (the blocking `connection.BrokerConnection`, the asyncio
   answers UNSUPPORTED_VERSION with its own range in a v0 body (KIP-511), and we retry once at
   a version both support. The broker's ranges then give each API's version (`api_version`).
 
-Everything that decides which state may follow which is the table below. A handshake step of
-its own (SaslHandshake/SaslAuthenticate after ApiVersions, issue 10) would add a state between
-NEGOTIATING and READY, a handler in `_HANDSHAKE_HANDLERS`, and a change to `_handshake_done`;
-the transports need no change, as they only ask `handshaking`.
+- SASL (when built with a `sasl.SaslClient`): after ApiVersions, SaslHandshake v1 with the
+  mechanism, then SaslAuthenticate requests carrying the mechanism's tokens until it is
+  complete (AUTHENTICATING). A failed exchange closes the connection and raises
+  `SaslAuthenticationFailedError` with the broker's message (`UnsupportedSaslMechanismError`
+  with the broker's enabled mechanisms for a mechanism it does not enable). KIP-368
+  re-authentication is not done: `session_lifetime_ms` is kept, and a broker that sets it
+  closes the connection when the session expires; the transports then reconnect (and
+  authenticate again) as after any lost connection.
+
+Everything that decides which state may follow which is the table below; the transports only
+ask `handshaking`, so TLS and SASL need nothing of them beyond the socket.
 
 Errors: a response that breaks the conversation (a bad size, a correlation id out of order, a
 failed handshake) closes the connection and raises from `next_event()` — `BrokerResponseError`,
@@ -41,14 +48,18 @@ from typing import Any, Final
 from onceflow.client.errors import (
     BrokerResponseError,
     IllegalStateError,
+    SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
     UnsupportedVersionError,
     error_for_code,
 )
+from onceflow.client.net.sasl import SaslClient
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.codec import DecodeError, skip_tagged_fields
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.headers import RequestHeader, response_header_version
+from onceflow.security.sasl import SaslAuthenticationError
 
 __all__ = [
     "CLIENT_SOFTWARE_NAME",
@@ -75,6 +86,7 @@ class WireState(Enum):
     """Where the conversation is."""
 
     NEGOTIATING = "NEGOTIATING"  # ApiVersions in flight; nothing else may be sent
+    AUTHENTICATING = "AUTHENTICATING"  # SaslHandshake / SaslAuthenticate in flight
     READY = "READY"  # requests may be sent
     CLOSED = "CLOSED"  # closed by the transport or by a response that broke the conversation
 
@@ -85,11 +97,13 @@ _W = WireState
 VALID_PREVIOUS: Final[Mapping[WireState, frozenset[WireState]]] = MappingProxyType(
     {
         _W.NEGOTIATING: frozenset(),
-        _W.READY: frozenset({_W.NEGOTIATING}),
-        _W.CLOSED: frozenset({_W.NEGOTIATING, _W.READY}),
+        _W.AUTHENTICATING: frozenset({_W.NEGOTIATING}),
+        _W.READY: frozenset({_W.NEGOTIATING, _W.AUTHENTICATING}),
+        _W.CLOSED: frozenset({_W.NEGOTIATING, _W.AUTHENTICATING, _W.READY}),
     }
 )
-HANDSHAKE_STATES: Final = frozenset({_W.NEGOTIATING})
+HANDSHAKE_STATES: Final = frozenset({_W.NEGOTIATING, _W.AUTHENTICATING})
+SASL_HANDSHAKE_VERSION = 1  # v0 would send the tokens as raw frames (pre-KIP-152)
 
 
 class InvalidWireTransitionError(IllegalStateError):
@@ -150,10 +164,12 @@ def encode_request_header(
 
 class WireConnection:
     """One connection's protocol state. It starts NEGOTIATING with an ApiVersions request
-    waiting in `data_to_send()`."""
+    waiting in `data_to_send()`; with `sasl` it authenticates before it is READY."""
 
-    def __init__(self, client_id: str | None = "onceflow"):
+    def __init__(self, client_id: str | None = "onceflow", sasl: SaslClient | None = None):
         self.client_id = client_id
+        self.sasl = sasl
+        self.session_lifetime_ms = 0  # from the last SaslAuthenticate response (v1+)
         self.broker_versions: dict[int, tuple[int, int]] = {}
         self._state = WireState.NEGOTIATING
         self._correlation_ids = itertools.count(1)
@@ -361,12 +377,67 @@ class WireConnection:
         self._handshake_done()
 
     def _handshake_done(self) -> None:
-        self._transition(WireState.READY)
+        if self.sasl is None:
+            self._transition(WireState.READY)
+            return
+        self._transition(WireState.AUTHENTICATING)
+        request = messages.REQUESTS[ApiKey.SASL_HANDSHAKE](mechanism=self.sasl.mechanism)
+        try:
+            version = self.api_version(ApiKey.SASL_HANDSHAKE)
+        except UnsupportedVersionError as exc:
+            raise self._broken(exc) from None
+        if version < SASL_HANDSHAKE_VERSION:
+            raise self._broken(UnsupportedVersionError("broker supports only SaslHandshake v0"))
+        self._send(request, SASL_HANDSHAKE_VERSION, True, None, math.inf, handshake=True)
+
+    def _on_sasl_handshake(self, event: Response) -> None:
+        if event.error is not None:
+            raise self._broken(event.error)
+        response = event.message
+        if response.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM:
+            enabled = ", ".join(response.mechanisms or ()) or "none"
+            raise self._broken(
+                UnsupportedSaslMechanismError(
+                    f"the broker does not enable {self.sasl.mechanism} (enabled: {enabled})"
+                )
+            )
+        if response.error_code != ErrorCode.NONE:
+            raise self._broken(error_for_code(response.error_code, "SaslHandshake"))
+        self._sasl_step(self.sasl.first_token)
+
+    def _on_sasl_authenticate(self, event: Response) -> None:
+        if event.error is not None:
+            raise self._broken(event.error)
+        response = event.message
+        if response.error_code != ErrorCode.NONE:
+            raise self._broken(
+                error_for_code(response.error_code, response.error_message or "SaslAuthenticate")
+            )
+        self.session_lifetime_ms = response.session_lifetime_ms or 0
+        token = self._sasl_step(lambda: self.sasl.next_token(response.auth_bytes or b""))
+        if token is None:
+            self._transition(WireState.READY)
+
+    def _sasl_step(self, make_token) -> bytes | None:
+        """Send the SaslAuthenticate the mechanism's next token makes (None: it is done)."""
+        try:
+            token = make_token()
+        except SaslAuthenticationError as exc:  # a bad server token (e.g. a wrong signature)
+            raise self._broken(SaslAuthenticationFailedError(exc.client_message)) from None
+        if token is not None:
+            request = messages.REQUESTS[ApiKey.SASL_AUTHENTICATE](auth_bytes=token)
+            version = self.api_version(ApiKey.SASL_AUTHENTICATE)
+            self._send(request, version, True, None, math.inf, handshake=True)
+        return token
 
 
 # api key of a handshake request -> how its response moves the handshake on
 _HANDSHAKE_HANDLERS: Final = MappingProxyType(
-    {int(ApiKey.API_VERSIONS): WireConnection._on_api_versions}
+    {
+        int(ApiKey.API_VERSIONS): WireConnection._on_api_versions,
+        int(ApiKey.SASL_HANDSHAKE): WireConnection._on_sasl_handshake,
+        int(ApiKey.SASL_AUTHENTICATE): WireConnection._on_sasl_authenticate,
+    }
 )
 
 

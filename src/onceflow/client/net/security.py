@@ -1,0 +1,166 @@
+"""How a client reaches a secured broker: confluent-kafka's (librdkafka's) property names turned
+into a TLS context and a SASL mechanism, checked once when the client is built.
+
+    security.protocol                      plaintext | ssl | sasl_plaintext | sasl_ssl
+    sasl.mechanism (alias sasl.mechanisms) PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512
+    sasl.username, sasl.password           the SASL credentials
+    ssl.ca.location                        CA file (PEM) that signs the broker's certificate;
+                                           unset: the system's default CAs
+    ssl.certificate.location, ssl.key.location, ssl.key.password
+                                           the client's certificate and key (mutual TLS)
+    ssl.endpoint.identification.algorithm  https (default, as librdkafka >= 2.0): the broker's
+                                           certificate must name the host connected to; none
+    enable.ssl.certificate.verification    true (default); false accepts any certificate
+
+TLS is 1.2 or later. A bad value raises `ConfigException` naming the property; passwords never
+appear in messages or reprs. Settings for a protocol not in use are ignored, as Kafka does.
+`sasl.mechanism` defaults to GSSAPI as in Kafka, which onceflow does not speak: SASL needs it set.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from onceflow.client.errors import ConfigException
+from onceflow.client.net.sasl import SASL_MECHANISMS, SaslClient, sasl_client
+
+__all__ = [
+    "SECRET_KEYS",
+    "SECURITY_CONFIG_NAMES",
+    "SECURITY_PROTOCOLS",
+    "ClientSecurity",
+    "client_security",
+]
+
+SECURITY_PROTOCOLS = ("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")
+ENDPOINT_ALGORITHMS = ("https", "none")
+SECRET_KEYS = frozenset({"sasl.password", "ssl.key.password"})
+SECURITY_CONFIG_NAMES = (
+    "security.protocol",
+    "sasl.mechanism",
+    "sasl.mechanisms",
+    "sasl.username",
+    "sasl.password",
+    "ssl.ca.location",
+    "ssl.certificate.location",
+    "ssl.key.location",
+    "ssl.key.password",
+    "ssl.endpoint.identification.algorithm",
+    "enable.ssl.certificate.verification",
+)
+
+
+@dataclass(frozen=True, repr=False)
+class ClientSecurity:
+    """The security of one client's connections: a TLS context (None: plain TCP) and the SASL
+    mechanism with its credentials (None: no SASL)."""
+
+    protocol: str = "plaintext"
+    ssl_context: ssl.SSLContext | None = None
+    mechanism: str | None = None
+    username: str | None = None
+    password: str | None = None
+
+    def sasl(self) -> SaslClient | None:
+        """A fresh SASL exchange for a new connection (None without SASL)."""
+        if self.mechanism is None:
+            return None
+        return sasl_client(self.mechanism, self.username or "", self.password or "")
+
+    def __repr__(self) -> str:
+        sasl = f", {self.mechanism}, username={self.username!r}" if self.mechanism else ""
+        return f"ClientSecurity({self.protocol}{sasl})"
+
+
+PLAINTEXT = ClientSecurity()
+
+
+def _text(config: Mapping[str, Any], name: str) -> str | None:
+    value = config.get(name)
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def _invalid(name: str, value: Any, reason: str) -> ConfigException:
+    return ConfigException(f"Invalid value {value} for configuration {name}: {reason}")
+
+
+def client_security(config: Mapping[str, Any]) -> ClientSecurity:
+    """Check the security properties of a client configuration (values typed or strings)."""
+    protocol = (_text(config, "security.protocol") or "plaintext").lower()
+    if protocol not in SECURITY_PROTOCOLS:
+        raise _invalid(
+            "security.protocol",
+            config.get("security.protocol"),
+            f"String must be one of: {', '.join(SECURITY_PROTOCOLS)}",
+        )
+    context = _ssl_context(config) if protocol.endswith("ssl") else None
+    if not protocol.startswith("sasl"):
+        return ClientSecurity(protocol, context)
+    mechanism = _text(config, "sasl.mechanism") or _text(config, "sasl.mechanisms") or "GSSAPI"
+    mechanism = mechanism.upper()
+    if mechanism not in SASL_MECHANISMS:
+        raise _invalid(
+            "sasl.mechanism", mechanism, f"onceflow supports {', '.join(SASL_MECHANISMS)}"
+        )
+    username, password = _text(config, "sasl.username"), config.get("sasl.password")
+    if username is None or password is None or str(password) == "":
+        raise ConfigException(
+            f"sasl.username and sasl.password are required for sasl.mechanism {mechanism}"
+        )
+    return ClientSecurity(protocol, context, mechanism, username, str(password))
+
+
+def _flag(config: Mapping[str, Any], name: str, default: bool) -> bool:
+    value = config.get(name)
+    if value is None or isinstance(value, bool):
+        return default if value is None else value
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise _invalid(name, value, "Expected value to be either true or false")
+    return text == "true"
+
+
+def _ssl_context(config: Mapping[str, Any]) -> ssl.SSLContext:
+    algorithm = (_text(config, "ssl.endpoint.identification.algorithm") or "https").lower()
+    if algorithm not in ENDPOINT_ALGORITHMS:
+        raise _invalid(
+            "ssl.endpoint.identification.algorithm", algorithm, "String must be one of: https, none"
+        )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    verify = _flag(config, "enable.ssl.certificate.verification", True)
+    context.check_hostname = verify and algorithm == "https"
+    if not verify:
+        context.verify_mode = ssl.CERT_NONE
+    ca = _text(config, "ssl.ca.location")
+    try:
+        if ca is not None:
+            context.load_verify_locations(cafile=ca)
+        else:
+            context.load_default_certs()
+    except (OSError, ssl.SSLError) as exc:
+        raise _invalid("ssl.ca.location", ca, f"cannot load the CA certificates: {exc}") from None
+    certificate, key = _text(config, "ssl.certificate.location"), _text(config, "ssl.key.location")
+    if (certificate is None) != (key is None):
+        raise ConfigException(
+            "ssl.certificate.location and ssl.key.location must be set together (mutual TLS)"
+        )
+    if certificate is not None:
+        key_password = config.get("ssl.key.password")
+        try:
+            context.load_cert_chain(
+                certificate, key, None if key_password is None else str(key_password)
+            )
+        except (OSError, ssl.SSLError) as exc:
+            raise _invalid(
+                "ssl.certificate.location",
+                certificate,
+                f"cannot load the certificate with ssl.key.location {key}: {exc}",
+            ) from None
+    return context

@@ -1,0 +1,234 @@
+"""onceflow's own Producer, Consumer and AdminClient over TLS and SASL against one broker
+process, with confluent-kafka's property names: SASL_SSL with SCRAM-SHA-512 and PLAIN,
+SASL_PLAINTEXT with SCRAM-SHA-256, SSL with mutual TLS; a wrong password fails fast with
+SASL_AUTHENTICATION_FAILED while the broker serves others; the broker's certificate must name
+the host unless `ssl.endpoint.identification.algorithm=none`.
+
+The cases mirror tests/interop/test_security_clients.py (the same broker listeners and users)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+from support.broker import BrokerProcess
+from support.pki import server_keystore_for, tls_broker_config
+from support.secure_broker import (
+    CASE_IDS,
+    CASES,
+    PASSWORD,
+    USER,
+    listener_ports,
+    start_secure_broker,
+)
+from support.secure_broker import confluent_config as client_config
+
+from onceflow.cli.main import main
+from onceflow.client.admin import AdminClient, NewTopic
+from onceflow.client.consumer import Consumer
+from onceflow.client.errors import (
+    ConfigException,
+    KafkaConnectionError,
+    SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
+)
+from onceflow.client.producer import Producer
+
+pytestmark = pytest.mark.timeout(120)
+
+RECORDS = [b"record-%d" % i for i in range(5)]
+
+
+@pytest.fixture(scope="module")
+def secure_broker(tmp_path_factory, pki):
+    broker = start_secure_broker(tmp_path_factory.mktemp("client-secure") / "data", pki)
+    yield broker
+    broker.stop()
+
+
+def _topic() -> str:
+    return f"client-secure-{uuid.uuid4().hex[:8]}"
+
+
+def round_trip(config: dict) -> list[bytes]:
+    topic = _topic()
+    producer = Producer({**config, "max.block.ms": 20_000})
+    try:
+        for value in RECORDS:
+            producer.send(topic, value, partition=0)
+        producer.flush(30)
+    finally:
+        producer.close()
+    consumer = Consumer({**config, "auto.offset.reset": "earliest"})
+    values: list[bytes] = []
+    try:
+        consumer.assign([(topic, 0, 0)])
+        deadline = time.monotonic() + 30
+        while len(values) < len(RECORDS) and time.monotonic() < deadline:
+            values += [r.value for r in consumer.poll(1.0)]
+    finally:
+        consumer.close()
+    return values
+
+
+@pytest.mark.parametrize(("listener", "mechanism"), CASES, ids=CASE_IDS)
+def test_producer_consumer_round_trip(secure_broker, pki, listener, mechanism):
+    assert round_trip(client_config(secure_broker, pki, listener, mechanism)) == RECORDS
+
+
+def test_admin_client_over_sasl_ssl(secure_broker, pki):
+    topic = _topic()
+    with AdminClient(client_config(secure_broker, pki, "SASL_SSL", "SCRAM-SHA-512")) as admin:
+        admin.create_topics([NewTopic(topic, 2, 1)])
+        assert topic in admin.list_topics()
+
+
+def test_admin_wrong_password_is_sasl_authentication_failed(secure_broker, pki):
+    config = client_config(secure_broker, pki, "SASL_SSL", "SCRAM-SHA-512", "wrong")
+    started = time.monotonic()
+    with pytest.raises(SaslAuthenticationFailedError) as failure, AdminClient(config) as admin:
+        admin.list_topics()
+    assert time.monotonic() - started < 10
+    assert "invalid credentials" in str(failure.value)  # the broker's message
+    assert "wrong" not in str(failure.value)
+
+
+def test_producer_wrong_password_raises_and_broker_keeps_serving(secure_broker, pki):
+    config = client_config(secure_broker, pki, "SASL_SSL", "PLAIN", "wrong")
+    producer = Producer({**config, "max.block.ms": 30_000})
+    started = time.monotonic()
+    try:
+        with pytest.raises(SaslAuthenticationFailedError):
+            producer.send(_topic(), b"never")
+    finally:
+        producer.close()
+    assert time.monotonic() - started < 10
+    consumer = Consumer(client_config(secure_broker, pki, "SASL_PLAINTEXT", "SCRAM-SHA-256", "x"))
+    try:
+        consumer.assign([(_topic(), 0, 0)])
+        with pytest.raises(SaslAuthenticationFailedError):
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                consumer.poll(1.0)
+    finally:
+        consumer.close()
+    assert round_trip(client_config(secure_broker, pki, "SASL_SSL", "PLAIN")) == RECORDS
+
+
+def test_mechanism_the_broker_does_not_enable(tmp_path_factory, pki):
+    config = {
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "onceflow.sasl.bootstrap.users": f"SCRAM-SHA-512=[name={USER},password={PASSWORD}]",
+    }
+    with BrokerProcess(tmp_path_factory.mktemp("scram-only") / "data", config) as broker:
+        broker.listener_port = listener_ports(broker)
+        client = client_config(broker, pki, "SASL_PLAINTEXT", "PLAIN")
+        with pytest.raises(UnsupportedSaslMechanismError, match="SCRAM-SHA-512"):
+            AdminClient(client).list_topics()
+
+
+@pytest.fixture(scope="module")
+def other_name_broker(tmp_path_factory, pki):
+    """A TLS broker whose certificate names only other.example, not 127.0.0.1."""
+    config = {
+        "listeners": "SSL://127.0.0.1:0",
+        **tls_broker_config(pki, "none"),
+        "ssl.keystore.location": server_keystore_for(pki, "other", "DNS:other.example"),
+    }
+    broker = BrokerProcess(tmp_path_factory.mktemp("other-name") / "data", config)
+    broker.listener_port = listener_ports(broker)
+    yield broker
+    broker.stop()
+
+
+def test_hostname_verification_refuses_a_certificate_for_another_name(other_name_broker, pki):
+    config = client_config(other_name_broker, pki, "SSL", None)
+    with pytest.raises(KafkaConnectionError, match="(?i)hostname|IP address mismatch"):
+        AdminClient(config).list_topics()
+    producer = Producer({**config, "max.block.ms": 3_000})
+    try:
+        with pytest.raises(Exception, match="not present in metadata"):
+            producer.send(_topic(), b"never")
+    finally:
+        producer.close()
+
+
+def test_no_endpoint_identification_accepts_it(other_name_broker, pki):
+    config = {
+        **client_config(other_name_broker, pki, "SSL", None),
+        "ssl.endpoint.identification.algorithm": "none",
+    }
+    assert round_trip(config) == RECORDS
+
+
+def test_untrusted_ca_is_refused(secure_broker, pki):
+    config = {
+        **client_config(secure_broker, pki, "SSL", None),
+        "ssl.ca.location": pki.path("other-ca.crt"),
+    }
+    with pytest.raises(KafkaConnectionError, match="(?i)certificate verify failed"):
+        AdminClient(config).list_topics()
+
+
+def test_bad_security_settings_are_config_errors(pki):
+    base = {"bootstrap.servers": "127.0.0.1:1"}
+    with pytest.raises(ConfigException, match="security.protocol"):
+        Producer({**base, "security.protocol": "tls"})
+    with pytest.raises(ConfigException, match="sasl.mechanism"):
+        Producer({**base, "security.protocol": "sasl_plaintext", "sasl.username": "u"})
+    with pytest.raises(ConfigException, match="ssl.ca.location"):
+        Consumer({**base, "security.protocol": "ssl", "ssl.ca.location": "/nonexistent"})
+    with pytest.raises(ConfigException, match="sasl.username and sasl.password") as failure:
+        AdminClient({**base, "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+                     "sasl.password": "s3cret", "ssl.ca.location": pki.ca})  # fmt: skip
+    assert "s3cret" not in str(failure.value)
+
+
+# -- the CLI with --command-config -------------------------------------------------------------
+
+
+def _command_config(tmp_path, config: dict) -> str:
+    path = tmp_path / "client.properties"
+    lines = ["# like Kafka's tools' --command-config"]
+    lines += [f"{key}={value}" for key, value in config.items() if key != "bootstrap.servers"]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_cli_with_command_config_over_sasl_ssl(secure_broker, pki, tmp_path):
+    config = client_config(secure_broker, pki, "SASL_SSL", "SCRAM-SHA-512")
+    b = ("--bootstrap-server", config["bootstrap.servers"])
+    cc = ("--command-config", _command_config(tmp_path, config))
+    topic = _topic()
+    assert main(["topics", "create", *b, *cc, "--topic", topic, "--partitions", "1"]) == 0
+    assert topic in _onceflow("topics", "list", *b, *cc).stdout.decode().splitlines()
+    _onceflow("produce", topic, *b, *cc, stdin=b"one\ntwo\n")
+    consumed = _onceflow("consume", topic, *b, *cc, "--from-beginning", "--max-messages", "2",
+                         "--timeout-ms", "10000")  # fmt: skip
+    assert consumed.stdout.splitlines() == [b"one", b"two"]
+
+
+def _onceflow(*argv: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    """`python -m onceflow ARGV`, which must succeed."""
+    done = subprocess.run(
+        [sys.executable, "-m", "onceflow", *argv],
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_cli_without_the_credentials_fails_with_one_line(secure_broker, pki, tmp_path, capsys):
+    config = client_config(secure_broker, pki, "SASL_SSL", "SCRAM-SHA-512", "wrong")
+    b = ("--bootstrap-server", config["bootstrap.servers"])
+    cc = ("--command-config", _command_config(tmp_path, config))
+    assert main(["topics", "list", *b, *cc]) == 1
+    err = capsys.readouterr().err
+    assert "SASL_AUTHENTICATION_FAILED" in err and "wrong" not in err
