@@ -15,6 +15,9 @@ from typing import Any, Final
 from onceflow.broker.handlers.add_offsets_to_txn import handle_add_offsets_to_txn
 from onceflow.broker.handlers.add_partitions_to_txn import handle_add_partitions_to_txn
 from onceflow.broker.handlers.alter_configs import handle_alter_configs
+from onceflow.broker.handlers.alter_user_scram_credentials import (
+    handle_alter_user_scram_credentials,
+)
 from onceflow.broker.handlers.api_versions import handle_api_versions
 from onceflow.broker.handlers.create_acls import handle_create_acls
 from onceflow.broker.handlers.create_partitions import handle_create_partitions
@@ -29,6 +32,9 @@ from onceflow.broker.handlers.describe_configs import handle_describe_configs
 from onceflow.broker.handlers.describe_groups import handle_describe_groups
 from onceflow.broker.handlers.describe_producers import handle_describe_producers
 from onceflow.broker.handlers.describe_transactions import handle_describe_transactions
+from onceflow.broker.handlers.describe_user_scram_credentials import (
+    handle_describe_user_scram_credentials,
+)
 from onceflow.broker.handlers.end_txn import handle_end_txn
 from onceflow.broker.handlers.fetch import handle_fetch
 from onceflow.broker.handlers.find_coordinator import handle_find_coordinator
@@ -99,6 +105,8 @@ HANDLERS: Final[Mapping[ApiKey, Handler]] = {
     ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
     ApiKey.DESCRIBE_TRANSACTIONS: handle_describe_transactions,
     ApiKey.LIST_TRANSACTIONS: handle_list_transactions,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
 }
 
 # api key -> (min version, max version, handler)

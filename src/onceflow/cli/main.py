@@ -20,6 +20,8 @@ SUBCOMMAND_MODULES = (
     "groups_cmd",
     "configs_cmd",
     "transactions_cmd",
+    "users_cmd",
+    "acls_cmd",
     "demo_cmd",
 )
 
