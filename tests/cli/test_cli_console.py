@@ -191,6 +191,9 @@ def test_sigint_aborts_an_open_transaction(broker):
             assert time.monotonic() < deadline, "records never reached the log"
             time.sleep(0.1)
         proc.send_signal(signal.SIGINT)
+        # wait with stdin still open: closing it first (communicate does) races the signal
+        # with an EOF, which commits
+        proc.wait(timeout=20)
         _out, err = proc.communicate(timeout=20)
     finally:
         proc.kill()
