@@ -175,12 +175,18 @@ def test_sigint_mid_stream_stops_cleanly_and_commits(broker):
     assert list(committed.values()) == [(20, "")]
 
 
+def _default_sigint() -> None:
+    """A child of a shell's background job inherits SIGINT ignored (POSIX), and Python then
+    installs no KeyboardInterrupt handler; give the CLI the Ctrl-C a terminal user has."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_sigint_aborts_an_open_transaction(broker):
     b = broker.bootstrap
     create_topic(b, "intr", 1)
     proc = spawn(
         "produce", "intr", "--bootstrap-server", b, "--transactional-id", "cli-3",
-        stdin=subprocess.PIPE,
+        stdin=subprocess.PIPE, preexec_fn=_default_sigint,
     )  # fmt: skip
     try:
         assert proc.stdin is not None
