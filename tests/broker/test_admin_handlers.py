@@ -301,3 +301,24 @@ def test_describe_configs(state, version):
     assert broker["num.partitions"].value == "1"
     assert broker["auto.create.topics.enable"].value == "true"
     assert broker["log.dirs"].config_source == 4  # set explicitly by the test config
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_metadata_by_topic_id_before_v12_is_invalid_request(state, version):
+    # Kafka serves topic ids in Metadata requests from v12 only: every topic of the request
+    # is answered INVALID_REQUEST (a null name as ""), and nothing is auto-created
+    topic_id = state.logs.create_topic("t", 1).topic_id
+    request = MetadataRequest(
+        topics=[
+            MetadataRequest.MetadataRequestTopic(topic_id=topic_id, name=None),
+            MetadataRequest.MetadataRequestTopic(topic_id=ZERO_UUID, name="new"),
+        ],
+        allow_auto_topic_creation=True,
+    )
+    response = run(state, ApiKey.METADATA, version, request)
+    answers = [(t.name, t.topic_id, t.error_code, t.partitions) for t in response.topics]
+    assert answers == [
+        ("", topic_id, ErrorCode.INVALID_REQUEST, []),
+        ("new", ZERO_UUID, ErrorCode.INVALID_REQUEST, []),
+    ]
+    assert state.logs.topic("new") is None

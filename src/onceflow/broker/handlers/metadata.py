@@ -8,7 +8,10 @@ empty one in v0) lists every topic. A requested topic that does not exist is cre
 `num.partitions` partitions when `auto.create.topics.enable` is true and the request allows it
 (v4+ `allow_auto_topic_creation`; always allowed before v4), else it is
 UNKNOWN_TOPIC_OR_PARTITION; an illegal name is INVALID_TOPIC_EXCEPTION. From v10 topics carry
-their persistent topic id, and a topic may be asked for by id (UNKNOWN_TOPIC_ID when unknown).
+their persistent topic id, and from v12 a topic may be asked for by id (UNKNOWN_TOPIC_ID when
+unknown). As in Kafka, a v10-11 request that names a topic by id (a null name or a non-zero
+topic id) is answered INVALID_REQUEST for every topic it asks for, with an empty name for a null
+one (the response cannot carry a null name before v12); nothing is created.
 The cluster id is the one in the data directory's meta.properties.
 
 Versions: v1 controller_id, is_internal, null topics; v2 cluster_id; v4 auto-creation flag;
@@ -103,6 +106,10 @@ def _lookup(broker, name: str, may_create: bool, create_refused: bool = False):
     return _topic_response(broker, logs.topic(name))
 
 
+def _by_id(topic) -> bool:
+    return topic.name is None or topic.topic_id != _ZERO_UUID
+
+
 def _lookup_by_id(broker, topic_id: uuid.UUID):
     info = broker.topic_by_id(topic_id)
     if info is not None:
@@ -120,6 +127,11 @@ async def handle_metadata(ctx, header, request) -> MetadataResponse:
         infos = broker.logs.topics()
         hidden = denied_names(ctx, api, "topic", (info.name for info in infos))
         topics = [_topic_response(broker, info) for info in infos if info.name not in hidden]
+    elif version < 12 and any(_by_id(topic) for topic in requested):
+        topics = [
+            _topic_error(topic.name or "", ErrorCode.INVALID_REQUEST, topic.topic_id)
+            for topic in requested
+        ]
     else:
         allowed = request.allow_auto_topic_creation if version >= 4 else True
         may_create = allowed and broker.config.auto_create_topics
