@@ -2,7 +2,8 @@
 (librdkafka), kafka-python, aiokafka and kcat each connect over SASL_SSL with SCRAM-SHA-512
 and with PLAIN, over SASL_PLAINTEXT with SCRAM-SHA-256, and over mutual TLS; each produces
 records and reads them back. A wrong password fails with the client's authentication error
-and the broker keeps serving the others.
+and the broker keeps serving the others. confluent-kafka re-authenticates (KIP-368) before a
+session with a lifetime expires.
 
 The broker has four listeners (PLAINTEXT for setup, SSL with ssl.client.auth=requested,
 SASL_PLAINTEXT, SASL_SSL) and its first user from onceflow.sasl.bootstrap.users.
@@ -246,3 +247,40 @@ def test_kcat_wrong_password_fails(secure_broker, pki):
     result = _kcat(secure_broker, pki, "SASL_SSL", "PLAIN", "-L", "-m", "5", password="wrong")
     assert result.returncode != 0
     assert b"Authentication failed" in result.stderr or b"authentication" in result.stderr.lower()
+
+
+# -- KIP-368 re-authentication --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
+def test_confluent_kafka_reauthenticates_before_the_session_expires(tmp_path, pki, mechanism):
+    """librdkafka (>= 2.2) re-authenticates on the same connection when SaslAuthenticate v1+
+    gives the session a lifetime: producing across several lifetimes never loses the connection
+    to an expired session, and every record arrives."""
+    import time
+
+    from confluent_kafka import Producer
+
+    broker = start_secure_broker(tmp_path / "data", pki, **{"connections.max.reauth.ms": "1500"})
+    try:
+        config = _librdkafka_config(broker, pki, "SASL_SSL", mechanism)
+        errors = []
+        producer = Producer({**config, "error_cb": errors.append})
+        topic, delivered = _topic(), []
+
+        def on_delivery(error, message):
+            delivered.append(error or message.value())
+
+        deadline = time.monotonic() + 5  # more than three session lifetimes
+        sent = 0
+        while time.monotonic() < deadline:
+            producer.produce(topic, b"r%d" % sent, on_delivery=on_delivery)
+            sent += 1
+            producer.poll(0.1)
+        assert producer.flush(30) == 0
+        assert delivered == [b"r%d" % i for i in range(sent)]
+        assert errors == []
+        log = broker.log_text()
+    finally:
+        broker.stop()
+    assert "session expired" not in log
