@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from onceflow.broker.config import BrokerConfig
-from onceflow.broker.connection import BrokerConnection
+from onceflow.broker.connection import ClientConnection
 from onceflow.broker.server import Broker
 from onceflow.protocol import messages
 from onceflow.protocol.headers import RequestHeader, encode_request_frame
@@ -103,7 +103,7 @@ class RawClient:
             await self.writer.wait_closed()
 
 
-def connections_of(broker: Broker, listener_name: str) -> list[BrokerConnection]:
+def connections_of(broker: Broker, listener_name: str) -> list[ClientConnection]:
     return [
         c for c in broker._connections if c.listener_name == listener_name and c.ctx is not None
     ]

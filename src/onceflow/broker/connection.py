@@ -61,7 +61,7 @@ class RequestContext:
         self,
         broker: BrokerState,
         peer: str,
-        connection: BrokerConnection | None,
+        connection: ClientConnection | None,
         principal: str = ANONYMOUS,
         listener_name: str | None = None,
     ) -> None:
@@ -95,7 +95,7 @@ class _Pending:
         self.ready: Any = None  # a response object built without a task
 
 
-class BrokerConnection(asyncio.Protocol):
+class ClientConnection(asyncio.Protocol):
     """asyncio protocol for one client; created by `Broker` for each accepted socket."""
 
     def __init__(

@@ -29,7 +29,7 @@ import socket
 import ssl
 
 from onceflow.broker.config import BrokerConfig, Listener
-from onceflow.broker.connection import BrokerConnection
+from onceflow.broker.connection import ClientConnection
 from onceflow.broker.listeners import ListenerSpec, SecurityProtocol
 from onceflow.broker.metrics import MetricsServer
 from onceflow.broker.state import BrokerState
@@ -50,7 +50,7 @@ class Broker:
         self._tls_sockets: list[socket.socket] = []
         self._tls_acceptors: list[asyncio.Task[None]] = []
         self._handshakes: set[asyncio.Task[None]] = set()
-        self._connections: set[BrokerConnection] = set()
+        self._connections: set[ClientConnection] = set()
         self._periodic: asyncio.Task[None] | None = None
         self.bound: Listener | None = None  # the first listener's
         self.bound_listeners: dict[str, Listener] = {}
@@ -114,7 +114,7 @@ class Broker:
             config.data_dir,
         )
 
-    def _new_connection(self, spec: ListenerSpec) -> BrokerConnection:
+    def _new_connection(self, spec: ListenerSpec) -> ClientConnection:
         authenticator = None
         if spec.protocol.uses_sasl:
             from onceflow.broker.sasl_authenticator import SaslAuthenticator
@@ -128,7 +128,7 @@ class Broker:
         principal_of = None
         if spec.protocol is SecurityProtocol.SSL:
             principal_of = self._certificate_principal
-        connection = BrokerConnection(
+        connection = ClientConnection(
             self.state,
             on_close=self._connections.discard,
             listener_name=spec.name,
