@@ -201,6 +201,13 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = _defs(
         "KIP-890: Produce checks a transactional batch's partition is in its transaction",
     ),
     ConfigDef(
+        "onceflow.producer.id.principal.binding.enable",
+        "bool",
+        True,
+        None,
+        "onceflow: refuse requests using a producer id another principal obtained",
+    ),
+    ConfigDef(
         "onceflow.admin.allow.write.txn.markers",
         "bool",
         False,

@@ -2,7 +2,8 @@
 
 Handlers reach it as `ctx.broker`. It wraps the `LogManager` (topics and partition logs), its
 `GroupCommitter`, the `HighWatermarkNotifier` for long-polling fetches, the `ProducerIdManager`
-(InitProducerId; its block file lives in the first data directory), the `BrokerMetrics`
+(InitProducerId; its block file lives in the first data directory), the owners of producer ids
+(`producer_id_binding`, `broker.producer_binding`; None when switched off), the `BrokerMetrics`
 counters, the cluster id from `meta.properties`, the advertised address of each listener,
 the SCRAM credential store (`security.credentials`, with the bootstrap users of
 `onceflow.sasl.bootstrap.users` added when absent) and the ACL authorizer (`authorizer`,
@@ -31,6 +32,7 @@ from onceflow.broker.dynamic_configs import DynamicBrokerConfigs
 from onceflow.broker.meta import load_or_create
 from onceflow.broker.metrics import BrokerMetrics
 from onceflow.broker.notifier import HighWatermarkNotifier
+from onceflow.broker.producer_binding import BINDING_CONFIG, ProducerIdBinding, open_binding
 from onceflow.broker.transactions import BrokerTransactions
 from onceflow.coordinator.group.config import GroupConfig
 from onceflow.coordinator.group.coordinator import GroupCoordinator
@@ -71,6 +73,9 @@ class BrokerState:
         self.notifier = HighWatermarkNotifier()
         logs.add_offsets_listener(self.notifier.notify)
         self.producer_ids = producer_ids
+        # producer id -> owning principal; None with onceflow.producer.id.principal.binding.enable
+        # off (set by `open`)
+        self.producer_id_binding: ProducerIdBinding | None = None
         self.dynamic_configs = DynamicBrokerConfigs(config.data_dir)  # accepted, no effect
         # Classic consumer groups; `load_coordinators` reads __consumer_offsets on the loop.
         self.group_coordinator = GroupCoordinator(GroupConfig.from_properties(dict(config.items())))
@@ -106,6 +111,7 @@ class BrokerState:
             except ProducerIdStateError as exc:
                 raise OSError(f"cannot load producer ids: {exc}") from exc
             authorizer = _load_authorizer(config)
+            binding = open_binding(config.data_dir, config.get(BINDING_CONFIG))
             credentials = _open_credentials(config)
             logs = LogManager(config.data_dir, config.log_properties())
             logs.start()
@@ -116,6 +122,7 @@ class BrokerState:
         state = cls(config, meta.cluster_id, logs, address, producer_ids, authorizer)
         state.lock = lock
         state.credentials = credentials
+        state.producer_id_binding = binding
         return state
 
     def advertised_for(self, listener_name: str | None) -> Listener:

@@ -24,6 +24,11 @@ partition is TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and WRITE on each topic (els
 partitions are TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED); nothing is
 added. v4+ needs CLUSTER_ACTION (top-level CLUSTER_AUTHORIZATION_FAILED).
 
+Producer id binding (onceflow, stricter than Kafka; `broker.producer_binding`): v0-3, after the
+authorization checks, a producer id another principal obtained is
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition and nothing is added (v4+ is
+broker-to-broker and not checked).
+
 Deviations: with the authorizer off, v4+ is accepted from any client. Internal topics are not
 refused.
 A v4+ request naming one transactional id twice answers the last entry only.
@@ -34,6 +39,7 @@ from __future__ import annotations
 import logging
 
 from onceflow.broker.authorization import denied, denied_names
+from onceflow.broker.producer_binding import refusal as binding_refusal
 from onceflow.coordinator.txn.coordinator import compat_error
 from onceflow.coordinator.txn.metadata import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
@@ -90,6 +96,13 @@ def _refusals(ctx, tid, topics, parts) -> dict[TopicPartition, ErrorCode] | None
     }
 
 
+def _answer_v3(request, errors, version: int) -> AddPartitionsToTxnResponse:
+    return AddPartitionsToTxnResponse(
+        throttle_time_ms=0,
+        results_by_topic_v3_and_below=_topic_results(request.v3_and_below_topics, errors, version),
+    )
+
+
 async def handle_add_partitions_to_txn(ctx, header, request) -> AddPartitionsToTxnResponse:
     """Add partitions to transactions (or verify them, v4+)."""
     version = header.request_api_version
@@ -99,25 +112,24 @@ async def handle_add_partitions_to_txn(ctx, header, request) -> AddPartitionsToT
     if version < _BATCHED_MIN_VERSION:
         tid = request.v3_and_below_transactional_id
         parts = _partitions(request.v3_and_below_topics)
+        pid = request.v3_and_below_producer_id
         refused = _refusals(ctx, tid, request.v3_and_below_topics, parts)
+        foreign = refused is None and binding_refusal(ctx, "AddPartitionsToTxn", pid)
+        if foreign:  # logged
+            return _answer_v3(request, dict.fromkeys(parts, foreign), version)
         if refused is not None:
             errors = refused
         elif not_ready is not None:
             errors = dict.fromkeys(parts, not_ready)
         else:
             errors = await coordinator.handle_add_partitions(
-                tid, request.v3_and_below_producer_id, request.v3_and_below_producer_epoch, parts
+                tid, pid, request.v3_and_below_producer_epoch, parts
             )
         failed = {e for e in errors.values() if e != ErrorCode.NONE}
         if failed:
             names = ", ".join(sorted(error_name(e) for e in failed))
             log.info("AddPartitionsToTxn for %r from %s: %s", tid, ctx.peer, names)
-        return AddPartitionsToTxnResponse(
-            throttle_time_ms=0,
-            results_by_topic_v3_and_below=_topic_results(
-                request.v3_and_below_topics, errors, version
-            ),
-        )
+        return _answer_v3(request, errors, version)
     not_ready = denied(ctx, ApiKey.ADD_PARTITIONS_TO_TXN, "cluster") or not_ready
     if not_ready is not None:
         return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=not_ready)

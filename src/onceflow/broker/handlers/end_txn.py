@@ -21,12 +21,17 @@ an error.
 Authorization (authorizer on): WRITE on the transactional id, else
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED and nothing changes.
 
+Producer id binding (onceflow, stricter than Kafka; `broker.producer_binding`): after the
+authorization checks, a producer id another principal obtained is
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and nothing changes.
+
 Deviations: no transaction version 2 (KIP-890 part 2) epoch bump on EndTxn.
 """
 
 from __future__ import annotations
 
 from onceflow.broker.authorization import denied
+from onceflow.broker.producer_binding import refusal as binding_refusal
 from onceflow.coordinator.txn.coordinator import compat_error
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
@@ -39,6 +44,7 @@ async def handle_end_txn(ctx, header, request) -> EndTxnResponse:
     tid = request.transactional_id
     error = (
         denied(ctx, ApiKey.END_TXN, "transactional_id", tid)
+        or binding_refusal(ctx, "EndTxn", request.producer_id)
         or transactions.not_ready_error()
         or await transactions.coordinator.handle_end_txn(
             tid, request.producer_id, request.producer_epoch, request.committed

@@ -31,6 +31,12 @@ Authorization (authorizer on): a transactional id needs WRITE on it
 or WRITE on some topic (CLUSTER_AUTHORIZATION_FAILED), as Kafka. A denied request allocates
 nothing.
 
+Producer id binding (onceflow, stricter than Kafka; `broker.producer_binding`): the id
+answered is bound to the caller's principal, durably, before the answer (a transactional id's
+epoch bump keeps its id; a rotated or first id, or an id another principal held, is bound to
+the caller). When the binding cannot be made durable the answer is
+COORDINATOR_LOAD_IN_PROGRESS, as for the id-block file.
+
 Deviations: the id-block file write (temp file, fsync, rename) runs on the event loop, once
 per 1000 ids.
 """
@@ -40,6 +46,7 @@ from __future__ import annotations
 import logging
 
 from onceflow.broker.authorization import denied, may_write_some_topic
+from onceflow.broker.producer_binding import bind_to_caller
 from onceflow.coordinator.producer_id import ProducerIdStateError
 from onceflow.coordinator.txn.coordinator import compat_error
 from onceflow.protocol.api_keys import ApiKey
@@ -87,7 +94,19 @@ async def _init_transactional(ctx, header, request) -> InitProducerIdResponse:
     if error != ErrorCode.NONE:
         log.info("InitProducerId for %r from %s: %s", transactional_id, ctx.peer, error.name)
         return _answer(error)
+    if not await _bound(ctx, result.producer_id):
+        return _answer(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
     return _answer(ErrorCode.NONE, result.producer_id, result.producer_epoch)
+
+
+async def _bound(ctx, producer_id: int) -> bool:
+    """Bind `producer_id` to the caller, durably; False (logged) when it cannot be stored."""
+    try:
+        await bind_to_caller(ctx, producer_id)
+    except OSError as exc:
+        log.error("cannot store the owner of producer id %d: %s", producer_id, exc)
+        return False
+    return True
 
 
 async def handle_init_producer_id(ctx, header, request) -> InitProducerIdResponse:
@@ -109,5 +128,7 @@ async def handle_init_producer_id(ctx, header, request) -> InitProducerIdRespons
     except ProducerIdStateError as exc:
         log.error("cannot allocate a producer id: %s", exc)
         return _answer(ErrorCode.UNKNOWN_SERVER_ERROR)
+    if not await _bound(ctx, producer_id):
+        return _answer(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
     log.debug("producer id %d (epoch 0) for %s", producer_id, ctx.peer)
     return _answer(ErrorCode.NONE, producer_id, 0)

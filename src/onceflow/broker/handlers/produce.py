@@ -60,6 +60,12 @@ are TOPIC_AUTHORIZATION_FAILED (before any other check, so a denied client learn
 topic). Topic WRITE also admits idempotent batches (Kafka accepts it in place of
 IDEMPOTENT_WRITE). A refused partition appends nothing.
 
+Producer id binding (onceflow, stricter than Kafka; `broker.producer_binding`, on unless
+`onceflow.producer.id.principal.binding.enable=false`): after the authorization checks, a
+request with a batch whose producer id another principal obtained is refused whole, before
+any append: TRANSACTIONAL_ID_AUTHORIZATION_FAILED for a transactional batch,
+CLUSTER_AUTHORIZATION_FAILED for an idempotent one, with an error_message (v8+).
+
 Transactions (KIP-890 part 1 verification, `transaction.partition.verification.enable`, on by
 default): when the request names a transactional_id, a transactional batch is checked against
 the transaction coordinator before the append, with no `await` in between
@@ -80,6 +86,7 @@ import logging
 from typing import NamedTuple
 
 from onceflow.broker.authorization import denied, denied_names, enabled
+from onceflow.broker.producer_binding import produce_refusal
 from onceflow.common import wall_clock_ms
 from onceflow.coordinator.internal_topics import TopicOperation, internal_topic_refusal
 from onceflow.log.validator import ACCEPTED, Rejection, stored_form, validate_produced
@@ -211,9 +218,12 @@ def _request_refusal(ctx, request) -> ErrorCode | None:
     return None
 
 
-def _refuse_all(ctx, request, error: ErrorCode) -> ProduceResponse | None:
-    """Every partition answered `error`; nothing is appended."""
-    log.info("produce from %s (%s) refused: %s", ctx.peer, ctx.principal, error.name)
+def _refuse_all(
+    ctx, request, error: ErrorCode, message: str | None = None
+) -> ProduceResponse | None:
+    """Every partition answered `error` (and `message`); nothing is appended."""
+    why = f" ({message})" if message else ""
+    log.info("produce from %s (%s) refused: %s%s", ctx.peer, ctx.principal, error.name, why)
     ctx.broker.metrics.produce_errors[error] += 1
     if request.acks == 0:
         if ctx.connection is not None:
@@ -222,7 +232,8 @@ def _refuse_all(ctx, request, error: ErrorCode) -> ProduceResponse | None:
     return ProduceResponse(
         responses=[
             ProduceResponse.TopicProduceResponse(
-                name=t.name, partition_responses=[_error(p.index, error) for p in t.partition_data]
+                name=t.name,
+                partition_responses=[_error(p.index, error, message) for p in t.partition_data],
             )
             for t in request.topic_data
         ],
@@ -240,6 +251,9 @@ async def handle_produce(ctx, header, request) -> ProduceResponse | None:
             return _refuse_all(ctx, request, refused)
         names = (t.name for t in request.topic_data)
         unauthorized = denied_names(ctx, ApiKey.PRODUCE, "topic", names)
+    foreign = produce_refusal(ctx, request)
+    if foreign is not None:
+        return _refuse_all(ctx, request, *foreign)
     metrics = broker.metrics
     acks = request.acks
     transactional_id = request.transactional_id

@@ -22,6 +22,10 @@ Authorization (authorizer on): WRITE on the transactional id
 every partition, nothing staged; READ on each topic (TOPIC_AUTHORIZATION_FAILED for its
 partitions, the others go on), as Kafka.
 
+Producer id binding (onceflow, stricter than Kafka; `broker.producer_binding`): after the
+authorization checks, a producer id another principal obtained is
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition, and nothing changes.
+
 Deviations: v5 does not verify on the broker that the transaction includes the group's
 partition (KIP-890 part 2 server-side verification).
 """
@@ -35,6 +39,7 @@ from onceflow.broker.handlers.offset_commit import (
     partitions_of,
     topic_names,
 )
+from onceflow.broker.producer_binding import refusal as binding_refusal
 from onceflow.coordinator.txn.coordinator import compat_error
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.messages.txn_offset_commit import TxnOffsetCommitResponse
@@ -48,8 +53,10 @@ async def handle_txn_offset_commit(ctx, header, request) -> TxnOffsetCommitRespo
     broker = ctx.broker
     version = header.request_api_version
     api = ApiKey.TXN_OFFSET_COMMIT
-    refused = denied(ctx, api, "transactional_id", request.transactional_id) or denied(
-        ctx, api, "group", request.group_id
+    refused = (
+        denied(ctx, api, "transactional_id", request.transactional_id)
+        or denied(ctx, api, "group", request.group_id)
+        or binding_refusal(ctx, "TxnOffsetCommit", request.producer_id)
     )
     if refused is not None:
         errors, offsets = dict.fromkeys(partitions_of(request.topics), refused), {}
