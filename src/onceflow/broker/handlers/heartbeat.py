@@ -27,7 +27,7 @@ async def handle_heartbeat(ctx, header, request) -> HeartbeatResponse:
     refused = denied(ctx, ApiKey.HEARTBEAT, "group", request.group_id)
     if refused is not None:
         return HeartbeatResponse(throttle_time_ms=0, error_code=refused)
-    error = await ctx.broker.group_coordinator.heartbeat(
+    error = await ctx.broker.group_coordinator.membership.heartbeat(
         request.group_id,
         request.generation_id,
         request.member_id,

@@ -30,7 +30,7 @@ async def handle_sync_group(ctx, header, request) -> SyncGroupResponse:
     refused = denied(ctx, ApiKey.SYNC_GROUP, "group", request.group_id)
     if refused is not None:
         return SyncGroupResponse(throttle_time_ms=0, error_code=refused, assignment=b"")
-    result = await ctx.broker.group_coordinator.sync(
+    result = await ctx.broker.group_coordinator.membership.sync(
         request.group_id,
         request.generation_id,
         request.member_id,

@@ -41,6 +41,7 @@ from onceflow.coordinator.txn.markers import (
     CONSUMER_OFFSETS_TOPIC,
     InProcessTxnMarkerChannel,
     MarkerListener,
+    TxnMarker,
     TxnMarkerChannel,
     write_marker,
 )
@@ -661,12 +662,5 @@ class TransactionCoordinator:
         """KIP-664's abort of a hanging transaction on one partition: a log-side ABORT marker
         for the producer id and epoch (what Kafka's admin sends as WriteTxnMarkers). The
         partition's producer state checks the epochs; the coordinator's cache is untouched."""
-        return await write_marker(
-            self.logs,
-            tp,
-            producer_id,
-            producer_epoch,
-            coordinator_epoch,
-            False,
-            self.marker_listeners,
-        )
+        marker = TxnMarker(producer_id, producer_epoch, coordinator_epoch, commit=False)
+        return await write_marker(self.logs, tp, marker, self.marker_listeners)
