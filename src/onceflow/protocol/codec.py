@@ -66,23 +66,18 @@ _NULL_UVARINT = b"\x00"
 def read_uvarint(buf, pos: int) -> tuple[int, int]:
     """Read an unsigned varint (at most 5 bytes, as Kafka's `readUnsignedVarint`)."""
     b = buf[pos]
-    if b < 0x80:
+    if b < 0x80:  # the common one-byte case, without the loop
         return b, pos + 1
-    value = b & 0x7F
-    shift = 7
-    pos += 1
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise DecodeError("unsigned varint is longer than 5 bytes")
+    return _read_unsigned(buf, pos, 28, "unsigned varint is longer than 5 bytes")
 
 
 def _read_uvarlong(buf, pos: int) -> tuple[int, int]:
+    return _read_unsigned(buf, pos, 63, "varlong is longer than 10 bytes")
+
+
+def _read_unsigned(buf, pos: int, max_shift: int, too_long: str) -> tuple[int, int]:
+    """Read 7-bit groups, least significant first, until one without the high bit; more
+    groups than `max_shift` allows is `DecodeError(too_long)`."""
     value = 0
     shift = 0
     while True:
@@ -92,8 +87,8 @@ def _read_uvarlong(buf, pos: int) -> tuple[int, int]:
         if b < 0x80:
             return value, pos
         shift += 7
-        if shift > 63:
-            raise DecodeError("varlong is longer than 10 bytes")
+        if shift > max_shift:
+            raise DecodeError(too_long)
 
 
 def read_varint(buf, pos: int) -> tuple[int, int]:
