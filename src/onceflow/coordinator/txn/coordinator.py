@@ -157,7 +157,7 @@ class TransactionCoordinator:
         transactional id (the last record per id wins; a tombstone removes it) and start
         finishing the transactions left in PREPARE_COMMIT/PREPARE_ABORT."""
         self._loaded = False
-        if self.state_log.ensure_topic() != ErrorCode.NONE:
+        if self.state_log.ensure() != ErrorCode.NONE:
             raise OSError("cannot create __transaction_state")
         self.coordinator_epoch = self.state_log.bump_coordinator_epoch()
         states: dict[str, TxnTransitMetadata] = {}
