@@ -4,7 +4,9 @@
 Each class is named after Kafka's exception for the code (UNKNOWN_TOPIC_OR_PARTITION ->
 `UnknownTopicOrPartitionError`, INVALID_TOPIC_EXCEPTION -> `InvalidTopicError`) and carries
 the code as its `code`; `ERRORS_BY_CODE` maps each code to its class. Written out so every
-class can be found with grep and by tools, instead of being made at import time.
+class can be found with grep and by tools, instead of being made at import time. A class that
+needs more than its code (`HAND_WRITTEN`) is written in `client/error_base.py` and imported,
+so one class serves both `error_for_code` and the client's own raises.
 
 Usage: python tools/gen_errors.py [--check]   (--check: exit 1 if the output would change)
 """
@@ -21,6 +23,8 @@ sys.path.insert(0, str(ROOT / "src"))
 from onceflow.protocol.errors import ErrorCode  # noqa: E402
 
 OUT = ROOT / "src" / "onceflow" / "client" / "error_classes.py"
+# codes whose class is hand-written in onceflow.client.error_base
+HAND_WRITTEN = frozenset({ErrorCode.TRANSACTION_ABORTABLE})
 
 
 def class_name(code: ErrorCode) -> str:
@@ -37,7 +41,10 @@ def render() -> str:
         "",
         "from __future__ import annotations",
         "",
-        "from onceflow.client.error_base import KafkaError",
+        "from onceflow.client.error_base import (",
+        "    KafkaError,",
+        *sorted(f"    {class_name(code)}," for code in HAND_WRITTEN),
+        ")",
         "from onceflow.protocol.errors import ErrorCode",
         "",
         "__all__ = [",
@@ -46,6 +53,8 @@ def render() -> str:
         "]",
     ]
     for code in codes:
+        if code in HAND_WRITTEN:
+            continue
         lines += [
             "",
             "",

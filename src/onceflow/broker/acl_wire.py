@@ -1,4 +1,5 @@
-"""CreateAcls/DescribeAcls/DeleteAcls entries as the ACL model's values (`security.acl`).
+"""CreateAcls/DescribeAcls/DeleteAcls entries as the ACL model's values (`security.acl`), and
+the gate CreateAcls and DeleteAcls share (`change_acls`).
 
 Unknown enum codes decode to UNKNOWN, as Kafka's `fromCode` does, so the authorizer's
 validation answers INVALID_REQUEST for that entry instead of the request failing to decode.
@@ -6,9 +7,14 @@ validation answers INVALID_REQUEST for that entry instead of the request failing
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from enum import IntEnum
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from onceflow.broker.authorization import denied
+from onceflow.protocol.api_keys import ApiKey
+from onceflow.protocol.errors import ErrorCode
 from onceflow.security.acl import (
     AccessControlEntry,
     AccessControlEntryFilter,
@@ -23,6 +29,9 @@ from onceflow.security.acl import (
 )
 
 E = TypeVar("E", bound=IntEnum)
+R = TypeVar("R")
+
+log = logging.getLogger("onceflow.broker.acls")
 
 NO_AUTHORIZER_MESSAGE = "No Authorizer is configured on the broker"
 
@@ -35,35 +44,59 @@ def code(enum: type[E], value: int) -> E:
         return enum["UNKNOWN"]
 
 
-def binding_from_creation(creation) -> AclBinding:
+def _codes(resource_type: int, pattern_type: int, operation: int, permission_type: int):
+    """The four enum fields of an ACL entry or filter, decoded with `code`."""
+    return (
+        code(ResourceType, resource_type),
+        code(PatternType, pattern_type),
+        code(AclOperation, operation),
+        code(PermissionType, permission_type),
+    )
+
+
+def binding_from_creation(c) -> AclBinding:
     """A CreateAcls `AclCreation` as a binding."""
+    rtype, ptype, op, perm = _codes(
+        c.resource_type, c.resource_pattern_type, c.operation, c.permission_type
+    )
     return AclBinding(
-        ResourcePattern(
-            code(ResourceType, creation.resource_type),
-            creation.resource_name,
-            code(PatternType, creation.resource_pattern_type),
-        ),
-        AccessControlEntry(
-            creation.principal,
-            creation.host,
-            code(AclOperation, creation.operation),
-            code(PermissionType, creation.permission_type),
-        ),
+        ResourcePattern(rtype, c.resource_name, ptype),
+        AccessControlEntry(c.principal, c.host, op, perm),
     )
 
 
-def filter_from_wire(entry) -> AclBindingFilter:
+def filter_from_wire(f) -> AclBindingFilter:
     """A DescribeAcls request or DeleteAcls `DeleteAclsFilter` as a binding filter."""
-    return AclBindingFilter(
-        ResourcePatternFilter(
-            code(ResourceType, entry.resource_type_filter),
-            entry.resource_name_filter,
-            code(PatternType, entry.pattern_type_filter),
-        ),
-        AccessControlEntryFilter(
-            entry.principal_filter,
-            entry.host_filter,
-            code(AclOperation, entry.operation),
-            code(PermissionType, entry.permission_type),
-        ),
+    rtype, ptype, op, perm = _codes(
+        f.resource_type_filter, f.pattern_type_filter, f.operation, f.permission_type
     )
+    return AclBindingFilter(
+        ResourcePatternFilter(rtype, f.resource_name_filter, ptype),
+        AccessControlEntryFilter(f.principal_filter, f.host_filter, op, perm),
+    )
+
+
+async def change_acls(
+    ctx,
+    api_key: ApiKey,
+    prepare: Callable[[Any], tuple[list, Any]],
+    answer: Callable[[list], R],
+    refuse: Callable[[ErrorCode, str | None], R],
+) -> R:
+    """CreateAcls' and DeleteAcls' common path: with no authorizer every entry is
+    SECURITY_DISABLED, without ALTER on the CLUSTER the refusal code, and when the new ACL set
+    cannot be stored UNKNOWN_SERVER_ERROR (`refuse(error, message)` answers every entry);
+    otherwise `answer(results)` of `prepare` (`BrokerState.change_acls`)."""
+    name = api_key.name.title().replace("_", "")
+    if ctx.broker.authorizer is None:
+        return refuse(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER_MESSAGE)
+    error = denied(ctx, api_key, "cluster")
+    if error is not None:
+        log.info("%s from %s (%s) refused: %s", name, ctx.peer, ctx.principal, error.name)
+        return refuse(error, None)
+    try:
+        results = await ctx.broker.change_acls(prepare)
+    except OSError as exc:
+        log.error("%s: cannot store the ACLs: %s", name, exc)
+        return refuse(ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot store the ACLs: {exc}")
+    return answer(results)

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from itertools import product
 
 from onceflow.cli.admin_request import CommandError, Send, run_request
-from onceflow.cli.options import add_bootstrap
+from onceflow.cli.options import add_action, add_command
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.create_acls import CreateAclsRequest
 from onceflow.protocol.messages.delete_acls import DeleteAclsRequest
@@ -78,29 +78,22 @@ def _entry_options(sub: argparse.ArgumentParser) -> None:
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register the `acls` sub-command and its actions."""
-    parser = subparsers.add_parser(
+    actions = add_command(
+        subparsers,
         NAME,
-        help="add, list and remove ACLs, like kafka-acls.sh",
-        description=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "add, list and remove ACLs, like kafka-acls.sh",
+        __doc__.split("\n\n", 1)[1],
     )
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    add = actions.add_parser("add", help="create ACLs")
+    add = add_action(actions, "add", "create ACLs", run_add)
     _resource_options(add, CREATE_PATTERNS)
     _entry_options(add)
-    add.set_defaults(func=run_add)
-    listing = actions.add_parser("list", help="list ACLs")
+    listing = add_action(actions, "list", "list ACLs", run_list)
     _resource_options(listing, FILTER_PATTERNS)
     listing.add_argument("--principal", action="append", default=[], metavar="P")
-    listing.set_defaults(func=run_list)
-    remove = actions.add_parser("remove", help="delete ACLs")
+    remove = add_action(actions, "remove", "delete ACLs", run_remove)
     _resource_options(remove, FILTER_PATTERNS)
     _entry_options(remove)
     remove.add_argument("--force", action="store_true", help="accepted; never asks")
-    remove.set_defaults(func=run_remove)
-    for sub in (add, listing, remove):
-        add_bootstrap(sub)
-        sub.set_defaults(parser=sub)
 
 
 def _resources(args: argparse.Namespace) -> list[Resource]:

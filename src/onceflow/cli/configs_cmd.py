@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from onceflow.cli.options import add_bootstrap, client_properties, fail
+from onceflow.cli.options import add_action, add_command, client_properties, fail
 from onceflow.client.admin import AdminClient
 from onceflow.client.config_admin import AlterOp, ConfigResource
 from onceflow.client.errors import KafkaError
@@ -29,16 +29,11 @@ _ITEM = re.compile(r"([^=,\s]+)=(\[[^\]]*\]|[^,]*)")
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register the `configs` sub-command and its actions."""
-    parser = subparsers.add_parser(
-        NAME,
-        help="describe and alter topic and broker configs",
-        description=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    actions = add_command(
+        subparsers, NAME, "describe and alter topic and broker configs", __doc__.split("\n\n", 1)[1]
     )
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     for action, func in (("describe", run_describe), ("alter", run_alter)):
-        sub = actions.add_parser(action, help=f"{action} configs")
-        add_bootstrap(sub)
+        sub = add_action(actions, action, f"{action} configs", func)
         sub.add_argument("--entity-type", choices=sorted(TYPES), required=True)
         target = sub.add_mutually_exclusive_group(required=True)
         target.add_argument("--entity-name", metavar="NAME", help="topic name or broker id")
@@ -48,7 +43,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         else:
             sub.add_argument("--add-config", metavar="K=V,K=[A,B]", default="")
             sub.add_argument("--delete-config", metavar="K,K", default="")
-        sub.set_defaults(func=func, parser=sub)
 
 
 def _resource(args: argparse.Namespace) -> ConfigResource:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 
-from onceflow.cli.options import add_bootstrap, client_properties, fail
+from onceflow.cli.options import add_action, add_command, client_properties, fail
 from onceflow.client.admin import AdminClient, OffsetSpec, TopicPartition
 from onceflow.client.errors import KafkaError
 from onceflow.protocol.errors import ErrorCode
@@ -26,31 +26,23 @@ READ_COMMITTED = 1
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register the `groups` sub-command and its actions."""
-    parser = subparsers.add_parser(
+    actions = add_command(
+        subparsers,
         NAME,
-        help="list, describe, delete consumer groups and reset their offsets",
-        description=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "list, describe, delete consumer groups and reset their offsets",
+        __doc__.split("\n\n", 1)[1],
     )
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
-    listing = actions.add_parser("list", help="list group ids")
-    add_bootstrap(listing)
+    listing = add_action(actions, "list", "list group ids", run_list)
     listing.add_argument("--state", action="store_true", help="show each group's state")
-    listing.set_defaults(func=run_list, parser=listing)
 
-    describe = actions.add_parser("describe", help="offsets, lag and members of a group")
-    add_bootstrap(describe)
+    describe = add_action(actions, "describe", "offsets, lag and members of a group", run_describe)
     describe.add_argument("--group", required=True, action="append", help="repeatable")
-    describe.set_defaults(func=run_describe, parser=describe)
 
-    delete = actions.add_parser("delete", help="delete groups without members")
-    add_bootstrap(delete)
+    delete = add_action(actions, "delete", "delete groups without members", run_delete)
     delete.add_argument("--group", required=True, action="append", help="repeatable")
-    delete.set_defaults(func=run_delete, parser=delete)
 
-    reset = actions.add_parser("reset-offsets", help="move a group's committed offsets")
-    add_bootstrap(reset)
+    reset = add_action(actions, "reset-offsets", "move a group's committed offsets", run_reset)
     reset.add_argument("--group", required=True)
     scope = reset.add_mutually_exclusive_group(required=True)
     scope.add_argument(
@@ -66,7 +58,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     mode = reset.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="print the plan only (default)")
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
-    reset.set_defaults(func=run_reset, parser=reset)
 
 
 def _admin(args: argparse.Namespace) -> AdminClient:

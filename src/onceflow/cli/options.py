@@ -20,6 +20,30 @@ DEFAULT_REQUEST_TIMEOUT_MS = 30_000
 _PROPERTY_SEPARATOR = re.compile(r"(?<!\\)(?:\s*[=:]\s*|\s+)")
 
 
+def add_command(
+    subparsers: argparse._SubParsersAction, name: str, help_text: str, description: str
+) -> argparse._SubParsersAction:
+    """Register `onceflow NAME ACTION ...`; the subparsers its actions go into (`add_action`)."""
+    parser = subparsers.add_parser(
+        name,
+        help=help_text,
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+
+def add_action(
+    actions: argparse._SubParsersAction, name: str, help_text: str, run: Any
+) -> argparse.ArgumentParser:
+    """One action of a command with the connection options (`add_bootstrap`): `run(args)` runs
+    it, and finds its parser as `args.parser` (for usage errors)."""
+    sub = actions.add_parser(name, help=help_text)
+    add_bootstrap(sub)
+    sub.set_defaults(func=run, parser=sub)
+    return sub
+
+
 def topic_command(
     subparsers: argparse._SubParsersAction, name: str, help_text: str, doc: str
 ) -> argparse.ArgumentParser:

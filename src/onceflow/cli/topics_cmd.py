@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from onceflow.cli.options import add_bootstrap, client_properties
+from onceflow.cli.options import add_action, add_command, client_properties
 from onceflow.client.admin import AdminClient, NewTopic, OffsetSpec, TopicPartition
 from onceflow.client.errors import (
     BrokerResponseError,
@@ -28,17 +28,14 @@ from onceflow.protocol.errors import ErrorCode
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register the `topics` sub-command and its actions."""
-    parser = subparsers.add_parser(
+    actions = add_command(
+        subparsers,
         "topics",
-        help="create, list, describe and delete topics; delete records",
-        description="Create, list, describe and delete topics, and delete records.",
+        "create, list, describe and delete topics; delete records",
+        "Create, list, describe and delete topics, and delete records.",
     )
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
-    common = add_bootstrap
-
-    create = actions.add_parser("create", help="create a topic")
-    common(create)
+    create = add_action(actions, "create", "create a topic", run_create)
     create.add_argument("--topic", required=True)
     create.add_argument("--partitions", type=int, default=-1, help="default: broker's")
     create.add_argument("--replication-factor", type=int, default=-1, help="default: broker's")
@@ -50,36 +47,29 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="topic config override (repeatable), e.g. --config retention.ms=60000",
     )
     create.add_argument("--if-not-exists", action="store_true", help="succeed if it exists")
-    create.set_defaults(func=run_create)
 
-    listing = actions.add_parser("list", help="list topic names")
-    common(listing)
+    listing = add_action(actions, "list", "list topic names", run_list)
     listing.add_argument("--include-internal", action="store_true")
-    listing.set_defaults(func=run_list)
 
-    describe = actions.add_parser("describe", help="show partitions, leaders and offsets")
-    common(describe)
+    describe = add_action(actions, "describe", "show partitions, leaders and offsets", run_describe)
     describe.add_argument("--topic", action="append", help="topic (repeatable; default: all)")
-    describe.set_defaults(func=run_describe)
 
-    delete = actions.add_parser("delete", help="delete a topic")
-    common(delete)
+    delete = add_action(actions, "delete", "delete a topic", run_delete)
     delete.add_argument("--topic", required=True, action="append", help="topic (repeatable)")
     delete.add_argument("--if-exists", action="store_true", help="succeed if it does not exist")
-    delete.set_defaults(func=run_delete)
 
-    alter = actions.add_parser("alter", help="add partitions to a topic")
-    common(alter)
+    alter = add_action(actions, "alter", "add partitions to a topic", run_alter)
     alter.add_argument("--topic", required=True)
     alter.add_argument(
         "--partitions", type=int, required=True, help="the new total (Kafka only adds partitions)"
     )
-    alter.set_defaults(func=run_alter)
 
-    records = actions.add_parser(
-        "delete-records", help="delete records below an offset (kafka-delete-records.sh)"
+    records = add_action(
+        actions,
+        "delete-records",
+        "delete records below an offset (kafka-delete-records.sh)",
+        run_delete_records,
     )
-    common(records)
     records.add_argument(
         "--offset-json-file",
         metavar="FILE",
@@ -92,7 +82,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     records.add_argument(
         "--offset", type=int, default=-1, help="new log start offset (default -1: high watermark)"
     )
-    records.set_defaults(func=run_delete_records)
 
 
 def _fail(message: str) -> int:

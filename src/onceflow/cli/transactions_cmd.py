@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from onceflow.cli.options import add_bootstrap, client_properties
+from onceflow.cli.options import add_action, add_command, client_properties
 from onceflow.client.connection import BrokerConnection
 from onceflow.client.errors import (
     BrokerResponseError,
@@ -59,17 +59,14 @@ class CommandError(Exception):
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register the `transactions` sub-command and its actions."""
-    parser = subparsers.add_parser(
+    actions = add_command(
+        subparsers,
         "transactions",
-        help="list, describe and abort transactions",
-        description="Inspect transactions and abort hanging ones on a running broker.",
+        "list, describe and abort transactions",
+        "Inspect transactions and abort hanging ones on a running broker.",
     )
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
-    common = add_bootstrap
-
-    listing = actions.add_parser("list", help="list transactional ids")
-    common(listing)
+    listing = add_action(actions, "list", "list transactional ids", _guarded(_list))
     listing.add_argument(
         "--state",
         action="append",
@@ -79,23 +76,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     listing.add_argument("--producer-id", type=int, action="append", default=[])
     listing.add_argument("--duration-filter-ms", type=int, default=-1)
-    listing.set_defaults(func=_guarded(_list))
 
-    describe = actions.add_parser("describe", help="describe a transactional id")
-    common(describe)
+    describe = add_action(actions, "describe", "describe a transactional id", _guarded(_describe))
     describe.add_argument("--transactional-id", required=True)
-    describe.set_defaults(func=_guarded(_describe))
 
-    producers = actions.add_parser("describe-producers", help="producers of a partition")
-    common(producers)
+    producers = add_action(
+        actions, "describe-producers", "producers of a partition", _guarded(_describe_producers)
+    )
     producers.add_argument("--topic", required=True)
     producers.add_argument("--partition", type=int, required=True)
-    producers.set_defaults(func=_guarded(_describe_producers))
 
-    hanging = actions.add_parser(
-        "find-hanging", help="open transactions that no coordinator will finish (KIP-664)"
+    hanging = add_action(
+        actions,
+        "find-hanging",
+        "open transactions that no coordinator will finish (KIP-664)",
+        _guarded(_find_hanging),
     )
-    common(hanging)
     scope = hanging.add_mutually_exclusive_group(required=True)
     scope.add_argument("--topic", help="look at this topic's partitions")
     scope.add_argument("--broker-id", type=int, help="look at every partition this broker leads")
@@ -108,17 +104,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="only transactions open longer than this (default 15, Kafka's "
         "transaction.max.timeout.ms)",
     )
-    hanging.set_defaults(func=_guarded(_find_hanging))
 
-    abort = actions.add_parser("abort", help="abort a hanging transaction on a partition")
-    common(abort)
+    abort = add_action(
+        actions, "abort", "abort a hanging transaction on a partition", _guarded(_abort)
+    )
     abort.add_argument("--topic", required=True)
     abort.add_argument("--partition", type=int, required=True)
     abort.add_argument("--start-offset", type=int, help="first offset of the open transaction")
     abort.add_argument("--producer-id", type=int)
     abort.add_argument("--producer-epoch", type=int)
     abort.add_argument("--coordinator-epoch", type=int)
-    abort.set_defaults(func=_guarded(_abort))
 
 
 def _guarded(action):

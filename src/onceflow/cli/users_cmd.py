@@ -26,7 +26,7 @@ import secrets
 import sys
 
 from onceflow.cli.admin_request import CommandError, Send, run_request
-from onceflow.cli.options import add_bootstrap
+from onceflow.cli.options import add_action, add_command
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
@@ -54,15 +54,11 @@ _UserName = DescribeUserScramCredentialsRequest.UserName
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register the `users` sub-command and its actions."""
-    parser = subparsers.add_parser(
-        NAME,
-        help="add, list and remove SCRAM users (KIP-554)",
-        description=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    actions = add_command(
+        subparsers, NAME, "add, list and remove SCRAM users (KIP-554)", __doc__.split("\n\n", 1)[1]
     )
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
-    add = actions.add_parser("add", help="set a user's SCRAM credential")
+    add = add_action(actions, "add", "set a user's SCRAM credential", run_add)
     add.add_argument("name", metavar="NAME")
     add.add_argument("--mechanism", choices=sorted(MECHANISMS), default=DEFAULT_MECHANISM)
     add.add_argument(
@@ -75,21 +71,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add.add_argument(
         "--password-stdin", action="store_true", help="read the password from standard input"
     )
-    add.set_defaults(func=run_add)
 
-    listing = actions.add_parser("list", help="users, mechanisms and iterations")
+    listing = add_action(actions, "list", "users, mechanisms and iterations", run_list)
     listing.add_argument("names", metavar="NAME", nargs="*", help="only these users")
-    listing.set_defaults(func=run_list)
 
-    remove = actions.add_parser("remove", help="delete a user's SCRAM credentials")
+    remove = add_action(actions, "remove", "delete a user's SCRAM credentials", run_remove)
     remove.add_argument("name", metavar="NAME")
     remove.add_argument(
         "--mechanism", choices=sorted(MECHANISMS), help="only this one (default: all)"
     )
-    remove.set_defaults(func=run_remove)
-    for sub in (add, listing, remove):
-        add_bootstrap(sub)
-        sub.set_defaults(parser=sub)
 
 
 def _read_password(args: argparse.Namespace) -> str:

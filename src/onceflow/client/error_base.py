@@ -1,14 +1,16 @@
-"""`KafkaError`, the base of every error the client raises for a Kafka error code.
+"""`KafkaError`, the base of every error the client raises for a Kafka error code, and the one
+per-code class written by hand, `TransactionAbortableError`.
 
-The subclass per code lives in the generated `error_classes`; `client.errors` is the module to
-import from.
+The subclass per code lives in the generated `error_classes` (which takes
+`TransactionAbortableError` from here for code 120, so the class users catch is the one
+`error_for_code` makes); `client.errors` is the module to import from.
 """
 
 from __future__ import annotations
 
 from onceflow.protocol.errors import ErrorCode
 
-__all__ = ["KafkaError"]
+__all__ = ["KafkaError", "TransactionAbortableError"]
 
 
 class KafkaError(Exception):
@@ -28,3 +30,27 @@ class KafkaError(Exception):
     def retriable(self) -> bool:
         """True when Kafka's own client would retry after this error."""
         return self.code.retriable
+
+
+class TransactionAbortableError(KafkaError):
+    """The transaction hit an error that only `abort_transaction` can clear. Made by the
+    producer from that error (`cause`, whose code becomes this error's `code`), or for a
+    broker's TRANSACTION_ABORTABLE (code 120; `cause` None, the argument is the message)."""
+
+    code = ErrorCode.TRANSACTION_ABORTABLE
+
+    def __init__(self, cause: BaseException | str | None = None, message: str | None = None):
+        if not isinstance(cause, BaseException):  # error_for_code(120, message)
+            self.cause = None  # its flags are the producer's to set, as for any code
+            super().__init__(cause)
+            return
+        self.cause = cause
+        self.txn_requires_abort = True
+        self.code = getattr(cause, "code", ErrorCode.TRANSACTION_ABORTABLE)
+        self.message = message or f"Transaction must be aborted: {cause}"
+        Exception.__init__(self, self.message)
+        self.__cause__ = cause
+
+    @property
+    def retriable(self) -> bool:
+        return False

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
-from onceflow.client.error_base import KafkaError
+from onceflow.client.error_base import (
+    KafkaError,
+    TransactionAbortableError,
+)
 from onceflow.protocol.errors import ErrorCode
 
 __all__ = [
@@ -863,12 +866,6 @@ class InvalidRegistrationError(KafkaError):
     """Error code 119, INVALID_REGISTRATION."""
 
     code = ErrorCode.INVALID_REGISTRATION
-
-
-class TransactionAbortableError(KafkaError):
-    """Error code 120, TRANSACTION_ABORTABLE."""
-
-    code = ErrorCode.TRANSACTION_ABORTABLE
 
 
 class InvalidRecordStateError(KafkaError):

@@ -28,7 +28,7 @@ producer cannot continue: fenced, unauthorized, unsupported) and `txn_requires_a
 
 from __future__ import annotations
 
-from onceflow.client.error_base import KafkaError
+from onceflow.client.error_base import KafkaError, TransactionAbortableError
 from onceflow.client.error_classes import *  # noqa: F403  (re-exported: one class per code)
 from onceflow.client.error_classes import ERRORS_BY_CODE, UnsupportedVersionError
 from onceflow.protocol.errors import ErrorCode
@@ -130,24 +130,6 @@ def error_for_code(code: int, message: str | None = None) -> KafkaError:
     if cls is None:
         return KafkaError(f"error code {code}" + (f": {message}" if message else ""))
     return cls(message)
-
-
-class TransactionAbortableError(KafkaError):
-    """The transaction hit an error that only `abort_transaction` can clear; `cause` is that
-    error (its code is this error's `code`)."""
-
-    txn_requires_abort = True
-
-    def __init__(self, cause: BaseException, message: str | None = None):
-        self.cause = cause
-        self.code = getattr(cause, "code", ErrorCode.TRANSACTION_ABORTABLE)
-        self.message = message or f"Transaction must be aborted: {cause}"
-        Exception.__init__(self, self.message)
-        self.__cause__ = cause
-
-    @property
-    def retriable(self) -> bool:
-        return False
 
 
 class TransactionAbortedError(_PlainMessageError):

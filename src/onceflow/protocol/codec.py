@@ -66,23 +66,18 @@ _NULL_UVARINT = b"\x00"
 def read_uvarint(buf, pos: int) -> tuple[int, int]:
     """Read an unsigned varint (at most 5 bytes, as Kafka's `readUnsignedVarint`)."""
     b = buf[pos]
-    if b < 0x80:
+    if b < 0x80:  # the common one-byte case, without the loop
         return b, pos + 1
-    value = b & 0x7F
-    shift = 7
-    pos += 1
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise DecodeError("unsigned varint is longer than 5 bytes")
+    return _read_unsigned(buf, pos, 28, "unsigned varint is longer than 5 bytes")
 
 
 def _read_uvarlong(buf, pos: int) -> tuple[int, int]:
+    return _read_unsigned(buf, pos, 63, "varlong is longer than 10 bytes")
+
+
+def _read_unsigned(buf, pos: int, max_shift: int, too_long: str) -> tuple[int, int]:
+    """Read 7-bit groups, least significant first, until one without the high bit; more
+    groups than `max_shift` allows is `DecodeError(too_long)`."""
     value = 0
     shift = 0
     while True:
@@ -92,8 +87,8 @@ def _read_uvarlong(buf, pos: int) -> tuple[int, int]:
         if b < 0x80:
             return value, pos
         shift += 7
-        if shift > 63:
-            raise DecodeError("varlong is longer than 10 bytes")
+        if shift > max_shift:
+            raise DecodeError(too_long)
 
 
 def read_varint(buf, pos: int) -> tuple[int, int]:
@@ -412,6 +407,38 @@ def tagged_field_end(buf, pos: int, size: int) -> int:
 # Reader / Writer: convenient cursor objects for hand-written codecs (headers, tests)
 
 
+def _fixed_getter(name: str, st: struct.Struct) -> Callable[[Reader], Any]:
+    """A `Reader` method that reads one fixed-size value with `st` and advances the cursor."""
+
+    def read(self: Reader) -> Any:
+        end = self.pos + st.size
+        if end > len(self.buf):
+            raise DecodeError(f"need {st.size} bytes at offset {self.pos}, only {self.remaining}")
+        (value,) = st.unpack_from(self.buf, self.pos)
+        self.pos = end
+        return value
+
+    read.__name__ = read.__qualname__ = name
+    return read
+
+
+def _getter(name: str, decode: Callable[[Any, int], tuple[Any, int]]) -> Callable[[Reader], Any]:
+    """A `Reader` method that reads one value with `decode(buf, pos) -> (value, end)`; any
+    failure of `decode` on short or malformed input surfaces as `DecodeError`."""
+
+    def read(self: Reader) -> Any:
+        try:
+            value, self.pos = decode(self.buf, self.pos)
+        except DecodeError:
+            raise
+        except (IndexError, struct.error, ValueError) as exc:
+            raise DecodeError(f"{name} at offset {self.pos}: {exc}") from exc
+        return value
+
+    read.__name__ = read.__qualname__ = name
+    return read
+
+
 class Reader:
     """A cursor over `bytes`/`memoryview` reading Kafka primitives; raises `DecodeError`."""
 
@@ -426,96 +453,32 @@ class Reader:
         """Bytes left after the cursor."""
         return len(self.buf) - self.pos
 
-    def _fixed(self, st: struct.Struct):
-        end = self.pos + st.size
-        if end > len(self.buf):
-            raise DecodeError(f"need {st.size} bytes at offset {self.pos}, only {self.remaining}")
-        (value,) = st.unpack_from(self.buf, self.pos)
-        self.pos = end
-        return value
+    int8 = _fixed_getter("int8", _I8)
+    int16 = _fixed_getter("int16", _I16)
+    uint16 = _fixed_getter("uint16", _U16)
+    int32 = _fixed_getter("int32", _I32)
+    uint32 = _fixed_getter("uint32", _U32)
+    int64 = _fixed_getter("int64", _I64)
+    float64 = _fixed_getter("float64", _F64)
+    boolean = _fixed_getter("boolean", _BOOL)
+    uvarint = _getter("uvarint", read_uvarint)
+    varint = _getter("varint", read_varint)
+    varlong = _getter("varlong", read_varlong)
+    uuid = _getter("uuid", read_uuid)
+    string = _getter("string", read_string)
+    nullable_string = _getter("nullable_string", read_nullable_string)
+    compact_string = _getter("compact_string", read_compact_string)
+    compact_nullable_string = _getter("compact_nullable_string", read_compact_nullable_string)
+    bytes = _getter("bytes", read_bytes)
+    nullable_bytes = _getter("nullable_bytes", read_nullable_bytes)
+    compact_bytes = _getter("compact_bytes", read_compact_bytes)
+    compact_nullable_bytes = _getter("compact_nullable_bytes", read_compact_nullable_bytes)
+    records = _getter("records", read_records)
+    compact_records = _getter("compact_records", read_compact_records)
 
-    def _call(self, fn):
-        try:
-            value, self.pos = fn(self.buf, self.pos)
-        except (IndexError, struct.error, ValueError) as exc:
-            if isinstance(exc, DecodeError):
-                raise
-            raise DecodeError(f"{fn.__name__} at offset {self.pos}: {exc}") from exc
-        return value
-
-    def int8(self) -> int:
-        return self._fixed(_I8)
-
-    def int16(self) -> int:
-        return self._fixed(_I16)
-
-    def uint16(self) -> int:
-        return self._fixed(_U16)
-
-    def int32(self) -> int:
-        return self._fixed(_I32)
-
-    def uint32(self) -> int:
-        return self._fixed(_U32)
-
-    def int64(self) -> int:
-        return self._fixed(_I64)
-
-    def float64(self) -> float:
-        return self._fixed(_F64)
-
-    def boolean(self) -> bool:
-        return self._fixed(_BOOL)
-
-    def uvarint(self) -> int:
-        return self._call(read_uvarint)
-
-    def varint(self) -> int:
-        return self._call(read_varint)
-
-    def varlong(self) -> int:
-        return self._call(read_varlong)
-
-    def uuid(self) -> uuid.UUID:
-        return self._call(read_uuid)
-
-    def string(self) -> str:
-        return self._call(read_string)
-
-    def nullable_string(self) -> str | None:
-        return self._call(read_nullable_string)
-
-    def compact_string(self) -> str:
-        return self._call(read_compact_string)
-
-    def compact_nullable_string(self) -> str | None:
-        return self._call(read_compact_nullable_string)
-
-    def bytes(self) -> bytes:
-        return self._call(read_bytes)
-
-    def nullable_bytes(self) -> bytes | None:
-        return self._call(read_nullable_bytes)
-
-    def compact_bytes(self) -> bytes:
-        return self._call(read_compact_bytes)
-
-    def compact_nullable_bytes(self) -> bytes | None:
-        return self._call(read_compact_nullable_bytes)
-
-    def records(self) -> memoryview | None:
-        return self._call(read_records)
-
-    def compact_records(self) -> memoryview | None:
-        return self._call(read_compact_records)
-
-    def array_length(self) -> int:
-        """int32 array length; -1 means null."""
-        return self._call(read_array_length)
-
-    def compact_array_length(self) -> int:
-        """Compact array length; -1 means null."""
-        return self._call(read_compact_array_length)
+    # Array lengths: -1 means null.
+    array_length = _getter("array_length", read_array_length)
+    compact_array_length = _getter("compact_array_length", read_compact_array_length)
 
     def raw(self, n: int) -> memoryview:
         """The next `n` bytes, zero-copy."""

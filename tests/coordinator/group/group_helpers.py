@@ -91,7 +91,7 @@ async def join(
     protocol_type: str = "consumer",
 ) -> JoinResult:
     """One JoinGroup request."""
-    return await coordinator.join(
+    return await coordinator.membership.join(
         group, member_id, instance, protocol_type, protocols, session_ms, rebalance_ms,
         "client", "/127.0.0.1", api_version=api_version,
     )  # fmt: skip
@@ -122,7 +122,7 @@ async def stable_group(
     assignments = {r.member_id: b"a-" + r.member_id.encode() for r in results}
     syncs = await asyncio.gather(
         *(
-            coordinator.sync(
+            coordinator.membership.sync(
                 group,
                 r.generation_id,
                 r.member_id,

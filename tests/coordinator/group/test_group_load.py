@@ -19,7 +19,7 @@ def test_members_rejoin_after_restart_with_next_generation(tmp_path) -> None:
     async def second(c: GroupCoordinator):
         group = c.groups["g"]
         before = (group.state, group.generation_id, dict(group.members))
-        heartbeat = await c.heartbeat("g", 1, members[0].member_id, None)
+        heartbeat = await c.membership.heartbeat("g", 1, members[0].member_id, None)
         rejoined = await join_with_id(c, "g")
         return before, heartbeat, rejoined
 
@@ -32,7 +32,7 @@ def test_members_rejoin_after_restart_with_next_generation(tmp_path) -> None:
 def test_deleted_then_recreated_group(tmp_path) -> None:
     async def first(c: GroupCoordinator):
         await stable_group(c, "g")
-        await c.leave("g", [(c.groups["g"].leader_id or "", None)])
+        await c.membership.leave("g", [(c.groups["g"].leader_id or "", None)])
         await c.commit_offsets("g", -1, "", None, offsets(p0=1))
         assert (await c.delete_groups(["g"])) == {"g": E.NONE}
         await c.commit_offsets("g", -1, "", None, offsets(p0=9))  # a new simple group
@@ -51,10 +51,10 @@ def test_load_in_progress_and_not_coordinator(tmp_path) -> None:
 
     async def main():
         c = GroupCoordinator()
-        before = await c.heartbeat("g", 1, "m", None)
+        before = await c.membership.heartbeat("g", 1, "m", None)
         fetch = await c.fetch_offsets("g", [TP0])
         await c.shutdown()
-        after = await c.heartbeat("g", 1, "m", None)
+        after = await c.membership.heartbeat("g", 1, "m", None)
         return before, fetch.error, after
 
     assert asyncio.run(main()) == (

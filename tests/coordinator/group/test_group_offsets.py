@@ -91,7 +91,9 @@ def test_metadata_too_large_is_per_partition(tmp_path) -> None:
 def test_fetch_unknown_group_and_invalid_group_id(tmp_path) -> None:
     async def scenario(c: GroupCoordinator):
         unknown = await c.fetch_offsets("nope", [TP0])
-        join_empty = await c.join("", "", None, "consumer", [("range", b"")], 10_000, api_version=5)
+        join_empty = await c.membership.join(
+            "", "", None, "consumer", [("range", b"")], 10_000, api_version=5
+        )
         return unknown, join_empty.error
 
     unknown, join_error = run(tmp_path, scenario)
@@ -162,7 +164,7 @@ def test_offsets_expire_for_empty_group(tmp_path) -> None:
         await c.commit_offsets("simple", -1, "", None, offsets(p0=1))
         clock.now += retention  # a Stable group subscribed to the topic keeps its offsets
         kept = await c.expire_offsets()
-        await c.leave("g", [(members[0].member_id, None)])  # the group empties now
+        await c.membership.leave("g", [(members[0].member_id, None)])  # the group empties now
         clock.now += retention - 1
         before = await c.expire_offsets()
         clock.now += 1

@@ -51,7 +51,7 @@ def test_session_timeout_removes_silent_member(tmp_path) -> None:
         answers = []
         for _ in range(8):  # keep `alive` alive for 400 ms
             await asyncio.sleep(0.05)
-            answers.append(await c.heartbeat("g", 1, alive.member_id, None))
+            answers.append(await c.membership.heartbeat("g", 1, alive.member_id, None))
         rejoin = await join(c, "g", alive.member_id, session_ms=200, rebalance_ms=1_000)
         return answers, rejoin, silent.member_id, c.groups["g"]
 
@@ -147,7 +147,9 @@ def test_follower_that_never_syncs_is_removed(tmp_path) -> None:
             join_with_id(c, rebalance_ms=300), join_with_id(c, rebalance_ms=300)
         )
         leader, follower = (a, b) if a.leader == a.member_id else (b, a)
-        sync = await c.sync("g", 1, leader.member_id, assignments={leader.member_id: b"x"})
+        sync = await c.membership.sync(
+            "g", 1, leader.member_id, assignments={leader.member_id: b"x"}
+        )
         await asyncio.sleep(0.4)  # the pending-sync timer (300 ms) fired
         group = c.groups["g"]
         state, follower_still_there = group.state, follower.member_id in group.members
@@ -164,11 +166,11 @@ def test_sync_distributes_leader_assignment(tmp_path) -> None:
     async def scenario(c: GroupCoordinator):
         a, b = await asyncio.gather(join_with_id(c), join_with_id(c))
         leader, follower = (a, b) if a.leader == a.member_id else (b, a)
-        waiting = asyncio.ensure_future(c.sync("g", 1, follower.member_id))
+        waiting = asyncio.ensure_future(c.membership.sync("g", 1, follower.member_id))
         await asyncio.sleep(0.02)
         assert not waiting.done()  # followers wait for the leader
         plan = {leader.member_id: b"L", follower.member_id: b"F"}
-        mine = await c.sync("g", 1, leader.member_id, assignments=plan)
+        mine = await c.membership.sync("g", 1, leader.member_id, assignments=plan)
         return mine, await waiting, c.groups["g"].state
 
     mine, theirs, state = run(tmp_path, scenario)
@@ -180,7 +182,9 @@ def test_leave_batch(tmp_path) -> None:
     async def scenario(c: GroupCoordinator):
         results = await stable_group(c, members=3)
         ids = [r.member_id for r in results]
-        top, errors = await c.leave("g", [(ids[0], None), (ids[1], None), ("ghost", None)])
+        top, errors = await c.membership.leave(
+            "g", [(ids[0], None), (ids[1], None), ("ghost", None)]
+        )
         return top, errors, set(c.groups["g"].members), ids
 
     top, errors, remaining, ids = run(tmp_path, scenario)
@@ -199,14 +203,18 @@ def test_static_member_replacement_without_rebalance(tmp_path) -> None:
         leader = a.leader
         plan = {a.member_id: b"A", b.member_id: b"B"}
         await asyncio.gather(
-            c.sync("g", 1, a.member_id, "i-a", assignments=plan if leader == a.member_id else None),
-            c.sync("g", 1, b.member_id, "i-b", assignments=plan if leader == b.member_id else None),
+            c.membership.sync(
+                "g", 1, a.member_id, "i-a", assignments=plan if leader == a.member_id else None
+            ),
+            c.membership.sync(
+                "g", 1, b.member_id, "i-b", assignments=plan if leader == b.member_id else None
+            ),
         )
         # the process behind i-b restarts: it joins with no member id
         again = await join(c, "g", instance="i-b", api_version=5)
-        old_heartbeat = await c.heartbeat("g", 1, b.member_id, "i-b")
-        new_heartbeat = await c.heartbeat("g", 1, again.member_id, "i-b")
-        resync = await c.sync("g", 1, again.member_id, "i-b")
+        old_heartbeat = await c.membership.heartbeat("g", 1, b.member_id, "i-b")
+        new_heartbeat = await c.membership.heartbeat("g", 1, again.member_id, "i-b")
+        resync = await c.membership.sync("g", 1, again.member_id, "i-b")
         return leader, b.member_id, again, old_heartbeat, new_heartbeat, resync, c.groups["g"]
 
     leader, old_id, again, old_hb, new_hb, resync, group = run(tmp_path, scenario)
@@ -220,7 +228,7 @@ def test_static_member_replacement_without_rebalance(tmp_path) -> None:
 def test_static_leader_replacement_v9_skips_assignment(tmp_path) -> None:
     async def scenario(c: GroupCoordinator):
         first = await join(c, "g", instance="i-a", api_version=9)
-        await c.sync("g", 1, first.member_id, "i-a", assignments={first.member_id: b"A"})
+        await c.membership.sync("g", 1, first.member_id, "i-a", assignments={first.member_id: b"A"})
         again = await join(c, "g", instance="i-a", api_version=9)
         return first, again
 
@@ -234,7 +242,7 @@ def test_static_member_with_new_protocol_triggers_rebalance(tmp_path) -> None:
 
     async def scenario(c: GroupCoordinator):
         first = await join(c, "g", instance="i-a", protocols=[("range", sub), ("roundrobin", sub)])
-        await c.sync("g", 1, first.member_id, "i-a", assignments={first.member_id: b"A"})
+        await c.membership.sync("g", 1, first.member_id, "i-a", assignments={first.member_id: b"A"})
         # same protocols, new preference: the protocol of the next generation would change
         again = await join(c, "g", instance="i-a", protocols=[("roundrobin", sub), ("range", sub)])
         return again, c.groups["g"].protocol_name
@@ -252,12 +260,13 @@ def test_static_member_kept_through_rebalance_and_removed_by_instance(tmp_path) 
         leader, other = (a, b) if a.leader == a.member_id else (b, a)
         plan = {a.member_id: b"A", b.member_id: b"B"}
         await asyncio.gather(
-            c.sync("g", 1, leader.member_id, assignments=plan), c.sync("g", 1, other.member_id)
+            c.membership.sync("g", 1, leader.member_id, assignments=plan),
+            c.membership.sync("g", 1, other.member_id),
         )
         # only the leader rejoins: the static follower is kept (not dropped at the timeout)
         rejoin = await join(c, "g", leader.member_id, rebalance_ms=200)
         kept = other.member_id in c.groups["g"].members
-        top, errors = await c.leave("g", [("", "i-b" if other is b else "i-a")])
+        top, errors = await c.membership.leave("g", [("", "i-b" if other is b else "i-a")])
         return rejoin, kept, errors, set(c.groups["g"].members)
 
     rejoin, kept, errors, remaining = run(tmp_path, scenario)

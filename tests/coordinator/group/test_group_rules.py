@@ -42,7 +42,7 @@ async def to_state(coordinator: GroupCoordinator, state: GroupState) -> Ctx:
     if state is S.STABLE:
         return ctx
     if state is S.EMPTY:
-        await coordinator.leave("g", [(a, None), (b, None)])
+        await coordinator.membership.leave("g", [(a, None), (b, None)])
         return ctx
     if state is S.DEAD:
         coordinator.groups["g"].transition_to(S.DEAD, 0)  # a group being deleted
@@ -61,16 +61,16 @@ async def to_state(coordinator: GroupCoordinator, state: GroupState) -> Ctx:
 async def request(coordinator: GroupCoordinator, ctx: Ctx, kind: str):
     g = ctx.generation
     calls = {
-        "heartbeat": lambda: coordinator.heartbeat("g", g, ctx.a, None),
-        "heartbeat_stale_gen": lambda: coordinator.heartbeat("g", g - 1, ctx.a, None),
-        "heartbeat_unknown": lambda: coordinator.heartbeat("g", g, "nobody", None),
-        "sync_follower": lambda: coordinator.sync("g", g, ctx.b),
+        "heartbeat": lambda: coordinator.membership.heartbeat("g", g, ctx.a, None),
+        "heartbeat_stale_gen": lambda: coordinator.membership.heartbeat("g", g - 1, ctx.a, None),
+        "heartbeat_unknown": lambda: coordinator.membership.heartbeat("g", g, "nobody", None),
+        "sync_follower": lambda: coordinator.membership.sync("g", g, ctx.b),
         "commit": lambda: coordinator.commit_offsets("g", g, ctx.a, None, offsets(p0=1)),
         "commit_stale_gen": lambda: coordinator.commit_offsets(
             "g", g - 1, ctx.a, None, offsets(p0=1)
         ),
         "commit_simple": lambda: coordinator.commit_offsets("g", -1, "", None, offsets(p0=1)),
-        "leave": lambda: coordinator.leave("g", [(ctx.a, None)]),
+        "leave": lambda: coordinator.membership.leave("g", [(ctx.a, None)]),
         "join_follower": lambda: join(coordinator, "g", ctx.b, rebalance_ms=2_000),
         "join_new": lambda: join_with_id(coordinator, "g", rebalance_ms=2_000),
     }

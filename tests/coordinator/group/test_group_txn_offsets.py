@@ -148,10 +148,10 @@ def test_kip447_fencing(tmp_path) -> None:
 
 def test_kip447_fencing_after_rebalance_and_static_instance(tmp_path) -> None:
     async def scenario(c: GroupCoordinator):
-        first = await c.join("g", "", "i-1", "consumer", [("range", b"")], 10_000, 5_000,
+        first = await c.membership.join("g", "", "i-1", "consumer", [("range", b"")], 10_000, 5_000,
                              api_version=5)  # fmt: skip
-        await c.sync("g", 1, first.member_id, "i-1", assignments={first.member_id: b""})
-        again = await c.join("g", "", "i-1", "consumer", [("range", b"")], 10_000, 5_000,
+        await c.membership.sync("g", 1, first.member_id, "i-1", assignments={first.member_id: b""})
+        again = await c.membership.join("g", "", "i-1", "consumer", [("range", b"")], 10_000, 5_000,
                              api_version=5)  # fmt: skip
         fenced = await txn_commit(c, generation=1, member=first.member_id, instance="i-1", p0=1)
         current = await txn_commit(c, generation=1, member=again.member_id, instance="i-1", p0=2)

@@ -40,12 +40,10 @@ class GatedChannel:
         self.gate = asyncio.Event()
         self.calls = 0
 
-    async def write_markers(self, producer_id, producer_epoch, coordinator_epoch, commit, parts):
+    async def write_markers(self, marker, parts):
         self.calls += 1
         await self.gate.wait()
-        return await self.inner.write_markers(
-            producer_id, producer_epoch, coordinator_epoch, commit, parts
-        )
+        return await self.inner.write_markers(marker, parts)
 
 
 def open_logs(path: str, topics: Mapping[str, int] = {"t": 2}) -> LogManager:  # noqa: B006

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import logging
 
-from onceflow.broker.acl_wire import NO_AUTHORIZER_MESSAGE, binding_from_creation
-from onceflow.broker.authorization import denied
+from onceflow.broker.acl_wire import binding_from_creation, change_acls
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.create_acls import CreateAclsResponse
@@ -41,21 +40,21 @@ def _all(request, error: ErrorCode, message: str | None) -> CreateAclsResponse:
 
 async def handle_create_acls(ctx, header, request) -> CreateAclsResponse:
     """Add ACLs, durably."""
-    broker = ctx.broker
-    if broker.authorizer is None:
-        return _all(request, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER_MESSAGE)
-    error = denied(ctx, ApiKey.CREATE_ACLS, "cluster")
-    if error is not None:
-        log.info("CreateAcls from %s (%s) refused: %s", ctx.peer, ctx.principal, error.name)
-        return _all(request, error, None)
     bindings = [binding_from_creation(c) for c in request.creations]
-    try:
-        results = await broker.change_acls(lambda a: a.prepare_create_acls(bindings))
-    except OSError as exc:
-        log.error("cannot store the ACLs: %s", exc)
-        return _all(request, ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot store the ACLs: {exc}")
-    log.info("CreateAcls from %s (%s): %d entries", ctx.peer, ctx.principal, len(bindings))
-    return CreateAclsResponse(
-        throttle_time_ms=0,
-        results=[_Result(error_code=r.error_code, error_message=r.error_message) for r in results],
+
+    def answer(results) -> CreateAclsResponse:
+        log.info("CreateAcls from %s (%s): %d entries", ctx.peer, ctx.principal, len(bindings))
+        return CreateAclsResponse(
+            throttle_time_ms=0,
+            results=[
+                _Result(error_code=r.error_code, error_message=r.error_message) for r in results
+            ],
+        )
+
+    return await change_acls(
+        ctx,
+        ApiKey.CREATE_ACLS,
+        lambda authorizer: authorizer.prepare_create_acls(bindings),
+        answer,
+        lambda error, message: _all(request, error, message),
     )

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import logging
 
-from onceflow.broker.acl_wire import NO_AUTHORIZER_MESSAGE, filter_from_wire
-from onceflow.broker.authorization import denied
+from onceflow.broker.acl_wire import change_acls, filter_from_wire
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.delete_acls import DeleteAclsResponse
@@ -57,29 +56,27 @@ def _matching(binding) -> _Matching:
 
 async def handle_delete_acls(ctx, header, request) -> DeleteAclsResponse:
     """Delete the ACLs each filter matches, durably."""
-    broker = ctx.broker
-    if broker.authorizer is None:
-        return _all(request, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER_MESSAGE)
-    error = denied(ctx, ApiKey.DELETE_ACLS, "cluster")
-    if error is not None:
-        log.info("DeleteAcls from %s (%s) refused: %s", ctx.peer, ctx.principal, error.name)
-        return _all(request, error, None)
     filters = [filter_from_wire(f) for f in request.filters]
-    try:
-        results = await broker.change_acls(lambda a: a.prepare_delete_acls(filters))
-    except OSError as exc:
-        log.error("cannot store the ACLs: %s", exc)
-        return _all(request, ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot store the ACLs: {exc}")
-    deleted = sum(len(r.deleted) for r in results)
-    log.info("DeleteAcls from %s (%s): %d ACL(s) deleted", ctx.peer, ctx.principal, deleted)
-    return DeleteAclsResponse(
-        throttle_time_ms=0,
-        filter_results=[
-            _Result(
-                error_code=r.error_code,
-                error_message=r.error_message,
-                matching_acls=[_matching(b) for b in r.deleted],
-            )
-            for r in results
-        ],
+
+    def answer(results) -> DeleteAclsResponse:
+        deleted = sum(len(r.deleted) for r in results)
+        log.info("DeleteAcls from %s (%s): %d ACL(s) deleted", ctx.peer, ctx.principal, deleted)
+        return DeleteAclsResponse(
+            throttle_time_ms=0,
+            filter_results=[
+                _Result(
+                    error_code=r.error_code,
+                    error_message=r.error_message,
+                    matching_acls=[_matching(b) for b in r.deleted],
+                )
+                for r in results
+            ],
+        )
+
+    return await change_acls(
+        ctx,
+        ApiKey.DELETE_ACLS,
+        lambda authorizer: authorizer.prepare_delete_acls(filters),
+        answer,
+        lambda error, message: _all(request, error, message),
     )

@@ -21,16 +21,19 @@ from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.messages.heartbeat import HeartbeatResponse
 
 
+def member_identity(request, version: int) -> tuple[str, int, str, str | None]:
+    """Who a Heartbeat or SyncGroup comes from: group id, generation id, member id and group
+    instance id (both APIs carry the instance id from v3)."""
+    instance_id = request.group_instance_id if version >= 3 else None
+    return request.group_id, request.generation_id, request.member_id, instance_id
+
+
 async def handle_heartbeat(ctx, header, request) -> HeartbeatResponse:
     """Record a member's heartbeat."""
-    version = header.request_api_version
     refused = denied(ctx, ApiKey.HEARTBEAT, "group", request.group_id)
     if refused is not None:
         return HeartbeatResponse(throttle_time_ms=0, error_code=refused)
-    error = await ctx.broker.group_coordinator.heartbeat(
-        request.group_id,
-        request.generation_id,
-        request.member_id,
-        request.group_instance_id if version >= 3 else None,
+    error = await ctx.broker.group_coordinator.membership.heartbeat(
+        *member_identity(request, header.request_api_version)
     )
     return HeartbeatResponse(throttle_time_ms=0, error_code=error)

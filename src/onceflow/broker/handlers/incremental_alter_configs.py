@@ -9,16 +9,13 @@ INVALID_CONFIG "Config value append is not allowed ..."). The result is validate
 at creation (INVALID_CONFIG changes nothing), written durably before the answer and applied
 to every partition; with validate_only nothing is stored. A missing topic is
 UNKNOWN_TOPIC_OR_PARTITION, a key listed twice INVALID_REQUEST, a null value for SET or
-APPEND INVALID_REQUEST. BROKER resources (type 4): onceflow's own broker configs are static,
-so a change is INVALID_REQUEST naming the keys; Kafka's dynamic configs for features onceflow
-lacks (SSL/SASL, thread pools, the log cleaner, replication throttles) are stored durably and
-described but change nothing (`broker.dynamic_configs`). Other types: INVALID_REQUEST.
+APPEND INVALID_REQUEST. BROKER resources and other resource types are answered as AlterConfigs
+answers them (`alter_configs.py`: dynamic broker configs stored without effect).
 
 Versions: v1 flexible.
 
-Authorization (authorizer on): ALTER_CONFIGS on a TOPIC resource's topic, else
-TOPIC_AUTHORIZATION_FAILED; on the CLUSTER for a BROKER resource, else
-CLUSTER_AUTHORIZATION_FAILED; a denied resource is not changed, as Kafka.
+Authorization (authorizer on): as AlterConfigs (ALTER_CONFIGS on the topic or the CLUSTER; a
+denied resource is not changed).
 
 Deviations: dynamic broker configs are stored without effect.
 """

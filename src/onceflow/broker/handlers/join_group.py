@@ -51,7 +51,7 @@ async def handle_join_group(ctx, header, request) -> JoinGroupResponse:
             member_id="",
             members=[],
         )
-    result = await ctx.broker.group_coordinator.join(
+    result = await ctx.broker.group_coordinator.membership.join(
         request.group_id,
         request.member_id,
         request.group_instance_id if version >= 5 else None,

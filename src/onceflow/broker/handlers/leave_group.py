@@ -28,16 +28,16 @@ _MemberResponse = LeaveGroupResponse.MemberResponse
 async def handle_leave_group(ctx, header, request) -> LeaveGroupResponse:
     """Remove the named members from the group."""
     version = header.request_api_version
-    coordinator = ctx.broker.group_coordinator
+    membership = ctx.broker.group_coordinator.membership
     refused = denied(ctx, ApiKey.LEAVE_GROUP, "group", request.group_id)
     if refused is not None:
         return LeaveGroupResponse(throttle_time_ms=0, error_code=refused, members=[])
     if version < 3:
-        top, errors = await coordinator.leave(request.group_id, [(request.member_id, None)])
+        top, errors = await membership.leave(request.group_id, [(request.member_id, None)])
         error = top if top != ErrorCode.NONE or not errors else errors[0]
         return LeaveGroupResponse(throttle_time_ms=0, error_code=error, members=[])
     identities = [(m.member_id, m.group_instance_id) for m in request.members]
-    top, errors = await coordinator.leave(request.group_id, identities)
+    top, errors = await membership.leave(request.group_id, identities)
     members = []
     if top == ErrorCode.NONE:
         members = [

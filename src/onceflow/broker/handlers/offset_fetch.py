@@ -92,57 +92,35 @@ async def handle_offset_fetch(ctx, header, request) -> OffsetFetchResponse:
         groups = []
         for group in request.groups:
             result = await _fetch_one(ctx, group.group_id, group.topics, require_stable)
-            groups.append(
-                _Group(
-                    group_id=group.group_id,
-                    error_code=result.error,
-                    topics=[
-                        _GroupTopic(
-                            name=name,
-                            partitions=[
-                                _GroupPartition(
-                                    partition_index=index,
-                                    committed_offset=o.offset,
-                                    committed_leader_epoch=o.leader_epoch,
-                                    metadata=o.metadata,
-                                    error_code=o.error,
-                                )
-                                for index, o in parts
-                            ],
-                        )
-                        for name, parts in _by_topic(result.partitions.items()).items()
-                    ],
-                )
-            )
+            topics = _topics(result.partitions.items(), _GroupTopic, _GroupPartition)
+            groups.append(_Group(group_id=group.group_id, error_code=result.error, topics=topics))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
     result = await _fetch_one(ctx, request.group_id, request.topics, require_stable)
     if version < 2 and result.error != ErrorCode.NONE:
         # v0-1 have no top-level error: Kafka repeats the group's error on every partition
-        items = [(tp, None) for tp in _requested(request.topics) or ()]
+        failed = PartitionOffset(error=result.error)
+        items = [(tp, failed) for tp in _requested(request.topics) or ()]
     else:
         items = list(result.partitions.items())
-    topics = []
-    for name, parts in _by_topic(items).items():
-        partitions = []
-        for index, o in parts:
-            if o is None:
-                partitions.append(
-                    _Partition(
-                        partition_index=index,
-                        committed_offset=-1,
-                        metadata="",
-                        error_code=result.error,
-                    )
-                )
-            else:
-                partitions.append(
-                    _Partition(
-                        partition_index=index,
-                        committed_offset=o.offset,
-                        committed_leader_epoch=o.leader_epoch,
-                        metadata=o.metadata,
-                        error_code=o.error,
-                    )
-                )
-        topics.append(_Topic(name=name, partitions=partitions))
+    topics = _topics(items, _Topic, _Partition)
     return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=result.error)
+
+
+def _topics(items: Iterable[tuple[TopicPartition, PartitionOffset]], topic_cls, partition_cls):
+    """The answer's topics (of the one-group or the per-group form) for `items`."""
+    return [
+        topic_cls(
+            name=name,
+            partitions=[
+                partition_cls(
+                    partition_index=index,
+                    committed_offset=o.offset,
+                    committed_leader_epoch=o.leader_epoch,
+                    metadata=o.metadata,
+                    error_code=o.error,
+                )
+                for index, o in parts
+            ],
+        )
+        for name, parts in _by_topic(items).items()
+    ]

@@ -20,6 +20,7 @@ Deviations: none known.
 from __future__ import annotations
 
 from onceflow.broker.authorization import denied
+from onceflow.broker.handlers.heartbeat import member_identity
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.messages.sync_group import SyncGroupResponse
 
@@ -30,11 +31,8 @@ async def handle_sync_group(ctx, header, request) -> SyncGroupResponse:
     refused = denied(ctx, ApiKey.SYNC_GROUP, "group", request.group_id)
     if refused is not None:
         return SyncGroupResponse(throttle_time_ms=0, error_code=refused, assignment=b"")
-    result = await ctx.broker.group_coordinator.sync(
-        request.group_id,
-        request.generation_id,
-        request.member_id,
-        request.group_instance_id if version >= 3 else None,
+    result = await ctx.broker.group_coordinator.membership.sync(
+        *member_identity(request, version),
         request.protocol_type if version >= 5 else None,
         request.protocol_name if version >= 5 else None,
         {a.member_id: bytes(a.assignment) for a in request.assignments},

@@ -35,7 +35,7 @@ from onceflow.client.errors import (
     error_for_code,
 )
 from onceflow.client.net.io_thread import IOThread
-from onceflow.client.net.metadata import TopicPartition
+from onceflow.client.net.metadata import Cluster, TopicPartition
 from onceflow.client.net.network import AsyncBrokerConnection, NetworkClient
 from onceflow.client.net.tasks import BackgroundTasks
 from onceflow.client.producer.sender import STALE_METADATA
@@ -103,6 +103,14 @@ class Fetcher:
         if self.io is not None and self.io.wake_event is not None:
             self.io.wake_event.set()
 
+    def _leader_of(self, cluster: Cluster, tp: TopicPartition) -> int | None:
+        """The leader of `tp`, or None after asking for fresh metadata of its topic."""
+        leader = cluster.leader_for(tp)
+        if leader is None:
+            self.metadata.add_topics([tp.topic])
+            self.metadata.request_update()
+        return leader
+
     # ------------------------------------------------------------------ fetch
 
     def send_fetches(self) -> None:
@@ -113,10 +121,8 @@ class Fetcher:
             for tp, state in self.subs.assignment.items():
                 if not state.fetchable:
                     continue
-                leader = cluster.leader_for(tp)
+                leader = self._leader_of(cluster, tp)
                 if leader is None:
-                    self.metadata.add_topics([tp.topic])
-                    self.metadata.request_update()
                     continue
                 if leader in self._nodes_in_flight or self._node_backoff.get(leader, 0) > now:
                     continue
@@ -273,10 +279,8 @@ class Fetcher:
                 strategy = state.reset_strategy
                 if strategy is None or strategy == "none":
                     continue
-                leader = cluster.leader_for(tp)
+                leader = self._leader_of(cluster, tp)
                 if leader is None:
-                    self.metadata.add_topics([tp.topic])
-                    self.metadata.request_update()
                     continue
                 by_node.setdefault(leader, []).append((tp, strategy, state.generation))
         for node, partitions in by_node.items():

@@ -41,6 +41,7 @@ import math
 import struct
 from collections import deque
 from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import Enum
 from types import MappingProxyType
 from typing import Any, Final
@@ -114,19 +115,17 @@ class InvalidWireTransitionError(IllegalStateError):
         super().__init__(f"Invalid transition attempted from state {source.name} to {target.name}")
 
 
+@dataclass(slots=True, repr=False, eq=False)
 class PendingRequest:
     """A request sent and not yet answered. `context` and `deadline` belong to the transport
     (e.g. its future and when to give up); the core only stores them."""
 
-    __slots__ = ("correlation_id", "api_key", "api_version", "context", "deadline", "handshake")
-
-    def __init__(self, correlation_id, api_key, api_version, context, deadline, handshake):
-        self.correlation_id = correlation_id
-        self.api_key = api_key
-        self.api_version = api_version
-        self.context = context
-        self.deadline = deadline
-        self.handshake = handshake
+    correlation_id: int
+    api_key: int
+    api_version: int
+    context: Any
+    deadline: Any
+    handshake: bool
 
     def __repr__(self) -> str:
         return (

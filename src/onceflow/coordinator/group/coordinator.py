@@ -1,7 +1,7 @@
 """`GroupCoordinator`: classic consumer groups and their committed offsets on one broker.
 
 The broker's group handlers call one method each and turn the result into the response:
-membership (`join`, `sync`, `heartbeat`, `leave`: `membership.py`), offsets
+membership (`membership.join`, `.sync`, `.heartbeat`, `.leave`: `membership.py`), offsets
 (`commit_offsets`, `txn_offset_commit`, `fetch_offsets`, `delete_offsets`, `expire_offsets`:
 `offset_manager.py`), administration (`describe_groups`, `list_groups`, `delete_groups`),
 `ensure_offsets_topic` for FindCoordinator, and `on_txn_marker`, which the transaction
@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 from onceflow.coordinator.group.config import GroupConfig
 from onceflow.coordinator.group.group import GroupMetadata
-from onceflow.coordinator.group.member import JoinResult, SyncResult
 from onceflow.coordinator.group.membership import GroupMembership
 from onceflow.coordinator.group.offset_manager import OffsetManager
 from onceflow.coordinator.group.records import RecordBatchWriter
@@ -32,9 +31,6 @@ from onceflow.coordinator.group.results import (
     GroupDescription,
     GroupListing,
     MemberDescription,
-    OffsetFetchResult,
-    PartitionOffset,
-    PendingWrite,
 )
 from onceflow.coordinator.group.state import GroupState
 from onceflow.coordinator.group.storage import COMMIT_ERRORS, OffsetsTopic
@@ -42,15 +38,7 @@ from onceflow.coordinator.group.store import GroupStore
 from onceflow.log.manager import LogManager
 from onceflow.protocol.errors import ErrorCode
 
-__all__ = [
-    "GroupCoordinator",
-    "GroupDescription",
-    "GroupListing",
-    "MemberDescription",
-    "OffsetFetchResult",
-    "PartitionOffset",
-    "PendingWrite",
-]
+__all__ = ["GroupCoordinator"]
 
 logger = logging.getLogger("onceflow.coordinator.group")
 
@@ -120,59 +108,6 @@ class GroupCoordinator(OffsetManager):
         for group in self.groups.values():
             self.membership.close_group(group, ErrorCode.NOT_COORDINATOR)
         await self.store.finish_tasks(timeout=5)
-
-    # -- membership (membership.py) ------------------------------------------------------------
-
-    async def join(
-        self,
-        group_id: str,
-        member_id: str,
-        group_instance_id: str | None,
-        protocol_type: str,
-        protocols: Sequence[tuple[str, bytes]],
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int = -1,
-        client_id: str = "",
-        client_host: str = "",
-        *,
-        api_version: int,
-    ) -> JoinResult:
-        """JoinGroup. `rebalance_timeout_ms` -1 for v0 (the session timeout is used);
-        MEMBER_ID_REQUIRED applies from v4, SkipAssignment from v9."""
-        return await self.membership.join(
-            group_id, member_id, group_instance_id, protocol_type, protocols,
-            session_timeout_ms, rebalance_timeout_ms, client_id, client_host,
-            require_known_member_id=api_version >= 4,
-            support_skipping_assignment=api_version >= 9,
-        )  # fmt: skip
-
-    async def sync(
-        self,
-        group_id: str,
-        generation_id: int,
-        member_id: str,
-        group_instance_id: str | None = None,
-        protocol_type: str | None = None,
-        protocol_name: str | None = None,
-        assignments: Mapping[str, bytes] | None = None,
-    ) -> SyncResult:
-        """SyncGroup; `assignments` (member id -> bytes) only from the leader."""
-        return await self.membership.sync(
-            group_id, generation_id, member_id, group_instance_id, protocol_type,
-            protocol_name, assignments or {},
-        )  # fmt: skip
-
-    async def heartbeat(
-        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
-    ) -> ErrorCode:
-        """Heartbeat."""
-        return self.membership.heartbeat(group_id, generation_id, member_id, group_instance_id)
-
-    async def leave(
-        self, group_id: str, members: Sequence[tuple[str, str | None]]
-    ) -> tuple[ErrorCode, list[ErrorCode]]:
-        """LeaveGroup: top-level error and one error per `(member_id, group_instance_id)`."""
-        return self.membership.leave(group_id, members)
 
     # -- administration ------------------------------------------------------------------------
 

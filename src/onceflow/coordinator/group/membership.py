@@ -92,14 +92,14 @@ class GroupMembership:
         protocol_type: str,
         protocols: Protocols,
         session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        client_id: str,
-        client_host: str,
+        rebalance_timeout_ms: int = -1,
+        client_id: str = "",
+        client_host: str = "",
         *,
-        require_known_member_id: bool,
-        support_skipping_assignment: bool,
+        api_version: int,
     ) -> JoinResult:
-        """Handle a JoinGroup; see the module docstring."""
+        """Handle a JoinGroup; see the module docstring. `rebalance_timeout_ms` -1 for v0 (the
+        session timeout is used); MEMBER_ID_REQUIRED applies from v4, SkipAssignment from v9."""
         store = self.store
         error = store.check_group_status(group_id)
         if error is not None:
@@ -123,8 +123,9 @@ class GroupMembership:
         waiter = asyncio.get_running_loop().create_future()
         request = _JoinRequest(
             waiter, group_instance_id, protocol_type, protocols, session_timeout_ms,
-            rebalance_timeout_ms, client_id, client_host, require_known_member_id,
-            support_skipping_assignment,
+            rebalance_timeout_ms, client_id, client_host,
+            require_known_member_id=api_version >= 4,
+            support_skipping_assignment=api_version >= 9,
         )  # fmt: skip
         if member_id:
             result = self._current_member_join(group, member_id, request)
@@ -423,12 +424,14 @@ class GroupMembership:
         group_id: str,
         generation_id: int,
         member_id: str,
-        group_instance_id: str | None,
-        protocol_type: str | None,
-        protocol_name: str | None,
-        assignments: Mapping[str, bytes],
+        group_instance_id: str | None = None,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+        assignments: Mapping[str, bytes] | None = None,
     ) -> SyncResult:
-        """Handle a SyncGroup; see the module docstring."""
+        """Handle a SyncGroup; see the module docstring. `assignments` (member id -> bytes)
+        only from the leader."""
+        assignments = assignments or {}
         error = self.store.check_group_status(group_id)
         if error is not None:
             return SyncResult(error)
@@ -524,7 +527,7 @@ class GroupMembership:
 
     # -- Heartbeat and LeaveGroup --------------------------------------------------------------
 
-    def heartbeat(
+    async def heartbeat(
         self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
     ) -> ErrorCode:
         """Handle a Heartbeat; see the module docstring."""
@@ -548,7 +551,7 @@ class GroupMembership:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 
-    def leave(
+    async def leave(
         self, group_id: str, members: Sequence[tuple[str, str | None]]
     ) -> tuple[ErrorCode, list[ErrorCode]]:
         """Handle a LeaveGroup: `(member_id, group_instance_id)` per leaving member (v3+ batch;

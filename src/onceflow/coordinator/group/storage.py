@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Final
 
 from onceflow.coordinator.group.config import OFFSETS_TOPIC, GroupConfig
-from onceflow.coordinator.partitioning import coordinator_partition
+from onceflow.coordinator.topic import CoordinatorTopic
 from onceflow.log.manager import LogManager
 from onceflow.log.partition import AppendResult, PartitionLog
 from onceflow.log.producer_state import AppendOrigin
@@ -59,41 +59,17 @@ STORE_GROUP_ERRORS: Final[Mapping[ErrorCode, ErrorCode]] = MappingProxyType(
 )
 
 
-class OffsetsTopic:
+class OffsetsTopic(CoordinatorTopic):
     """Access to `__consumer_offsets` through the `LogManager`."""
 
     def __init__(self, logs: LogManager, config: GroupConfig) -> None:
-        self.logs = logs
-        self.config = config
-
-    @property
-    def num_partitions(self) -> int:
-        """Partitions of the topic (its real count once it exists, else the configured one)."""
-        info = self.logs.topic(OFFSETS_TOPIC)
-        return info.partitions if info is not None else self.config.offsets_topic_num_partitions
-
-    def partition_for(self, group_id: str) -> int:
-        """The partition holding `group_id` (Kafka: `Utils.abs(hashCode) % partitions`)."""
-        return coordinator_partition(group_id, self.num_partitions)
-
-    def ensure(self) -> ErrorCode:
-        """Create the topic if it does not exist; NONE, or COORDINATOR_NOT_AVAILABLE."""
-        if self.logs.topic(OFFSETS_TOPIC) is not None:
-            return ErrorCode.NONE
-        configs = {
-            "cleanup.policy": "compact",
-            "segment.bytes": str(self.config.offsets_topic_segment_bytes),
-        }
-        result = self.logs.create_topic(
-            OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, configs
+        super().__init__(
+            logs,
+            OFFSETS_TOPIC,
+            config.offsets_topic_num_partitions,
+            {"segment.bytes": str(config.offsets_topic_segment_bytes)},
         )
-        if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-            logger.error(
-                "cannot create %s: %s %s", OFFSETS_TOPIC, result.error.name, result.message
-            )
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        logger.info("created %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
-        return ErrorCode.NONE
+        self.config = config
 
     def log_for(self, group_id: str) -> PartitionLog | None:
         """The log of the group's partition (creating the topic if needed), or None."""

@@ -17,7 +17,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from onceflow.coordinator.txn.markers import TxnMarkerChannel
+from onceflow.coordinator.txn.markers import TxnMarker, TxnMarkerChannel
 from onceflow.coordinator.txn.metadata import (
     TopicPartition,
     TransactionMetadata,
@@ -122,11 +122,10 @@ class TxnCompleter:
     ) -> None:
         """Write markers until `remaining` (updated in place) is empty."""
         commit = complete.txn_state is TxnState.COMPLETE_COMMIT
+        marker = TxnMarker(md.producer_id, producer_epoch, coordinator_epoch, commit)
         backoff = _FIRST_BACKOFF_S
         while remaining:
-            outcomes = await self.markers.write_markers(
-                md.producer_id, producer_epoch, coordinator_epoch, commit, remaining
-            )
+            outcomes = await self.markers.write_markers(marker, remaining)
             for tp, error in outcomes.items():
                 if error == ErrorCode.NONE:
                     remaining.discard(tp)

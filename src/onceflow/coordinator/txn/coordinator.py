@@ -41,6 +41,7 @@ from onceflow.coordinator.txn.markers import (
     CONSUMER_OFFSETS_TOPIC,
     InProcessTxnMarkerChannel,
     MarkerListener,
+    TxnMarker,
     TxnMarkerChannel,
     write_marker,
 )
@@ -156,7 +157,7 @@ class TransactionCoordinator:
         transactional id (the last record per id wins; a tombstone removes it) and start
         finishing the transactions left in PREPARE_COMMIT/PREPARE_ABORT."""
         self._loaded = False
-        if self.state_log.ensure_topic() != ErrorCode.NONE:
+        if self.state_log.ensure() != ErrorCode.NONE:
             raise OSError("cannot create __transaction_state")
         self.coordinator_epoch = self.state_log.bump_coordinator_epoch()
         states: dict[str, TxnTransitMetadata] = {}
@@ -661,12 +662,5 @@ class TransactionCoordinator:
         """KIP-664's abort of a hanging transaction on one partition: a log-side ABORT marker
         for the producer id and epoch (what Kafka's admin sends as WriteTxnMarkers). The
         partition's producer state checks the epochs; the coordinator's cache is untouched."""
-        return await write_marker(
-            self.logs,
-            tp,
-            producer_id,
-            producer_epoch,
-            coordinator_epoch,
-            False,
-            self.marker_listeners,
-        )
+        marker = TxnMarker(producer_id, producer_epoch, coordinator_epoch, commit=False)
+        return await write_marker(self.logs, tp, marker, self.marker_listeners)

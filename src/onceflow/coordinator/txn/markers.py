@@ -1,7 +1,8 @@
 """Transaction markers: COMMIT/ABORT control batches written to every partition of a transaction.
 
 `TxnMarkerChannel` is the coordinator's view (Kafka's `TransactionMarkerChannelManager`): write
-one marker per partition and report each partition's outcome. `InProcessTxnMarkerChannel` writes
+one `TxnMarker` (what a WriteTxnMarkers entry carries besides its partitions) per partition
+and report each partition's outcome. `InProcessTxnMarkerChannel` writes
 to this broker's logs (`PartitionLog.append(origin=COORDINATOR)`, then waits for the fsync); a
 channel sending WriteTxnMarkers to other brokers could replace it without touching the
 coordinator.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
 from onceflow.common import wall_clock_ms
@@ -31,6 +33,7 @@ __all__ = [
     "CONSUMER_OFFSETS_TOPIC",
     "InProcessTxnMarkerChannel",
     "MarkerListener",
+    "TxnMarker",
     "TxnMarkerChannel",
     "write_marker",
 ]
@@ -42,28 +45,30 @@ logger = logging.getLogger("onceflow.coordinator.txn")
 MarkerListener = Callable[[TopicPartition, int, bool], None]
 
 
+@dataclass(frozen=True, slots=True)
+class TxnMarker:
+    """One transaction's COMMIT or ABORT marker, as written to each of its partitions."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    commit: bool
+
+
 class TxnMarkerChannel(Protocol):
     """Delivers transaction markers to partition leaders (here: this broker)."""
 
     async def write_markers(
-        self,
-        producer_id: int,
-        producer_epoch: int,
-        coordinator_epoch: int,
-        commit: bool,
-        partitions: Iterable[TopicPartition],
+        self, marker: TxnMarker, partitions: Iterable[TopicPartition]
     ) -> Mapping[TopicPartition, ErrorCode]:
-        """Write one marker per partition; each partition's outcome (NONE once durable)."""
+        """Write `marker` to each partition; each partition's outcome (NONE once durable)."""
         ...
 
 
 async def write_marker(
     logs: LogManager,
     tp: TopicPartition,
-    producer_id: int,
-    producer_epoch: int,
-    coordinator_epoch: int,
-    commit: bool,
+    marker: TxnMarker,
     listeners: Iterable[MarkerListener] = (),
 ) -> ErrorCode:
     """Append one COMMIT/ABORT marker to `tp` as the coordinator and wait until it is durable.
@@ -76,8 +81,10 @@ async def write_marker(
     if log is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     now = wall_clock_ms()
-    control = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
-    batch = build_control_batch(producer_id, producer_epoch, control, coordinator_epoch, now)
+    control = ControlRecordType.COMMIT if marker.commit else ControlRecordType.ABORT
+    batch = build_control_batch(
+        marker.producer_id, marker.producer_epoch, control, marker.coordinator_epoch, now
+    )
     result = log.append(batch, now_ms=now, origin=AppendOrigin.COORDINATOR)
     error = result.error
     if error == ErrorCode.NONE:
@@ -86,7 +93,7 @@ async def write_marker(
         return error
     if tp.topic == CONSUMER_OFFSETS_TOPIC:
         for listener in listeners:
-            listener(tp, producer_id, commit)
+            listener(tp, marker.producer_id, marker.commit)
     return ErrorCode.NONE
 
 
@@ -102,27 +109,11 @@ class InProcessTxnMarkerChannel:
         self.listeners.append(listener)
 
     async def write_markers(
-        self,
-        producer_id: int,
-        producer_epoch: int,
-        coordinator_epoch: int,
-        commit: bool,
-        partitions: Iterable[TopicPartition],
+        self, marker: TxnMarker, partitions: Iterable[TopicPartition]
     ) -> Mapping[TopicPartition, ErrorCode]:
-        """Write one marker per partition concurrently; each partition's outcome."""
+        """Write `marker` to each partition concurrently; each partition's outcome."""
         ordered = sorted(partitions)
         outcomes = await asyncio.gather(
-            *(
-                write_marker(
-                    self.logs,
-                    tp,
-                    producer_id,
-                    producer_epoch,
-                    coordinator_epoch,
-                    commit,
-                    self.listeners,
-                )
-                for tp in ordered
-            )
+            *(write_marker(self.logs, tp, marker, self.listeners) for tp in ordered)
         )
         return dict(zip(ordered, outcomes, strict=True))

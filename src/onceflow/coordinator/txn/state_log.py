@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterator
 
 from onceflow.coordinator.internal_topics import TRANSACTION_STATE_TOPIC
-from onceflow.coordinator.partitioning import coordinator_partition
+from onceflow.coordinator.topic import CoordinatorTopic
 from onceflow.coordinator.txn.config import TxnConfig
 from onceflow.coordinator.txn.log_codec import build_state_batch, iter_state_records
 from onceflow.coordinator.txn.metadata import TxnTransitMetadata
@@ -43,40 +43,20 @@ _APPEND_ERRORS = {
 }
 
 
-class TransactionStateLog:
+class TransactionStateLog(CoordinatorTopic):
     """Durable appends to and reads of `__transaction_state`."""
 
     def __init__(self, logs: LogManager, config: TxnConfig) -> None:
-        self.logs = logs
-        self.config = config
-
-    @property
-    def num_partitions(self) -> int:
-        """Partitions of the topic (its real count once created, else the configured one)."""
-        info = self.logs.topic(TRANSACTION_STATE_TOPIC)
-        return info.partitions if info else self.config.transaction_state_log_num_partitions
-
-    def partition_for(self, transactional_id: str) -> int:
-        """The `__transaction_state` partition coordinating `transactional_id`."""
-        return coordinator_partition(transactional_id, self.num_partitions)
-
-    def ensure_topic(self) -> ErrorCode:
-        """Create `__transaction_state` when absent; NONE when it exists afterwards."""
-        if self.logs.topic(TRANSACTION_STATE_TOPIC) is not None:
-            return ErrorCode.NONE
-        result = self.logs.create_topic(
+        super().__init__(
+            logs,
             TRANSACTION_STATE_TOPIC,
-            self.config.transaction_state_log_num_partitions,
+            config.transaction_state_log_num_partitions,
             {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(self.config.transaction_state_log_segment_bytes),
+                "segment.bytes": str(config.transaction_state_log_segment_bytes),
                 "flush.on.ack": "true",
             },
         )
-        if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-            logger.error("cannot create %s: %s", TRANSACTION_STATE_TOPIC, result.message)
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        return ErrorCode.NONE
+        self.config = config
 
     async def append(
         self, transactional_id: str, transit: TxnTransitMetadata, now_ms: int

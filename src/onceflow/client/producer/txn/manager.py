@@ -401,7 +401,7 @@ class TxnManager(TransactionManager):
         with self.lock:
             if self.state in ABORTABLE_IGNORED_IN:
                 return
-            if isinstance(error, KafkaError) and not isinstance(error, TransactionAbortableError):
+            if isinstance(error, KafkaError):
                 error.txn_requires_abort = True
             self.last_error = error
             self.transition_to(_S.ABORTABLE_ERROR)

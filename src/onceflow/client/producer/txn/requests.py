@@ -97,6 +97,12 @@ _LOST_PRODUCER_ID = {
     _E.INVALID_PRODUCER_ID_MAPPING: _A.ABORTABLE,
     _E.TRANSACTION_ABORTABLE: _A.ABORTABLE,
 }
+# the requests made within a transaction: any of those, and a competing transition retries
+_IN_TRANSACTION = error_table(
+    _COORDINATOR_MOVED, _FATAL, _LOST_PRODUCER_ID, {_E.CONCURRENT_TRANSACTIONS: _A.RETRY}
+)
+# a partition the coordinator does not know yet (metadata still propagating) is retried
+_TOPIC_RETRY = {_E.UNKNOWN_TOPIC_OR_PARTITION: _A.RETRY}
 
 
 class FindCoordinator(TxnRequest):
@@ -184,15 +190,9 @@ class AddPartitionsToTxn(TxnRequest):
     API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
     MAX_VERSION = _ADD_PARTITIONS_CLIENT_MAX
     ERRORS = error_table(
-        _COORDINATOR_MOVED,
-        _FATAL,
-        _LOST_PRODUCER_ID,
-        {
-            _E.CONCURRENT_TRANSACTIONS: _A.RETRY,
-            _E.UNKNOWN_TOPIC_OR_PARTITION: _A.RETRY,
-            _E.OPERATION_NOT_ATTEMPTED: _A.RETRY,
-            _E.TOPIC_AUTHORIZATION_FAILED: _A.ABORTABLE,
-        },
+        _IN_TRANSACTION,
+        _TOPIC_RETRY,
+        {_E.OPERATION_NOT_ATTEMPTED: _A.RETRY, _E.TOPIC_AUTHORIZATION_FAILED: _A.ABORTABLE},
     )
 
     def __init__(
@@ -251,12 +251,7 @@ class AddOffsetsToTxn(_GroupOffsets):
 
     KIND = TxnRequestKind.ADD_OFFSETS_TO_TXN
     API_KEY = ApiKey.ADD_OFFSETS_TO_TXN
-    ERRORS = error_table(
-        _COORDINATOR_MOVED,
-        _FATAL,
-        _LOST_PRODUCER_ID,
-        {_E.CONCURRENT_TRANSACTIONS: _A.RETRY, _E.GROUP_AUTHORIZATION_FAILED: _A.ABORTABLE},
-    )
+    ERRORS = error_table(_IN_TRANSACTION, {_E.GROUP_AUTHORIZATION_FAILED: _A.ABORTABLE})
 
     def build(self, txn: TransactionContext, version: int) -> Any:
         return messages.REQUESTS[self.API_KEY](
@@ -278,12 +273,9 @@ class TxnOffsetCommit(_GroupOffsets):
     API_KEY = ApiKey.TXN_OFFSET_COMMIT
     MAX_VERSION = TXN_OFFSET_COMMIT_TV1_MAX
     ERRORS = error_table(
-        _COORDINATOR_MOVED,
-        _FATAL,
-        _LOST_PRODUCER_ID,
+        _IN_TRANSACTION,
+        _TOPIC_RETRY,
         {
-            _E.CONCURRENT_TRANSACTIONS: _A.RETRY,
-            _E.UNKNOWN_TOPIC_OR_PARTITION: _A.RETRY,
             _E.UNKNOWN_MEMBER_ID: _A.ABORTABLE,
             _E.ILLEGAL_GENERATION: _A.ABORTABLE,
             _E.FENCED_INSTANCE_ID: _A.ABORTABLE,
@@ -353,9 +345,7 @@ class EndTxn(TxnRequest):
     KIND = TxnRequestKind.END_TXN
     API_KEY = ApiKey.END_TXN
     MAX_VERSION = END_TXN_TV1_MAX
-    ERRORS = error_table(
-        _COORDINATOR_MOVED, _FATAL, _LOST_PRODUCER_ID, {_E.CONCURRENT_TRANSACTIONS: _A.RETRY}
-    )
+    ERRORS = _IN_TRANSACTION
 
     def __init__(self, committed: bool, result: TransactionalRequestResult | None = None):
         super().__init__(result)
