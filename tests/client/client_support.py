@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 
+from support.topic_reader import confluent_read_to_end
+
 from onceflow.client import Consumer, Producer
 
 # fast groups: no initial rebalance delay, short sessions allowed, few internal partitions
@@ -98,38 +100,8 @@ def read_all(
 def confluent_read_all(
     bootstrap: str, topic: str, partitions: int, isolation: str, expect: int
 ) -> list[bytes]:
-    """The values of `topic` visible to confluent-kafka at `isolation`: reads until at least
-    `expect` arrived and every partition is at its end (a committed transaction's markers
-    are written after EndTxn returns, so the end moves a little later)."""
-    from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
-    from confluent_kafka import Consumer as ConfluentConsumer
-
-    consumer = ConfluentConsumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"verify-{isolation}",
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    values: list[bytes] = []
-    at_end: set[int] = set()
-    deadline = time.monotonic() + WAIT_S
-    try:
-        while len(at_end) < partitions or len(values) < expect:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{topic} not read to the end: {len(values)} values")
-            for msg in consumer.consume(num_messages=1000, timeout=0.3):
-                error = msg.error()
-                if error is None:
-                    values.append(msg.value())
-                    at_end.discard(msg.partition())
-                elif error.code() == KafkaError._PARTITION_EOF:
-                    at_end.add(msg.partition())
-                else:
-                    raise AssertionError(f"consume error {error}")
-    finally:
-        consumer.close()
-    return values
+    """The values of `topic` visible to confluent-kafka at `isolation`, once at least `expect`
+    arrived and every partition is at its end."""
+    config = {"bootstrap.servers": bootstrap}
+    records = confluent_read_to_end(config, topic, partitions, isolation, expect=expect)
+    return [value for _partition, _offset, value in records]

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.eos_app import parse_output, transform
+from support.eos_app import exactly_once_problems
 
 from client.client_support import (
     FAST_GROUP_BROKER,
@@ -130,16 +130,9 @@ def test_client_eos_app_exactly_once_through_kill(broker_factory, tmp_path):
     assert progress_at_kill < N
 
     committed = read_all(bootstrap, "eos-out", PARTITIONS, "read_committed", expect=N)
-    seen: dict[tuple[int, int], int] = {}
-    for record in committed:
-        _body, in_partition, in_offset = parse_output(record.value)
-        assert in_partition == record.partition
-        seq = in_offset * PARTITIONS + in_partition  # input seq s sits at (s % 4, s // 4)
-        assert record.value == transform(in_partition, in_offset, input_value(seq))
-        seen[(in_partition, in_offset)] = seen.get((in_partition, in_offset), 0) + 1
-    duplicates = {k: c for k, c in seen.items() if c > 1}
-    assert not duplicates, f"{len(duplicates)} duplicated, e.g. {list(duplicates.items())[:5]}"
-    assert len(seen) == N and len(committed) == N
+    inputs = {(seq % PARTITIONS, seq // PARTITIONS): input_value(seq) for seq in range(N)}
+    assert exactly_once_problems([(r.partition, r.value) for r in committed], inputs) == []
+    assert len(committed) == N
 
     theirs = confluent_read_all(bootstrap, "eos-out", PARTITIONS, "read_committed", N)
     assert sorted(theirs) == sorted(r.value for r in committed)

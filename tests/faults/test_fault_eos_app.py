@@ -28,7 +28,8 @@ from pathlib import Path
 import pytest
 from interop.test_group_confluent import GROUP_BROKER_CONFIG, offset_fetch
 from interop.workload import create_topic
-from support.eos_app import parse_output, transform
+from support.eos_app import exactly_once_problems
+from support.topic_reader import confluent_read_to_end
 
 APP = Path(__file__).resolve().parent.parent / "support" / "eos_app.py"
 N = 100_000
@@ -162,36 +163,7 @@ def committed_offsets(bootstrap: str, *, require_stable: bool = True) -> dict[in
 
 def read_output(bootstrap: str, isolation: str) -> list[tuple[int, int, bytes]]:
     """Every record of eos-out visible at `isolation`: (partition, offset, value)."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"verify-{isolation}",
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([TopicPartition("eos-out", p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-    records: list[tuple[int, int, bytes]] = []
-    at_end: set[int] = set()
-    deadline = time.monotonic() + 60
-    try:
-        while len(at_end) < PARTITIONS:
-            assert time.monotonic() < deadline, f"output not read to the end: {len(records)}"
-            for msg in consumer.consume(num_messages=5000, timeout=0.5):
-                error = msg.error()
-                if error is None:
-                    records.append((msg.partition(), msg.offset(), msg.value()))
-                    at_end.discard(msg.partition())
-                elif error.code() == KafkaError._PARTITION_EOF:
-                    at_end.add(msg.partition())
-                else:
-                    raise AssertionError(f"consume error {error}")
-    finally:
-        consumer.close()
-    return records
+    return confluent_read_to_end({"bootstrap.servers": bootstrap}, "eos-out", PARTITIONS, isolation)
 
 
 @pytest.mark.timeout(300)
@@ -249,19 +221,8 @@ def test_eos_app_exactly_once_through_app_and_broker_kills(broker_factory, tmp_p
     assert committed_offsets(broker.bootstrap) == end_offsets
 
     committed = read_output(broker.bootstrap, "read_committed")
-    seen: dict[tuple[int, int], int] = {}
-    for partition, _offset, value in committed:
-        body, in_partition, in_offset = parse_output(value)
-        assert in_partition == partition
-        seq = in_offset * PARTITIONS + in_partition  # input seq s sits at (s % 4, s // 4)
-        assert value == transform(in_partition, in_offset, input_value(seq))
-        seen[(in_partition, in_offset)] = seen.get((in_partition, in_offset), 0) + 1
-    duplicates = {k: c for k, c in seen.items() if c > 1}
-    missing = [
-        (p, o) for p in range(PARTITIONS) for o in range(N // PARTITIONS) if (p, o) not in seen
-    ]
-    assert not duplicates, f"{len(duplicates)} duplicated, e.g. {list(duplicates.items())[:5]}"
-    assert not missing, f"{len(missing)} missing, e.g. {missing[:5]}"
+    inputs = {(seq % PARTITIONS, seq // PARTITIONS): input_value(seq) for seq in range(N)}
+    assert exactly_once_problems([(p, value) for p, _o, value in committed], inputs) == []
     assert len(committed) == N
 
     uncommitted = read_output(broker.bootstrap, "read_uncommitted")

@@ -7,11 +7,12 @@
 
 `poll(timeout)` returns a list of up to `max.poll.records` `ConsumerRecord`s, like Kafka's Java
 `poll` (flattened) and kafka-python; an empty list means nothing arrived in time. Errors are
-raised from `poll`: `OffsetOutOfRangeError` with auto.offset.reset=none, corrupt data, and
-other non-retriable fetch errors. Positions without an offset start at auto.offset.reset
-(`latest` by default, as in Kafka); offsets -2 and -1 mean beginning and end (confluent-kafka's
-OFFSET_BEGINNING / OFFSET_END). Fetching runs on the I/O thread: while the application
-processes one response, the next fetch is already in flight.
+raised from `poll`: `OffsetOutOfRangeError` with auto.offset.reset=none, corrupt data,
+other non-retriable fetch errors, and `TopicAuthorizationFailedError` while the metadata
+answer refuses a subscribed topic (Java's TopicAuthorizationException). Positions without an
+offset start at auto.offset.reset (`latest` by default, as in Kafka); offsets -2 and -1 mean
+beginning and end (confluent-kafka's OFFSET_BEGINNING / OFFSET_END). Fetching runs on the I/O
+thread: while the application processes one response, the next fetch is already in flight.
 
 With `group.id`, `subscribe(topics, on_assign, on_revoke)` joins the consumer group (classic
 protocol, eager rebalancing, `partition.assignment.strategy` range or roundrobin): `poll`
@@ -311,6 +312,8 @@ class Consumer:
         subs = self.subscriptions
         self.metadata.raise_auth_error()
         if group is not None:
+            if group.subscription is not None:
+                self.metadata.raise_unauthorized(group.subscription)
             if group.subscription is not None and not group.ensure_active_group(deadline):
                 return []
             group.update_positions(deadline)

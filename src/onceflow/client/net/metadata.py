@@ -192,6 +192,21 @@ class Metadata:
         if error is not None:
             raise error
 
+    def raise_unauthorized(self, topics: Iterable[str]) -> None:
+        """Raise TOPIC_AUTHORIZATION_FAILED naming those of `topics` the last metadata answer
+        refused, as Kafka's consumer does for its subscription (until a refresh allows them)."""
+        topics_info = self.cluster.topics
+        denied = sorted(
+            topic
+            for topic in topics
+            if topic in topics_info
+            and topics_info[topic].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        )
+        if denied:
+            raise error_for_code(
+                ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"Not authorized to access topics: {denied}"
+            )
+
     def wait_for_topic(self, topic: str, timeout_s: float, request_update) -> int:
         """Block until `topic` has partitions; returns the count. `request_update()` asks the
         I/O thread for a refresh. Raises the topic's error or `KafkaTimeoutError`."""
