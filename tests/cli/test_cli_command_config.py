@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from onceflow.cli.main import build_parser
-from onceflow.cli.options import client_properties, read_properties
+from onceflow.cli.options import client_properties
+from onceflow.properties import parse_properties
 
 
 def test_java_properties_syntax():
     text = "# comment\n! comment\na=1\nb : 2\nc 3\nd=x\\=y\\\\z\ne=/tmp/\\\n   ca.pem\nf=\n"
-    assert read_properties(text) == {
+    assert parse_properties(text) == {
         "a": "1", "b": "2", "c": "3", "d": "x=y\\z", "e": "/tmp/ca.pem", "f": ""
     }  # fmt: skip
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import argparse
 import codecs
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
+from onceflow.properties import parse_properties
+
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000
-_PROPERTY_SEPARATOR = re.compile(r"(?<!\\)(?:\s*[=:]\s*|\s+)")
 
 
 def add_command(
@@ -102,7 +102,7 @@ def client_properties(args: argparse.Namespace) -> dict[str, Any]:
     config: dict[str, Any] = {}
     if args.command_config is not None:
         try:
-            config.update(read_properties(args.command_config.read_text(encoding="utf-8")))
+            config.update(parse_properties(args.command_config.read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError) as exc:
             _usage_error(args, f"--command-config {args.command_config}: {exc}")
     for item in args.property:
@@ -126,32 +126,6 @@ def _usage_error(args: argparse.Namespace, message: str) -> None:
     if parser is None:
         raise SystemExit(f"onceflow: {message}")
     parser.error(message)
-
-
-def read_properties(text: str) -> dict[str, str]:
-    """A Java properties file's entries: `key=value`, `key: value` or `key value`; `#` and `!`
-    comment lines; a line ending in a backslash continues on the next; backslash escapes
-    (`\\t`, `\\n`, `\\=`, `\\:`, `\\ `, `\\\\`). Unicode escapes are not decoded."""
-    entries: dict[str, str] = {}
-    logical = ""
-    for raw in [*text.splitlines(), ""]:  # a final empty line ends a dangling continuation
-        line = raw.lstrip()
-        if not logical and (not line or line[0] in "#!"):
-            continue
-        if (len(line) - len(line.rstrip("\\"))) % 2 == 1:  # odd backslashes: continued
-            logical += line[:-1]
-            continue
-        key, *value = _PROPERTY_SEPARATOR.split(logical + line, maxsplit=1)
-        entries[_unescape_property(key)] = _unescape_property(value[0] if value else "")
-        logical = ""
-    return entries
-
-
-_PROPERTY_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _unescape_property(text: str) -> str:
-    return re.sub(r"\\(.)", lambda m: _PROPERTY_ESCAPES.get(m[1], m[1]), text)
 
 
 def unescape(text: str) -> bytes:
