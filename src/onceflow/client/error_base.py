@@ -1,4 +1,5 @@
-"""`KafkaError`, the base of every error the client raises for a Kafka error code.
+"""`KafkaError`, the base of every error the client raises for a Kafka error code, and
+`AuthenticationError`, the base of the errors that say the client could not authenticate.
 
 The subclass per code lives in the generated `error_classes`; `client.errors` is the module to
 import from.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from onceflow.protocol.errors import ErrorCode
 
-__all__ = ["KafkaError"]
+__all__ = ["AuthenticationError", "KafkaError"]
 
 
 class KafkaError(Exception):
@@ -28,3 +29,17 @@ class KafkaError(Exception):
     def retriable(self) -> bool:
         """True when Kafka's own client would retry after this error."""
         return self.code.retriable
+
+
+class AuthenticationError(KafkaError):
+    """The client could not authenticate with a broker (Kafka's `AuthenticationException`): a
+    SASL login the broker refused (`SaslAuthenticationFailedError`), a mechanism it does not
+    enable (`UnsupportedSaslMechanismError`) or a TLS handshake that failed
+    (`SslAuthenticationError`). Not retriable: retrying with the same settings fails again.
+    The producer, consumer and admin client raise it from their next call instead of waiting
+    for a timeout; a connection attempt is still made now and then, in case the broker's side
+    is fixed."""
+
+    @property
+    def retriable(self) -> bool:
+        return False

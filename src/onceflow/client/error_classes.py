@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from onceflow.client.error_base import KafkaError
+from onceflow.client.error_base import AuthenticationError, KafkaError
 from onceflow.protocol.errors import ErrorCode
 
 __all__ = [
@@ -343,7 +343,7 @@ class InvalidTimestampError(KafkaError):
     code = ErrorCode.INVALID_TIMESTAMP
 
 
-class UnsupportedSaslMechanismError(KafkaError):
+class UnsupportedSaslMechanismError(AuthenticationError):
     """Error code 33, UNSUPPORTED_SASL_MECHANISM."""
 
     code = ErrorCode.UNSUPPORTED_SASL_MECHANISM
@@ -493,7 +493,7 @@ class LogDirNotFoundError(KafkaError):
     code = ErrorCode.LOG_DIR_NOT_FOUND
 
 
-class SaslAuthenticationFailedError(KafkaError):
+class SaslAuthenticationFailedError(AuthenticationError):
     """Error code 58, SASL_AUTHENTICATION_FAILED."""
 
     code = ErrorCode.SASL_AUTHENTICATION_FAILED
