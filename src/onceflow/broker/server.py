@@ -29,7 +29,7 @@ import socket
 import ssl
 
 from onceflow.broker.config import BrokerConfig, Listener
-from onceflow.broker.connection import BrokerConnection
+from onceflow.broker.connection import BrokerConnection, TlsBrokerConnection
 from onceflow.broker.listeners import ListenerSpec, SecurityProtocol
 from onceflow.broker.metrics import MetricsServer
 from onceflow.broker.state import BrokerState
@@ -128,7 +128,8 @@ class Broker:
         principal_of = None
         if spec.protocol is SecurityProtocol.SSL:
             principal_of = self._certificate_principal
-        connection = BrokerConnection(
+        connection_class = TlsBrokerConnection if spec.protocol.uses_tls else BrokerConnection
+        connection = connection_class(
             self.state,
             on_close=self._connections.discard,
             listener_name=spec.name,
