@@ -44,3 +44,4 @@ def test_security_throughput(tmp_path):
     assert run["config"]["acls"] == 300
     assert run["tls"]["python_ssl"]["version"] in ("TLSv1.2", "TLSv1.3")
     assert run["tls"]["librdkafka"]["cipher"] == run["tls"]["python_ssl"]["cipher"]
+    assert run["authorization"]["produce_requests_per_mb"] > 0  # the broker's metrics were read

@@ -83,8 +83,8 @@ sizes = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None)
-@given(sizes=sizes, reads=st.lists(st.integers(1, 600_000), min_size=1, max_size=8))
+@settings(max_examples=40, deadline=None)
+@given(sizes=sizes, reads=st.lists(st.integers(2_000, 600_000), min_size=1, max_size=8))
 def test_frames_come_out_whole_and_in_order_whatever_the_reads(sizes, reads):
     data, frames = _stream(sizes)
     tls = _recording(TlsBrokerConnection)
@@ -94,6 +94,18 @@ def test_frames_come_out_whole_and_in_order_whatever_the_reads(sizes, reads):
     for start in range(0, len(data), reads[0]):
         plain.data_received(data[start : start + reads[0]])
     assert plain.frames == tls.frames
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 3000), min_size=1, max_size=8),
+    reads=st.lists(st.integers(1, 50), min_size=1, max_size=8),
+)
+def test_small_frames_in_tiny_reads(sizes, reads):
+    data, frames = _stream(sizes)
+    tls = _recording(TlsBrokerConnection)
+    feed_tls(tls, data, reads)
+    assert tls.frames == frames
 
 
 def test_a_frame_larger_than_the_buffer_grows_it_to_hold_the_frame_then_shrinks_back():
