@@ -405,11 +405,10 @@ def main(argv: list[str] | None = None) -> int:
     requests_per_mb = statistics.median(
         r["produce"]["produce_requests_per_mb"] for r in runs["acls"]
     )
-    acl_cpu_share = (
-        (checks_us["acls"] - checks_us["off"])
-        * requests_per_mb
-        / (1000 * median["plaintext"]["produce_broker_cpu_ms_per_mb"])
-    )
+    # broker CPU is read in 10 ms ticks: a tiny run may show none
+    broker_us_per_mb = 1000 * median["plaintext"]["produce_broker_cpu_ms_per_mb"]
+    extra_us_per_mb = (checks_us["acls"] - checks_us["off"]) * requests_per_mb
+    acl_cpu_share = extra_us_per_mb / broker_us_per_mb if broker_us_per_mb else None
     authorization = {
         "us_per_produce_request": checks_us,
         "produce_requests_per_mb": requests_per_mb,
@@ -432,7 +431,8 @@ def main(argv: list[str] | None = None) -> int:
         f"({mbps['acls']:.0f} MB/s), target >= {TARGET_ACL_RATIO}; ACL checks "
         f"{checks_us['acls']:.1f} us (off: {checks_us['off']:.1f}) per Produce x "
         f"{requests_per_mb:.2f} requests/MB = "
-        f"{acl_cpu_share:.2%} of the broker's CPU/MB; medians of {args.rounds} "
+        f"{'n/a' if acl_cpu_share is None else f'{acl_cpu_share:.2%}'} of the broker's CPU/MB; "
+        f"medians of {args.rounds} "
         f"rounds x {args.bytes >> 20} MiB; load {load_before[0]:.1f} before"
     )
     run = {

@@ -16,6 +16,11 @@ TLS client certificate's (`principal_of`, on SSL listeners) or the SASL login's.
 
 Backpressure: when the transport's write buffer passes its high-water mark, or too many
 requests are in flight, the connection stops reading until it drains.
+
+On a TLS listener the connection is a `TlsBrokerConnection`: the TLS transport decrypts into
+the connection's own receive buffer (asyncio's `BufferedProtocol`) instead of handing over new
+bytes per read, and a large response is written to it in 256 KiB pieces, so that the start of
+a fetch is sent while the rest is still being encrypted (bench/README.md, "Security").
 """
 
 from __future__ import annotations
