@@ -23,6 +23,7 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
@@ -115,10 +116,18 @@ def produce(bootstrap: str, args: argparse.Namespace) -> dict[str, float]:
     return {"records": acked, "bytes": size, "seconds": seconds, "mb_per_s": size / 1e6 / seconds}
 
 
-def consume(bootstrap: str, args: argparse.Namespace, records: int) -> dict[str, float]:
-    """Read `records` records back from the beginning of every partition."""
+def consume(
+    bootstrap: str,
+    args: argparse.Namespace,
+    records: int,
+    topic: str = TOPIC,
+    settings: Mapping[str, object] | None = None,
+) -> dict[str, float]:
+    """Read `records` records back from the beginning of every partition of `topic`
+    (`settings`: more consumer properties, e.g. security)."""
     consumer = Consumer(
         {
+            **(settings or {}),
             "bootstrap.servers": bootstrap,
             "group.id": "bench-assign-only",
             "enable.auto.commit": False,
@@ -127,25 +136,42 @@ def consume(bootstrap: str, args: argparse.Namespace, records: int) -> dict[str,
             "queued.max.messages.kbytes": 512 * 1024,
         }
     )
-    consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(args.partitions)])
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(args.partitions)])
     got = size = 0
     start = time.monotonic()
     deadline = start + max(args.seconds, 60) * 2
+    first_batch: tuple[float, int] | None = None  # when the first records came, their bytes
     try:
         while got < records and time.monotonic() < deadline:
-            for msg in consumer.consume(num_messages=10_000, timeout=0.5):
+            batch = consumer.consume(num_messages=10_000, timeout=0.5)
+            for msg in batch:
                 err = msg.error()
                 if err is not None and err.code() != KafkaError._PARTITION_EOF:
                     raise RuntimeError(f"consume: {err}")
                 if err is None:
                     got += 1
                     size += len(msg.value())
+            if first_batch is None and size:
+                first_batch = (time.monotonic(), size)
+        end = time.monotonic()
     finally:
         consumer.close()
-    seconds = time.monotonic() - start
-    if got < records:
+    seconds = end - start
+    if got < records or first_batch is None:
         raise RuntimeError(f"consumed {got} of {records} records before the deadline")
-    return {"records": got, "bytes": size, "seconds": seconds, "mb_per_s": size / 1e6 / seconds}
+    steady = end - first_batch[0]
+    rate = size / 1e6 / seconds
+    if size > first_batch[1] and steady > 0:  # else everything came in the first records
+        rate = (size - first_batch[1]) / 1e6 / steady
+    return {
+        "records": got,
+        "bytes": size,
+        "seconds": seconds,
+        "mb_per_s": size / 1e6 / seconds,
+        # without the start (connect, metadata, offsets, first fetch): after the first records
+        "first_records_s": first_batch[0] - start,
+        "steady_mb_per_s": rate,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -44,6 +44,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from broker_throughput import append_result, machine, parse_size
@@ -72,8 +73,11 @@ def broker_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime (fields 14, 15)
 
 
-def produce_run(bootstrap: str, topic: str, mode: str, args, pid: int) -> dict[str, float]:
-    """Produce `args.bytes` to `topic`; wall time, MB/s and broker CPU seconds per MB."""
+def produce_run(
+    bootstrap: str, topic: str, settings: Mapping[str, object], args, pid: int
+) -> dict[str, float]:
+    """Produce `args.bytes` to `topic` with confluent-kafka (acks=all plus `settings`, e.g.
+    idempotence or security); wall time, MB/s and broker CPU seconds per MB."""
     value = getattr(args, "value", None) or os.urandom(args.record_size)
     failed = 0
 
@@ -86,7 +90,7 @@ def produce_run(bootstrap: str, topic: str, mode: str, args, pid: int) -> dict[s
         {
             "bootstrap.servers": bootstrap,
             "acks": "all",
-            **MODE_CONFIG[mode],
+            **settings,
             "linger.ms": args.linger_ms,
             "batch.size": args.batch_size,
             "queue.buffering.max.kbytes": 512 * 1024,
@@ -111,7 +115,7 @@ def produce_run(bootstrap: str, topic: str, mode: str, args, pid: int) -> dict[s
     seconds = time.monotonic() - start
     cpu = broker_cpu_seconds(pid) - cpu_before
     if failed or remaining:
-        raise RuntimeError(f"{mode}: {failed} records failed, {remaining} not delivered")
+        raise RuntimeError(f"{topic}: {failed} records failed, {remaining} not delivered")
     mb = sent * args.record_size / 1e6
     return {
         "records": sent,
@@ -138,9 +142,8 @@ def run_rounds(args, modes, client_mode, topic_config, prefix: str) -> dict[str,
                     topic = f"{mode}-{round_index}"
                     new = NewTopic(topic, args.partitions, 1, topic_config(mode))
                     admin.create_topics([new])[topic].raise_for_error()
-                    result = produce_run(
-                        broker.address, topic, client_mode(mode), args, broker.proc.pid
-                    )
+                    settings = MODE_CONFIG[client_mode(mode)]
+                    result = produce_run(broker.address, topic, settings, args, broker.proc.pid)
                     runs[mode].append(result)
                     print(
                         f"round {round_index} {mode:>{width}}: {result['mb_per_s']:6.1f} MB/s, "

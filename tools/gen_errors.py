@@ -2,7 +2,8 @@
 """Generate `onceflow/client/error_classes.py`: one `KafkaError` subclass per `ErrorCode`.
 
 Each class is named after Kafka's exception for the code (UNKNOWN_TOPIC_OR_PARTITION ->
-`UnknownTopicOrPartitionError`, INVALID_TOPIC_EXCEPTION -> `InvalidTopicError`) and carries
+`UnknownTopicOrPartitionError`, INVALID_TOPIC_EXCEPTION -> `InvalidTopicError`), derives from
+`KafkaError` (or, as in Kafka, from `AuthenticationError` for the SASL failures) and carries
 the code as its `code`; `ERRORS_BY_CODE` maps each code to its class. Written out so every
 class can be found with grep and by tools, instead of being made at import time. A class that
 needs more than its code (`HAND_WRITTEN`) is written in `client/error_base.py` and imported,
@@ -25,6 +26,11 @@ from onceflow.protocol.errors import ErrorCode  # noqa: E402
 OUT = ROOT / "src" / "onceflow" / "client" / "error_classes.py"
 # codes whose class is hand-written in onceflow.client.error_base
 HAND_WRITTEN = frozenset({ErrorCode.TRANSACTION_ABORTABLE})
+# codes whose class has a base other than KafkaError (Kafka's exception hierarchy)
+BASES = {
+    ErrorCode.SASL_AUTHENTICATION_FAILED: "AuthenticationError",
+    ErrorCode.UNSUPPORTED_SASL_MECHANISM: "AuthenticationError",
+}
 
 
 def class_name(code: ErrorCode) -> str:
@@ -42,6 +48,7 @@ def render() -> str:
         "from __future__ import annotations",
         "",
         "from onceflow.client.error_base import (",
+        "    AuthenticationError,",
         "    KafkaError,",
         *sorted(f"    {class_name(code)}," for code in HAND_WRITTEN),
         ")",
@@ -58,7 +65,7 @@ def render() -> str:
         lines += [
             "",
             "",
-            f"class {class_name(code)}(KafkaError):",
+            f"class {class_name(code)}({BASES.get(code, 'KafkaError')}):",
             f'    """Error code {int(code)}, {code.name}."""',
             "",
             f"    code = ErrorCode.{code.name}",

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from support.broker import BrokerProcess
-from support.pki import Pki, tls_broker_config
+from support.pki import Pki, server_keystore_for, tls_broker_config
 
 USER, PASSWORD = "alice", "alice-secret"
 # (listener, mechanism or None for mutual TLS)
@@ -40,6 +40,18 @@ def start_secure_broker(data_dir: Path, pki: Pki, **extra: str) -> BrokerProcess
         f"SCRAM-SHA-256=[name={USER},password={PASSWORD}]",
         **tls_broker_config(pki, "requested"),
         **extra,
+    }
+    broker = BrokerProcess(data_dir, config)
+    broker.listener_port = listener_ports(broker)
+    return broker
+
+
+def start_other_name_broker(data_dir: Path, pki: Pki) -> BrokerProcess:
+    """An SSL-only broker whose certificate names only other.example, not 127.0.0.1."""
+    config = {
+        "listeners": "SSL://127.0.0.1:0",
+        **tls_broker_config(pki, "none"),
+        "ssl.keystore.location": server_keystore_for(pki, "other", "DNS:other.example"),
     }
     broker = BrokerProcess(data_dir, config)
     broker.listener_port = listener_ports(broker)

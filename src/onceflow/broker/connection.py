@@ -16,6 +16,11 @@ TLS client certificate's (`principal_of`, on SSL listeners) or the SASL login's.
 
 Backpressure: when the transport's write buffer passes its high-water mark, or too many
 requests are in flight, the connection stops reading until it drains.
+
+On a TLS listener the connection is a `TlsClientConnection`: the TLS transport decrypts into
+the connection's own receive buffer (asyncio's `BufferedProtocol`) instead of handing over new
+bytes per read, and a large response is written to it in 256 KiB pieces, so that the start of
+a fetch is sent while the rest is still being encrypted (bench/README.md, "Security").
 """
 
 from __future__ import annotations
@@ -42,6 +47,9 @@ _SIZE = struct.Struct(">i")
 _HEADER_START = struct.Struct(">hhi")  # api key, api version, correlation id
 MAX_IN_FLIGHT = 64  # requests started but not yet answered before reading pauses
 _LARGE_PART = 16384  # response parts above this are written without joining
+_TLS_WRITE_PIECE = 256 * 1024  # large responses go to a TLS transport in pieces of this size
+_TLS_READ_MIN = 256 * 1024  # free space offered to a TLS transport to decrypt into
+_TLS_BUFFER_KEPT = 16 * 1024 * 1024  # a larger receive buffer is dropped once it is empty
 
 
 ANONYMOUS = "User:ANONYMOUS"  # Kafka's principal of an unauthenticated (PLAINTEXT) client
@@ -95,8 +103,11 @@ class _Pending:
         self.ready: Any = None  # a response object built without a task
 
 
-class ClientConnection(asyncio.Protocol):
-    """asyncio protocol for one client; created by `Broker` for each accepted socket."""
+class ClientConnection(asyncio.BaseProtocol):
+    """asyncio protocol for one client; created by `Broker` for each accepted socket. It
+    receives with `data_received`, as an `asyncio.Protocol` does, but derives from
+    `BaseProtocol` only: uvloop takes any protocol that is an `asyncio.Protocol` as one, so
+    `TlsClientConnection` could not be a `BufferedProtocol` otherwise."""
 
     def __init__(
         self,
@@ -119,6 +130,7 @@ class ClientConnection(asyncio.Protocol):
         self._buffer = bytearray()
         self._pending: deque[_Pending] = deque()
         self._transport: asyncio.Transport | None = None
+        self._tls = False
         self._write_paused = False
         self._read_paused = False
         self._closing = False
@@ -134,6 +146,7 @@ class ClientConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
+        self._tls = transport.get_extra_info("sslcontext") is not None
         peername = transport.get_extra_info("peername")
         if isinstance(peername, tuple):
             self.peer = f"{peername[0]}:{peername[1]}"
@@ -174,20 +187,30 @@ class ClientConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._closing or self._draining:
             return
-        authenticator = self.authenticator
-        max_frame = self._max_frame
-        frame_limit = "socket.request.max.bytes"
-        if authenticator is not None and not authenticator.authenticated:
-            max_frame = self._max_unauthenticated
-            frame_limit = "sasl.server.max.receive.size"
         buffer = self._buffer
         if buffer:
             buffer += data
             source: Any = buffer
         else:
             source = data
-        pos = 0
-        end = len(source)
+        pos = self._take_frames(source, 0, len(source))
+        if pos is None:
+            return
+        if source is buffer:
+            del buffer[:pos]
+        elif pos < len(data):
+            buffer += memoryview(data)[pos:]
+        self._update_reading()
+
+    def _take_frames(self, source: Any, pos: int, end: int) -> int | None:
+        """Handle every complete frame in `source[pos:end]`; returns where the first incomplete
+        one starts, or None when the connection closed or began draining meanwhile."""
+        authenticator = self.authenticator
+        max_frame = self._max_frame
+        frame_limit = "socket.request.max.bytes"
+        if authenticator is not None and not authenticator.authenticated:
+            max_frame = self._max_unauthenticated
+            frame_limit = "sasl.server.max.receive.size"
         while end - pos >= 4:
             size = _SIZE.unpack_from(source, pos)[0]
             if size < 0 or size > max_frame:
@@ -196,21 +219,17 @@ class ClientConnection(asyncio.Protocol):
                     if size >= 0
                     else f"negative request size {size}"
                 )
-                return
+                return None
             if end - pos - 4 < size:
                 break
             frame = bytearray(memoryview(source)[pos + 4 : pos + 4 + size])
             pos += 4 + size
             self._handle_frame(frame)
             if self._closing or self._draining:
-                return
+                return None
             if authenticator is not None and authenticator.authenticated:
                 max_frame, frame_limit = self._max_frame, "socket.request.max.bytes"
-        if source is buffer:
-            del buffer[:pos]
-        elif pos < end:
-            buffer += memoryview(data)[pos:]
-        self._update_reading()
+        return pos
 
     # requests
 
@@ -320,7 +339,16 @@ class ClientConnection(asyncio.Protocol):
             size += n
             if n > _LARGE_PART:
                 large = True
-        if large:
+        if large and self._tls:
+            # a TLS transport encrypts all it is given before it sends a byte: pieces let the
+            # client receive (and decrypt) the start of a large fetch while the rest is
+            # encrypted, and keep the encrypted copy small
+            transport.write(_SIZE.pack(size) + header)
+            for part in parts:
+                view = memoryview(part)
+                for start in range(0, view.nbytes, _TLS_WRITE_PIECE):
+                    transport.write(view[start : start + _TLS_WRITE_PIECE])
+        elif large:
             # record sets go out as their own buffers instead of being copied into one
             transport.writelines([_SIZE.pack(size) + header, *parts])
         else:
@@ -363,3 +391,53 @@ class ClientConnection(asyncio.Protocol):
         self._closing = True
         if self._transport is not None:
             self._transport.abort()
+
+
+class TlsClientConnection(ClientConnection, asyncio.BufferedProtocol):
+    """A connection on a TLS listener: the transport decrypts straight into this connection's
+    receive buffer (`get_buffer`/`buffer_updated`), instead of handing over each read as new
+    bytes that are then joined and appended to the buffer: one copy of every request byte
+    fewer, a fifth of the broker's CPU for receiving over TLS. (On plain TCP, asyncio's
+    bytes-per-read path measured faster, so plaintext listeners keep `ClientConnection`.)
+
+    Frames are handled exactly as `ClientConnection.data_received` does. The buffer grows to
+    hold the largest frame in progress and is compacted, never resized while the transport
+    may hold a view of it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._rbuf = bytearray(2 * _TLS_READ_MIN)
+        self._start = self._end = 0  # unhandled bytes are _rbuf[_start:_end]
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        rbuf, start, end = self._rbuf, self._start, self._end
+        needed = _TLS_READ_MIN
+        if end - start >= 4:  # room for the whole frame in progress, if it may be that large
+            size = _SIZE.unpack_from(rbuf, start)[0]
+            if 0 <= size <= self._max_frame:
+                needed = max(needed, 4 + size - (end - start))
+        if len(rbuf) - end < needed:
+            live = end - start
+            if start and len(rbuf) - live >= needed:
+                rbuf[:live] = rbuf[start:end]  # same length: no resize
+            else:
+                grown = bytearray(max(2 * len(rbuf), live + needed))
+                grown[:live] = memoryview(rbuf)[start:end]
+                self._rbuf = rbuf = grown
+            self._start, self._end = 0, live
+        return memoryview(rbuf)[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._end += nbytes
+        if self._closing or self._draining:
+            return
+        pos = self._take_frames(self._rbuf, self._start, self._end)
+        if pos is None:
+            return
+        if pos == self._end:
+            self._start = self._end = 0
+            if len(self._rbuf) > _TLS_BUFFER_KEPT:  # after a large frame: give the memory back
+                self._rbuf = bytearray(2 * _TLS_READ_MIN)
+        else:
+            self._start = pos
+        self._update_reading()

@@ -29,7 +29,7 @@ import socket
 import ssl
 
 from onceflow.broker.config import BrokerConfig, Listener
-from onceflow.broker.connection import ClientConnection
+from onceflow.broker.connection import ClientConnection, TlsClientConnection
 from onceflow.broker.listeners import ListenerSpec, SecurityProtocol
 from onceflow.broker.metrics import MetricsServer
 from onceflow.broker.state import BrokerState
@@ -128,7 +128,8 @@ class Broker:
         principal_of = None
         if spec.protocol is SecurityProtocol.SSL:
             principal_of = self._certificate_principal
-        connection = ClientConnection(
+        connection_class = TlsClientConnection if spec.protocol.uses_tls else ClientConnection
+        connection = connection_class(
             self.state,
             on_close=self._connections.discard,
             listener_name=spec.name,

@@ -1,7 +1,8 @@
 """`EmbeddedBroker`: `onceflow broker` as a child process, for commands that need a broker of
 their own (`onceflow demo`). It binds 127.0.0.1 (a free port unless one is given), keeps its
 stderr in `<data dir>/broker.stderr.log`, and can be killed with SIGKILL and restarted on the
-same data directory and port.
+same data directory and port. `settings` are more broker configs (`--set KEY=VALUE`, applied
+after `--listen`, so a `listeners` setting replaces the one PLAINTEXT listener).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from onceflow.process import child_options
@@ -28,9 +30,16 @@ class BrokerError(Exception):
 class EmbeddedBroker:
     """`onceflow broker` as a child process on 127.0.0.1 and a free port."""
 
-    def __init__(self, data_dir: Path, timeout: float, port: int = 0):
+    def __init__(
+        self,
+        data_dir: Path,
+        timeout: float,
+        port: int = 0,
+        settings: Mapping[str, object] | None = None,
+    ):
         data_dir.mkdir(parents=True, exist_ok=True)
         self.data_dir, self.timeout = data_dir, timeout
+        self.settings = dict(settings or {})
         self.stderr_path = data_dir / "broker.stderr.log"
         self._start(port)
 
@@ -47,6 +56,8 @@ class EmbeddedBroker:
             "--log-level",
             "WARNING",
         ]
+        for key, value in self.settings.items():
+            cmd += ["--set", f"{key}={value}"]
         with open(self.stderr_path, "ab") as stderr:
             self.proc = subprocess.Popen(
                 cmd,

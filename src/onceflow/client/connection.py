@@ -8,8 +8,10 @@ confluent-kafka properties) the socket is wrapped in TLS, verified against the h
 to, and the protocol core authenticates with SASL before the first request.
 
 Errors (defined in `client.errors`, imported here for the callers of this module):
-transport failures (a TLS handshake that fails included) raise `KafkaConnectionError` (an
-`OSError`) and `KafkaTimeoutError`; a failed SASL login raises `SaslAuthenticationFailedError`; a
+transport failures raise `KafkaConnectionError` (an `OSError`) and `KafkaTimeoutError`; a failed
+SASL login raises `SaslAuthenticationFailedError` and a failed TLS handshake
+`SslAuthenticationError` (both `AuthenticationError`s: `connect_bootstrap` does not try the
+next broker with the same settings); a
 version neither side shares raises `UnsupportedVersionError`; a response that does not fit its
 request raises `BrokerResponseError`; `raise_for_error` turns a Kafka error code into its
 typed error.
@@ -28,7 +30,7 @@ from onceflow.client.errors import (  # noqa: F401  (re-exported for this module
     UnsupportedVersionError,
     raise_for_error,
 )
-from onceflow.client.net.security import PLAINTEXT, ClientSecurity
+from onceflow.client.net.security import PLAINTEXT, ClientSecurity, ssl_authentication_error
 from onceflow.client.net.wire import (  # noqa: F401  (re-exported: tests build raw requests)
     Response,
     WireConnection,
@@ -107,6 +109,9 @@ class BrokerConnection:
                 f"TLS handshake with {self.host}:{self.port} timed out"
             ) from exc
         except OSError as exc:  # ssl.SSLError included
+            tls_error = ssl_authentication_error(exc, self.host, self.port)
+            if tls_error is not None:
+                raise tls_error from exc
             raise KafkaConnectionError(
                 f"TLS handshake with {self.host}:{self.port} failed: {exc}"
             ) from exc
@@ -196,7 +201,13 @@ class BrokerConnection:
                 f"no response from {self.host}:{self.port} within {self.request_timeout_ms} ms"
             ) from exc
         except OSError as exc:
+            # a TLS alert before the Kafka handshake is through: e.g. TLS 1.3 reports a
+            # refused client certificate on the first read
+            handshaking = self._wire is not None and self._wire.handshaking
             self.close()
+            tls_error = ssl_authentication_error(exc, self.host, self.port) if handshaking else None
+            if tls_error is not None:
+                raise tls_error from exc
             raise KafkaConnectionError(f"receive from {self.host}:{self.port}: {exc}") from exc
         if not chunk:
             self.close()

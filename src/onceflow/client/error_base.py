@@ -1,5 +1,6 @@
-"""`KafkaError`, the base of every error the client raises for a Kafka error code, and the one
-per-code class written by hand, `TransactionAbortableError`.
+"""`KafkaError`, the base of every error the client raises for a Kafka error code;
+`AuthenticationError`, the base of the errors that say the client could not authenticate; and
+the one per-code class written by hand, `TransactionAbortableError`.
 
 The subclass per code lives in the generated `error_classes` (which takes
 `TransactionAbortableError` from here for code 120, so the class users catch is the one
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from onceflow.protocol.errors import ErrorCode
 
-__all__ = ["KafkaError", "TransactionAbortableError"]
+__all__ = ["AuthenticationError", "KafkaError", "TransactionAbortableError"]
 
 
 class KafkaError(Exception):
@@ -50,6 +51,16 @@ class TransactionAbortableError(KafkaError):
         self.message = message or f"Transaction must be aborted: {cause}"
         Exception.__init__(self, self.message)
         self.__cause__ = cause
+
+
+class AuthenticationError(KafkaError):
+    """The client could not authenticate with a broker (Kafka's `AuthenticationException`): a
+    SASL login the broker refused (`SaslAuthenticationFailedError`), a mechanism it does not
+    enable (`UnsupportedSaslMechanismError`) or a TLS handshake that failed
+    (`SslAuthenticationError`). Not retriable: retrying with the same settings fails again.
+    The producer, consumer and admin client raise it from their next call instead of waiting
+    for a timeout; a connection attempt is still made now and then, in case the broker's side
+    is fixed."""
 
     @property
     def retriable(self) -> bool:

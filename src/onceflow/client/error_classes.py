@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from onceflow.client.error_base import (
+    AuthenticationError,
     KafkaError,
     TransactionAbortableError,
 )
@@ -346,7 +347,7 @@ class InvalidTimestampError(KafkaError):
     code = ErrorCode.INVALID_TIMESTAMP
 
 
-class UnsupportedSaslMechanismError(KafkaError):
+class UnsupportedSaslMechanismError(AuthenticationError):
     """Error code 33, UNSUPPORTED_SASL_MECHANISM."""
 
     code = ErrorCode.UNSUPPORTED_SASL_MECHANISM
@@ -496,7 +497,7 @@ class LogDirNotFoundError(KafkaError):
     code = ErrorCode.LOG_DIR_NOT_FOUND
 
 
-class SaslAuthenticationFailedError(KafkaError):
+class SaslAuthenticationFailedError(AuthenticationError):
     """Error code 58, SASL_AUTHENTICATION_FAILED."""
 
     code = ErrorCode.SASL_AUTHENTICATION_FAILED

@@ -21,6 +21,10 @@ errors that arise in the client itself:
 - `TransactionAbortedError` — a record's batch was dropped because its transaction aborted.
 - `CommitFailedError` — a group's offsets cannot be committed: the member left or was
   removed from the generation (Kafka's `CommitFailedException`).
+- `AuthenticationError` — the client could not authenticate (Kafka's
+  `AuthenticationException`), the base of `SaslAuthenticationFailedError`,
+  `UnsupportedSaslMechanismError` and `SslAuthenticationError` (a TLS handshake that failed:
+  Kafka's `SslAuthenticationException`).
 
 Every `KafkaError` carries confluent-kafka's flags as attributes: `retriable`, `fatal` (the
 producer cannot continue: fenced, unauthorized, unsupported) and `txn_requires_abort`.
@@ -28,13 +32,14 @@ producer cannot continue: fenced, unauthorized, unsupported) and `txn_requires_a
 
 from __future__ import annotations
 
-from onceflow.client.error_base import KafkaError, TransactionAbortableError
+from onceflow.client.error_base import AuthenticationError, KafkaError, TransactionAbortableError
 from onceflow.client.error_classes import *  # noqa: F403  (re-exported: one class per code)
 from onceflow.client.error_classes import ERRORS_BY_CODE, UnsupportedVersionError
 from onceflow.protocol.errors import ErrorCode
 
 __all__ = [
     "ERRORS_BY_CODE",
+    "AuthenticationError",
     "BrokerResponseError",
     "CommitFailedError",
     "ConfigException",
@@ -49,6 +54,7 @@ __all__ = [
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
     "ProducerFencedError",
+    "SslAuthenticationError",
     "TransactionAbortableError",
     "TransactionAbortedError",
     "UnknownProducerIdError",
@@ -110,6 +116,17 @@ class ConfigException(_PlainMessageError, ValueError):
     """A configuration Kafka would refuse (Kafka's `ConfigException`); also a `ValueError`."""
 
     code = ErrorCode.INVALID_CONFIG
+
+
+class SslAuthenticationError(_PlainMessageError, AuthenticationError):
+    """The TLS handshake with a broker failed (Kafka's `SslAuthenticationException`): its
+    certificate is not trusted (`ssl.ca.location`) or does not name the host connected to
+    (`ssl.endpoint.identification.algorithm=https`), it refused the client's certificate, or
+    the two share no protocol version or cipher. The message holds OpenSSL's reason. Kafka
+    has no error code for it (the handshake comes before any request): `code` is
+    SASL_AUTHENTICATION_FAILED, the code of the other way to fail authentication."""
+
+    code = ErrorCode.SASL_AUTHENTICATION_FAILED
 
 
 class IllegalStateError(_PlainMessageError):

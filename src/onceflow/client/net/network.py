@@ -12,9 +12,13 @@ broker's certificate against the host connected to; SASL is the protocol core's.
 
 `NetworkClient` keeps one connection per node (bootstrap servers first), refreshes `Metadata`
 in the background and finds the least-loaded node for metadata and InitProducerId requests.
-A failed SASL login is not a broker that may come back: it is logged once as an error, handed
-to `Metadata.authentication_failed` (the producer's and consumer's calls raise it) and retried
-only every AUTH_RETRY_BACKOFF_S, in case the credentials are fixed on the broker.
+A failed SASL login or TLS handshake (`AuthenticationError`: `SslAuthenticationError` for an
+untrusted or misnamed broker certificate, a refused client certificate) is not a broker that
+may come back: it is logged once as an error, handed to `Metadata.authentication_failed` (the
+producer's and consumer's calls raise it) and retried only every AUTH_RETRY_BACKOFF_S, in case
+the credentials or certificates are fixed. A TLS alert that arrives while the connection is
+still in its ApiVersions/SASL handshake (TLS 1.3 reports a refused client certificate after
+the client's side of the TLS handshake is done) counts as a failed TLS handshake too.
 """
 
 from __future__ import annotations
@@ -28,17 +32,16 @@ from typing import Any
 
 from onceflow.client.config import ClientConfig
 from onceflow.client.errors import (
+    AuthenticationError,
     BrokerResponseError,
     ConfigException,
     IllegalSaslStateError,
     KafkaConnectionError,
     KafkaTimeoutError,
-    SaslAuthenticationFailedError,
-    UnsupportedSaslMechanismError,
     UnsupportedVersionError,
 )
 from onceflow.client.net.metadata import Cluster, Metadata
-from onceflow.client.net.security import PLAINTEXT, ClientSecurity
+from onceflow.client.net.security import PLAINTEXT, ClientSecurity, ssl_authentication_error
 from onceflow.client.net.tasks import BackgroundTasks
 from onceflow.client.net.wire import WireConnection
 from onceflow.protocol import messages
@@ -50,11 +53,8 @@ log = logging.getLogger(__name__)
 CONNECT_WARNING_INTERVAL_S = 10.0
 COORDINATOR_ID_BASE = 1 << 30  # connection ids of coordinators: base + node id * 2 + key type
 AUTH_RETRY_BACKOFF_S = 5.0  # after a failed SASL login, instead of reconnect.backoff.ms
-AUTHENTICATION_ERRORS = (
-    SaslAuthenticationFailedError,
-    UnsupportedSaslMechanismError,
-    IllegalSaslStateError,
-)
+# SASL refused or unsupported, TLS handshake failed; a SASL exchange out of order
+AUTHENTICATION_ERRORS = (AuthenticationError, IllegalSaslStateError)
 
 
 class AsyncBrokerConnection(asyncio.Protocol):
@@ -92,6 +92,9 @@ class AsyncBrokerConnection(asyncio.Protocol):
         except TimeoutError as exc:
             raise KafkaTimeoutError(f"connecting to {self.host}:{self.port} timed out") from exc
         except OSError as exc:
+            tls_error = ssl_authentication_error(exc, self.host, self.port)
+            if tls_error is not None:
+                raise tls_error from exc
             what = "TLS handshake with" if self.ssl_context is not None else "cannot connect to"
             raise KafkaConnectionError(
                 f"{what} {self.host}:{self.port}: {exc.strerror or exc}"
@@ -117,9 +120,11 @@ class AsyncBrokerConnection(asyncio.Protocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._fail_all(
-            KafkaConnectionError(f"connection to {self.host}:{self.port} lost: {exc or 'closed'}")
-        )
+        error = None
+        if exc is not None and self._wire.handshaking:  # e.g. a TLS 1.3 certificate alert
+            error = ssl_authentication_error(exc, self.host, self.port)
+        lost = f"connection to {self.host}:{self.port} lost: {exc or 'closed'}"
+        self._fail_all(error or KafkaConnectionError(lost))
 
     def close(self, error: BaseException | None = None) -> None:
         """Close the connection and fail every pending request with `error`."""

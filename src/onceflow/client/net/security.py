@@ -13,8 +13,13 @@ into a TLS context and a SASL mechanism, checked once when the client is built.
     enable.ssl.certificate.verification    true (default); false accepts any certificate
 
 TLS is 1.2 or later. A bad value raises `ConfigException` naming the property; passwords never
-appear in messages or reprs. Settings for a protocol not in use are ignored, as Kafka does.
-`sasl.mechanism` defaults to GSSAPI as in Kafka, which onceflow does not speak: SASL needs it set.
+appear in messages or reprs. A TLS failure before the connection is through its Kafka handshake
+(an untrusted or misnamed broker certificate, a refused client certificate, no shared protocol)
+is `SslAuthenticationError` (`ssl_authentication_error`), an authentication failure raised by
+the clients' next call, as librdkafka and Kafka's Java client do; an EOF or reset stays a
+transport failure (the broker may come back). Settings for a protocol not in use are ignored,
+as Kafka does. `sasl.mechanism` defaults to GSSAPI as in Kafka, which onceflow does not speak:
+SASL needs it set.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from onceflow.client.errors import ConfigException
+from onceflow.client.errors import ConfigException, SslAuthenticationError
 from onceflow.client.net.sasl import SASL_MECHANISMS, SaslClient, sasl_client
 
 __all__ = [
@@ -33,6 +38,7 @@ __all__ = [
     "SECURITY_PROTOCOLS",
     "ClientSecurity",
     "client_security",
+    "ssl_authentication_error",
 ]
 
 SECURITY_PROTOCOLS = ("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")
@@ -164,3 +170,34 @@ def _ssl_context(config: Mapping[str, Any]) -> ssl.SSLContext:
                 f"cannot load the certificate with ssl.key.location {key}: {exc}",
             ) from None
     return context
+
+
+# OpenSSL's verify results that name the fix (X509_V_ERR_*)
+_UNTRUSTED = frozenset({2, 18, 19, 20, 21})  # unknown issuer, self-signed, no local issuer...
+_WRONG_NAME = frozenset({62, 64})  # hostname / IP address mismatch
+_TRANSPORT_ONLY = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError)
+
+
+def ssl_authentication_error(
+    exc: BaseException, host: str, port: int
+) -> SslAuthenticationError | None:
+    """The `SslAuthenticationError` a TLS failure while connecting to `host:port` means, with
+    OpenSSL's reason and a hint at the setting to check; None for other failures (not TLS,
+    or an EOF or reset, which are transport failures)."""
+    if not isinstance(exc, ssl.SSLError) or isinstance(exc, _TRANSPORT_ONLY):
+        return None
+    reason = str(exc)
+    code = getattr(exc, "verify_code", None)
+    if code in _UNTRUSTED:
+        reason += (
+            "; the broker's certificate is not signed by a CA in ssl.ca.location (or the "
+            "system's CAs when it is unset)"
+        )
+    elif code in _WRONG_NAME:
+        reason += (
+            f"; the broker's certificate does not name {host} (subjectAltName), which "
+            "ssl.endpoint.identification.algorithm=https requires"
+        )
+    error = SslAuthenticationError(f"SSL handshake with {host}:{port} failed: {reason}")
+    error.__cause__ = exc
+    return error

@@ -163,7 +163,8 @@ class ConsumerCoordinator:
         self.coordinator = None
 
     async def connection(self) -> AsyncBrokerConnection:
-        """The coordinator's connection, finding the coordinator first if needed."""
+        """The coordinator's connection, finding the coordinator first if needed; raises the
+        authentication error when no broker would authenticate this client."""
         while True:
             if self.coordinator is not None:
                 node_id, host, port = self.coordinator
@@ -178,6 +179,9 @@ class ConsumerCoordinator:
                 )
             except _TRANSPORT_ERRORS as exc:
                 log.debug("FindCoordinator for %s failed: %s", self.group_id, exc)
+                auth_error = self.network.metadata.auth_error
+                if auth_error is not None:  # not retriable (Kafka's lookupCoordinator)
+                    raise auth_error from None
             else:
                 if code == ErrorCode.NONE:
                     self.coordinator = (node_id, host, port)

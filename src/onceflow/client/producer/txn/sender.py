@@ -5,7 +5,11 @@ flight at a time, in priority order), has it build its Kafka request at the vers
 support under its cap, sends that on the coordinator's own connection (FindCoordinator on any
 broker's), and hands the error codes and data the request parses from the answer back to the
 manager, which decides what follows. A lost connection or a
-timeout is `on_transport_error`: the coordinator is looked up again and the request retried.
+timeout is `on_transport_error`: the coordinator is looked up again and the request retried;
+but when no connection could be made because the broker refused to authenticate the client
+(SASL or TLS: `Metadata.auth_error`), the request and the producer fail with that error, as
+Kafka's `TransactionManager.authenticationFailed` does, so `init_transactions` raises it at
+once instead of timing out.
 
 Each request runs in a task this sender owns (`tasks.BackgroundTasks`). One that fails with
 an unexpected exception (a bug, not a transport error) would leave the request in flight and
@@ -84,11 +88,12 @@ class TxnRequestSender:
             conn = await self._connection(request)
             codes, fields = await self._exchange(conn, request)
         except UnsupportedVersionError as exc:
-            with self.txn.lock:
-                self.txn.in_flight = None
-                self.txn.transition_to_fatal(exc)
-                request.result.complete(exc)
+            self._fail(request, exc)
         except _TRANSPORT_ERRORS as exc:
+            auth_error = self.network.metadata.auth_error
+            if auth_error is not None:  # not a broker that may come back: fatal, as in Kafka
+                self._fail(request, auth_error)
+                return
             log.debug("%s failed: %s", request.kind.name, exc)
             self.txn.on_transport_error(request, time.monotonic())
         else:
@@ -98,6 +103,13 @@ class TxnRequestSender:
             self.txn.on_response(request, time.monotonic(), codes, **fields)
         finally:
             self._wake()
+
+    def _fail(self, request: TxnRequest, error: BaseException) -> None:
+        """Fail `request` and the producer with `error` (fatal)."""
+        with self.txn.lock:
+            self.txn.in_flight = None
+            self.txn.transition_to_fatal(error)
+            request.result.complete(error)
 
     async def _connection(self, request: TxnRequest) -> AsyncBrokerConnection:
         key = self.txn.target(request)

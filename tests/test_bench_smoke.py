@@ -1,0 +1,47 @@
+"""Benchmarks are not run by the suite, but they must not rot: each one listed here runs once
+with tiny sizes, in a child process as a user would start it, and must exit 0 and append one
+well-formed result. No figure is checked (tests never assert timings)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def run_bench(script: str, out: Path, *args: str) -> dict:
+    """Run bench/`script` with `args` and `--out out`; the one result it appended."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "bench")])}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), *args, "--out", str(out)],
+        capture_output=True,
+        timeout=170,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+    runs = json.loads(out.read_text())
+    assert len(runs) == 1
+    return runs[0]
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_security_throughput(tmp_path):
+    run = run_bench(
+        "security_throughput.py", tmp_path / "security.json",
+        "--rounds", "1", "--bytes", "1MiB", "--acls", "300",
+    )  # fmt: skip
+    assert set(run["ratios"]) == {"sasl_ssl_produce", "sasl_ssl_consume", "acls_produce"}
+    assert run["config"]["acls"] == 300
+    assert run["tls"]["python_ssl"]["version"] in ("TLSv1.2", "TLSv1.3")
+    assert run["tls"]["librdkafka"]["cipher"] == run["tls"]["python_ssl"]["cipher"]
+    assert run["authorization"]["produce_requests_per_mb"] > 0  # the broker's metrics were read
