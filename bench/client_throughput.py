@@ -31,15 +31,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from broker_throughput import append_result  # noqa: E402
 from confluent_kafka import OFFSET_BEGINNING
 from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import Producer as CKProducer
 from confluent_kafka import TopicPartition as CKTopicPartition
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from broker_throughput import append_result  # noqa: E402
-from support.broker import BrokerProcess  # noqa: E402
-
+from onceflow.cli.embedded_broker import EmbeddedBroker  # noqa: E402
 from onceflow.client.admin import AdminClient, NewTopic  # noqa: E402
 from onceflow.client.consumer import Consumer  # noqa: E402
 from onceflow.client.producer import Producer  # noqa: E402
@@ -212,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     tmp = Path(tempfile.mkdtemp(prefix="onceflow-client-bench-"))
-    broker = BrokerProcess(tmp / "data", log_level="WARNING")
+    broker = EmbeddedBroker(tmp / "broker", 30)
     rounds = []
     try:
         for round_no in range(args.rounds):
@@ -220,12 +218,12 @@ def main(argv: list[str] | None = None) -> int:
             measured: dict[str, dict[str, dict[str, float]]] = {}
             for client in order:
                 topic = f"bench-{client}-{round_no}"
-                with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+                with AdminClient({"bootstrap.servers": broker.address}) as admin:
                     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].raise_for_error()
                 produce, consume = CLIENTS[client]
                 measured[client] = {
-                    "produce": produce(broker.bootstrap, topic, args),
-                    "consume": consume(broker.bootstrap, topic, args),
+                    "produce": produce(broker.address, topic, args),
+                    "consume": consume(broker.address, topic, args),
                 }
             rounds.append(measured)
     finally:

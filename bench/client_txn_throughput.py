@@ -31,12 +31,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from broker_throughput import append_result  # noqa: E402
 from confluent_kafka import Producer as CKProducer
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from broker_throughput import append_result  # noqa: E402
-from support.broker import BrokerProcess  # noqa: E402
-
+from onceflow.cli.embedded_broker import EmbeddedBroker  # noqa: E402
 from onceflow.client.admin import AdminClient, NewTopic  # noqa: E402
 from onceflow.client.producer import Producer  # noqa: E402
 
@@ -156,9 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     rounds: list[dict[str, dict[str, float]]] = []
     with tempfile.TemporaryDirectory(prefix="onceflow-bench-") as tmp:
-        broker = BrokerProcess(Path(tmp) / "data", BROKER_CONFIG, log_level="WARNING")
+        broker = EmbeddedBroker(Path(tmp) / "broker", 30, settings=BROKER_CONFIG)
         try:
-            with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+            with AdminClient({"bootstrap.servers": broker.address}) as admin:
                 names = list(runs)
                 for r in range(args.rounds):
                     order = names[r % len(names) :] + names[: r % len(names)]
@@ -168,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
                         admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[
                             topic
                         ].raise_for_error()
-                        measured[name] = runs[name](broker.bootstrap, topic)
+                        measured[name] = runs[name](broker.address, topic)
                     rounds.append(measured)
                     print(
                         f"round {r}: "

@@ -39,10 +39,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from broker_throughput import append_result  # noqa: E402
-from support.broker import BrokerProcess  # noqa: E402
 
+from onceflow.cli.embedded_broker import EmbeddedBroker  # noqa: E402
 from onceflow.client.admin import AdminClient, NewTopic  # noqa: E402
 from onceflow.client.consumer import Consumer  # noqa: E402
 from onceflow.client.producer import Producer  # noqa: E402
@@ -164,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     n = args.records
     mb = n * VALUE / 1e6
     workdir = Path(tempfile.mkdtemp(prefix="onceflow-bench-spark-"))
-    broker = BrokerProcess(workdir / "data", log_level="WARNING")
+    broker = EmbeddedBroker(workdir / "broker", 30)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from onceflow.spark.pipeline import session
 
@@ -180,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         rates.setdefault(name, []).append(rows / seconds)
 
     try:
-        bootstrap = broker.bootstrap
+        bootstrap = broker.address
         topics = ["input", "source-input", "tiny", "warmup", "small"] + [
             f"{kind}-{r}"
             for r in range(args.rounds)

@@ -45,3 +45,21 @@ def test_security_throughput(tmp_path):
     assert run["tls"]["python_ssl"]["version"] in ("TLSv1.2", "TLSv1.3")
     assert run["tls"]["librdkafka"]["cipher"] == run["tls"]["python_ssl"]["cipher"]
     assert run["authorization"]["produce_requests_per_mb"] > 0  # the broker's metrics were read
+
+
+TINY = {
+    "acl_lookup.py": ["--acls", "100", "--requests", "200", "--rounds", "1"],
+    "broker_throughput.py": ["--bytes", "1MiB", "--seconds", "20"],
+    "client_throughput.py": ["--records", "500", "--rounds", "1"],
+    "client_txn_throughput.py": ["--records", "500", "--rounds", "1"],
+    "spark_eos.py": ["--records", "2000", "--source-records", "3000", "--rounds", "1"],
+    "idempotence_cost.py": ["--rounds", "1", "--bytes", "1MiB", "--micro-repeats", "1"],
+    "topic_compression.py": ["--rounds", "1", "--bytes", "1MiB"],
+    "transactions_cost.py": ["--rounds", "1", "--seconds", "1"],
+}
+
+
+@pytest.mark.parametrize("script", sorted(TINY))
+def test_bench_runs_with_tiny_sizes(tmp_path, script):
+    run = run_bench(script, tmp_path / "result.json", *TINY[script])
+    assert isinstance(run, dict) and run
