@@ -44,6 +44,12 @@ def append_result(path: Path, entry: dict) -> None:
     path.write_text(json.dumps(history, indent=2) + "\n")
 
 
+def ratio(measured: float, baseline: float) -> float:
+    """`measured / baseline`, NaN when the baseline is 0 (a tiny run can measure no broker CPU
+    at all: the kernel counts it in 10 ms ticks)."""
+    return measured / baseline if baseline else float("nan")
+
+
 def parse_size(text: str) -> int:
     """'1GiB', '256MiB', '100MB' or a plain number of bytes."""
     units = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 1000, "mb": 10**6, "gb": 10**9}

@@ -47,7 +47,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from broker_throughput import append_result, machine, parse_size
+from broker_throughput import append_result, machine, parse_size, ratio
 from confluent_kafka import Producer
 
 from onceflow.cli.demo_cmd import EmbeddedBroker
@@ -241,9 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     }
 
     def cost(mode: str, base: str, key: str) -> float:
-        # a tiny run can measure no broker CPU at all (10 ms ticks): no ratio then
-        below = median[base][key]
-        return median[mode][key] / below - 1 if below else float("nan")
+        return ratio(median[mode][key], median[base][key]) - 1
 
     cpu_cost = cost("idempotent", "plain_inflight5", "broker_cpu_ms_per_mb")
     cpu_cost_vs_plain = cost("idempotent", "plain", "broker_cpu_ms_per_mb")
@@ -251,10 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     throughput_cost_vs_plain = -cost("idempotent", "plain", "mb_per_s")
     cpu = {mode: median[mode]["broker_cpu_ms_per_mb"] for mode in MODES}
     mbps = {mode: median[mode]["mb_per_s"] for mode in MODES}
-    base_cpu = cpu["plain_inflight5"]
-    micro["estimated_broker_cost"] = (
-        micro["extra_ms_cpu_per_mb"] / base_cpu if base_cpu else float("nan")
-    )
+    micro["estimated_broker_cost"] = ratio(micro["extra_ms_cpu_per_mb"], cpu["plain_inflight5"])
     now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     summary = (
         f"{now} idempotence cost to the broker: CPU/MB {cpu_cost:+.1%} vs plain with 5 in "

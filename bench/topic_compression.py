@@ -22,7 +22,7 @@ import datetime
 import statistics
 from pathlib import Path
 
-from broker_throughput import append_result, machine, parse_size
+from broker_throughput import append_result, machine, parse_size, ratio
 from idempotence_cost import run_rounds
 
 RESULTS = Path(__file__).parent / "results" / "topic_compression.json"
@@ -58,9 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     base = median["producer"]
     ratios = {
         mode: {
-            "mb_per_s": median[mode]["mb_per_s"] / base["mb_per_s"],
-            "broker_cpu_ms_per_mb": median[mode]["broker_cpu_ms_per_mb"]
-            / base["broker_cpu_ms_per_mb"],
+            "mb_per_s": ratio(median[mode]["mb_per_s"], base["mb_per_s"]),
+            "broker_cpu_ms_per_mb": ratio(
+                median[mode]["broker_cpu_ms_per_mb"], base["broker_cpu_ms_per_mb"]
+            ),
         }
         for mode in MODES[1:]
     }
