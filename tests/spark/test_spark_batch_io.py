@@ -22,6 +22,15 @@ def _topic(bootstrap: str, name: str, partitions: int = 3) -> None:
         assert admin.create_topics([NewTopic(name, partitions, 1)])[name].ok
 
 
+def _two_partitions_of_20(bootstrap: str, name: str) -> None:
+    """A 2-partition topic with records b"0".."39", record i in partition i % 2."""
+    _topic(bootstrap, name, 2)
+    with Producer({"bootstrap.servers": bootstrap}) as producer:
+        for i in range(40):
+            producer.send(name, b"%d" % i, partition=i % 2)
+        producer.flush(30)
+
+
 def test_batch_read_matches_a_read_committed_consumer(session, module_broker):
     bootstrap = module_broker.bootstrap
     _topic(bootstrap, "mixed")
@@ -70,11 +79,7 @@ def test_batch_read_matches_a_read_committed_consumer(session, module_broker):
 
 def test_batch_read_with_offsets_json(session, module_broker):
     bootstrap = module_broker.bootstrap
-    _topic(bootstrap, "ranged", 2)
-    with Producer({"bootstrap.servers": bootstrap}) as producer:
-        for i in range(40):
-            producer.send("ranged", b"%d" % i, partition=i % 2)
-        producer.flush(30)
+    _two_partitions_of_20(bootstrap, "ranged")
     df = (
         session.read.format("onceflow")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -85,6 +90,21 @@ def test_batch_read_with_offsets_json(session, module_broker):
     )
     got = sorted((r.partition, r.offset) for r in df.collect())
     assert got == [(0, 5), (0, 6), (0, 7)] + [(1, o) for o in range(20)]
+
+
+def test_batch_read_cut_by_max_records_per_partition(session, module_broker):
+    bootstrap = module_broker.bootstrap
+    _two_partitions_of_20(bootstrap, "capped")
+    df = (
+        session.read.format("onceflow")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", "capped")
+        .option("maxRecordsPerPartition", "7")
+        .load()
+    )
+    assert df.rdd.getNumPartitions() == 6  # 20 offsets per partition: 3 tasks of at most 7
+    got = sorted((r.partition, r.offset) for r in df.collect())
+    assert got == [(p, o) for p in (0, 1) for o in range(20)]
 
 
 def test_batch_write_each_row_once(session, module_broker):

@@ -54,6 +54,20 @@ def test_plans_with_rate_limit_and_commits_progress_to_the_group(planning_broker
     reader.stop()
 
 
+def test_plans_tasks_of_at_most_max_records_per_partition(planning_broker):
+    reader = _reader(
+        planning_broker.bootstrap, startingOffsets="earliest", maxRecordsPerPartition="20"
+    )
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadAllAvailable())
+    planned = [p.range for p in reader.partitions(start, end)]
+    # 50 offsets per partition: 3 even tasks of at most 20 each
+    assert [(r.partition, r.from_offset, r.until_offset) for r in planned] == [
+        (p, a, b) for p in (0, 1) for a, b in ((0, 16), (16, 33), (33, 50))
+    ]
+    reader.stop()
+
+
 def test_offset_lookups_survive_a_broker_restart(planning_broker):
     reader = _reader(planning_broker.bootstrap, **{"fetchOffset.retryIntervalMs": "500"})
     start = reader.initialOffset()  # latest: nothing old is read

@@ -4,7 +4,8 @@ Offsets in Spark's checkpoint use the JSON of Spark's Kafka source, `{"topic": {
 (the next offset to read per partition). `PartitionOffsets` is that map keyed by
 `(topic, partition)`. `OffsetResolver` asks the broker for partitions and offsets through the
 onceflow AdminClient; the rest is pure: `rate_limit` spreads maxOffsetsPerTrigger over the
-partitions as Spark does, `plan_ranges` cuts the ranges into tasks (minPartitions).
+partitions as Spark does, `plan_ranges` cuts the ranges into tasks (minPartitions,
+maxRecordsPerPartition).
 """
 
 from __future__ import annotations
@@ -94,26 +95,50 @@ def plan_ranges(
     start: Mapping[tuple[str, int], int],
     end: Mapping[tuple[str, int], int],
     min_partitions: int | None,
+    max_records_per_partition: int | None = None,
 ) -> list[OffsetRange]:
-    """One range per partition with something to read, split further so that there are
-    about `min_partitions` tasks (Spark's `KafkaOffsetRangeCalculator`: a large range is cut
-    into parts of its share of the total). Deterministic for the same input."""
+    """The read tasks of a batch, as Spark's `KafkaOffsetRangeCalculator` plans them: one per
+    partition with something to read; with `max_records_per_partition` a larger range is cut
+    into even parts of at most that many offsets; then, while there are fewer tasks than
+    `min_partitions`, the large ranges are cut again in proportion to their size (ranges whose
+    share rounds to one task stay whole and leave their tasks to the others). Deterministic for
+    the same input."""
     ranges = [
         OffsetRange(t, p, start.get((t, p), 0), until)
         for (t, p), until in sorted(end.items())
         if until > start.get((t, p), 0)
     ]
+    if max_records_per_partition:
+        ranges = [
+            piece
+            for r in ranges
+            for piece in _split(r, math.ceil(r.size / max_records_per_partition))
+        ]
     if not min_partitions or min_partitions <= len(ranges):
         return ranges
     total = sum(r.size for r in ranges)
+    whole = {r for r in ranges if _share(r.size, total, min_partitions) == 1}
+    split_total = total - sum(r.size for r in whole)
+    split_tasks = max(min_partitions - len(whole), 1)
     out: list[OffsetRange] = []
     for r in ranges:
-        parts = max(math.floor(r.size / total * min_partitions), 1)
-        bounds = [r.from_offset + r.size * i // parts for i in range(parts)] + [r.until_offset]
-        out.extend(
-            OffsetRange(r.topic, r.partition, a, b) for a, b in itertools.pairwise(bounds) if b > a
-        )
+        parts = 1 if r in whole else _share(r.size, split_total, split_tasks)
+        out.extend(_split(r, parts))
     return out
+
+
+def _share(size: int, total: int, tasks: int) -> int:
+    """Tasks for a range of `size` out of `total` offsets spread over `tasks` (at least one;
+    halves round up, as Scala's `math.round`)."""
+    return max(math.floor(size / total * tasks + 0.5), 1)
+
+
+def _split(r: OffsetRange, parts: int) -> list[OffsetRange]:
+    """`r` cut into `parts` ranges of nearly equal size (the last ones take the remainder)."""
+    if parts <= 1:
+        return [r]
+    bounds = [r.from_offset + r.size * i // parts for i in range(parts)] + [r.until_offset]
+    return [OffsetRange(r.topic, r.partition, a, b) for a, b in itertools.pairwise(bounds) if b > a]
 
 
 class OffsetResolver:

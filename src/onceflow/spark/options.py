@@ -124,6 +124,7 @@ class SourceOptions:
     min_offsets_per_trigger: int | None
     max_trigger_delay_ms: int
     min_partitions: int | None
+    max_records_per_partition: int | None
     fail_on_data_loss: bool
     include_headers: bool
     poll_timeout_ms: int
@@ -252,6 +253,7 @@ def parse_source_options(options: Mapping[str, str], batch: bool) -> SourceOptio
         min_offsets_per_trigger=_int(options, "minoffsetspertrigger"),
         max_trigger_delay_ms=900_000 if max_delay is None else max_delay,
         min_partitions=_int(options, "minpartitions"),
+        max_records_per_partition=_int(options, "maxrecordsperpartition"),
         fail_on_data_loss=_bool(options, "failondataloss", True),
         include_headers=_bool(options, "includeheaders", False),
         poll_timeout_ms=_int(options, "kafkaconsumer.polltimeoutms") or DEFAULT_POLL_TIMEOUT_MS,

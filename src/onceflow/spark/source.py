@@ -286,7 +286,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if self.options.fail_on_data_loss:
                     raise DataLossError(message)
                 log.warning("%s; skipping it (failOnDataLoss=false)", message)
-        ranges = plan_ranges(begin, until, self.options.min_partitions)
+        ranges = plan_ranges(
+            begin, until, self.options.min_partitions, self.options.max_records_per_partition
+        )
         return [KafkaInputPartition(r) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
@@ -332,7 +334,7 @@ class KafkaBatchReader(DataSourceReader):
             end = resolver.resolve(opts.ending, opts.ending_timestamps, partitions, LATEST)
         finally:
             resolver.close()
-        ranges = plan_ranges(start, end, opts.min_partitions)
+        ranges = plan_ranges(start, end, opts.min_partitions, opts.max_records_per_partition)
         return [KafkaInputPartition(r) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:

@@ -1,0 +1,106 @@
+"""How a batch is cut into read tasks (`plan_ranges`): Spark's `minPartitions` and
+`maxRecordsPerPartition` rules, without Spark."""
+
+from __future__ import annotations
+
+import pytest
+
+from onceflow.spark.offsets import plan_ranges
+from onceflow.spark.options import OptionError, parse_source_options
+
+
+def _plan(sizes: dict[int, int], min_partitions=None, max_records=None) -> list[tuple]:
+    """Tasks as (partition, from, until) for partitions of topic "t" read from offset 100."""
+    start = {("t", p): 100 for p in sizes}
+    end = {("t", p): 100 + n for p, n in sizes.items()}
+    return [
+        (r.partition, r.from_offset, r.until_offset)
+        for r in plan_ranges(start, end, min_partitions, max_records)
+    ]
+
+
+def _covers(tasks: list[tuple], sizes: dict[int, int]) -> bool:
+    """Each partition's tasks are contiguous, non-empty and cover [100, 100 + size)."""
+    for p, n in sizes.items():
+        mine = [(a, b) for q, a, b in tasks if q == p]
+        if n == 0:
+            if mine:
+                return False
+            continue
+        bounds = [100] + [b for _, b in mine]
+        if [a for a, _ in mine] != bounds[:-1] or bounds[-1] != 100 + n:
+            return False
+        if any(b <= a for a, b in mine):
+            return False
+    return True
+
+
+def test_one_task_per_partition_with_data_by_default():
+    assert _plan({0: 10, 1: 0, 2: 5}) == [(0, 100, 110), (2, 100, 105)]
+
+
+def test_min_partitions_splits_large_ranges_and_leaves_small_ones_whole():
+    # Spark's rule: the two small ranges round to one task each and stay whole; the large one
+    # takes the remaining 4 of the 6 tasks (a plain proportional split would give it 5)
+    sizes = {0: 10, 1: 10, 2: 100}
+    tasks = _plan(sizes, min_partitions=6)
+    assert tasks == [
+        (0, 100, 110),
+        (1, 100, 110),
+        (2, 100, 125),
+        (2, 125, 150),
+        (2, 150, 175),
+        (2, 175, 200),
+    ]
+
+
+def test_min_partitions_not_above_the_partition_count_changes_nothing():
+    assert _plan({0: 10, 1: 1000}, min_partitions=2) == [(0, 100, 110), (1, 100, 1100)]
+
+
+def test_max_records_per_partition_caps_every_task():
+    sizes = {0: 95, 1: 10, 2: 30}
+    tasks = _plan(sizes, max_records=30)
+    assert all(b - a <= 30 for _, a, b in tasks) and _covers(tasks, sizes)
+    assert [t for t in tasks if t[0] == 0] == [
+        (0, 100, 123),
+        (0, 123, 147),
+        (0, 147, 171),
+        (0, 171, 195),
+    ]
+    assert [t for t in tasks if t[0] != 0] == [(1, 100, 110), (2, 100, 130)]
+
+
+def test_min_partitions_splits_again_after_max_records_per_partition():
+    # max first: 2 + 1 tasks; then 8 are asked for, so the ranges are cut in proportion again
+    sizes = {0: 200, 1: 100}
+    tasks = _plan(sizes, min_partitions=8, max_records=150)
+    assert len(tasks) >= 8 and _covers(tasks, sizes)
+    assert all(b - a <= 150 for _, a, b in tasks)
+    # and when max alone gives enough tasks, min adds none
+    assert len(_plan(sizes, min_partitions=3, max_records=100)) == 3
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_tasks_cover_every_offset_exactly_once(seed):
+    import random
+
+    rng = random.Random(seed)
+    sizes = {p: rng.choice([0, 1, 2, 7, 50, 999, 12345]) for p in range(rng.randint(1, 6))}
+    min_partitions = rng.choice([None, 1, 3, 8, 50])
+    max_records = rng.choice([None, 1, 10, 1000])
+    tasks = _plan(sizes, min_partitions, max_records)
+    assert _covers(tasks, sizes)
+    if max_records:
+        assert all(b - a <= max_records for _, a, b in tasks)
+    assert tasks == _plan(sizes, min_partitions, max_records)  # deterministic
+
+
+def test_max_records_per_partition_option_is_parsed_and_checked():
+    base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
+    options = parse_source_options({**base, "maxRecordsPerPartition": "500"}, batch=True)
+    assert options.max_records_per_partition == 500
+    assert parse_source_options(base, batch=True).max_records_per_partition is None
+    for bad in ("0", "-3", "many"):
+        with pytest.raises(OptionError):
+            parse_source_options({**base, "maxRecordsPerPartition": bad}, batch=True)
