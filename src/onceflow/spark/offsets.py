@@ -97,12 +97,14 @@ def plan_ranges(
     min_partitions: int | None,
     max_records_per_partition: int | None = None,
 ) -> list[OffsetRange]:
-    """The read tasks of a batch, as Spark's `KafkaOffsetRangeCalculator` plans them: one per
-    partition with something to read; with `max_records_per_partition` a larger range is cut
-    into even parts of at most that many offsets; then, while there are fewer tasks than
-    `min_partitions`, the large ranges are cut again in proportion to their size (ranges whose
-    share rounds to one task stay whole and leave their tasks to the others). Deterministic for
-    the same input."""
+    """The read tasks of a batch: one per partition with something to read; with
+    `max_records_per_partition` a larger range is cut into even parts of at most that many
+    offsets (as Spark's `KafkaOffsetRangeCalculator`); then, when there are fewer tasks than
+    `min_partitions`, each range is cut into its share of them, rounded down (Spark rounds and
+    keeps the ranges whose share is one task whole, which can differ by a task or two).
+    Deterministic for the same input, and it must stay so across onceflow versions: a query
+    restarted after a crash re-plans its last batch, and the exactly-once sink needs the same
+    rows in the same tasks (docs/spark.md, "Limits")."""
     ranges = [
         OffsetRange(t, p, start.get((t, p), 0), until)
         for (t, p), until in sorted(end.items())
@@ -117,20 +119,11 @@ def plan_ranges(
     if not min_partitions or min_partitions <= len(ranges):
         return ranges
     total = sum(r.size for r in ranges)
-    whole = {r for r in ranges if _share(r.size, total, min_partitions) == 1}
-    split_total = total - sum(r.size for r in whole)
-    split_tasks = max(min_partitions - len(whole), 1)
-    out: list[OffsetRange] = []
-    for r in ranges:
-        parts = 1 if r in whole else _share(r.size, split_total, split_tasks)
-        out.extend(_split(r, parts))
-    return out
-
-
-def _share(size: int, total: int, tasks: int) -> int:
-    """Tasks for a range of `size` out of `total` offsets spread over `tasks` (at least one;
-    halves round up, as Scala's `math.round`)."""
-    return max(math.floor(size / total * tasks + 0.5), 1)
+    return [
+        piece
+        for r in ranges
+        for piece in _split(r, max(math.floor(r.size / total * min_partitions), 1))
+    ]
 
 
 def _split(r: OffsetRange, parts: int) -> list[OffsetRange]:
