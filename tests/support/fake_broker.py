@@ -6,7 +6,8 @@ ApiVersions version gets UNSUPPORTED_VERSION and our ranges in a v0 body) and Me
 itself as the one broker and `topics` (name -> partition count); any other API goes to
 `handlers[api_key](broker, version, request)`, which returns the response message, or None for
 no response (acks=0). `seen` records (api key, version, header version, client id) of every
-request. `behaviour` scripts a misbehaving broker:
+request. `port` 0 picks a free port (a test that restarts a broker passes the old one).
+`behaviour` scripts a misbehaving broker:
 
 - `wrong-correlation`: answers after the handshake carry the wrong correlation id;
 - `close` / `silent`: after the handshake, a request closes the connection / is never answered;
@@ -42,8 +43,9 @@ class FakeBroker(socketserver.ThreadingTCPServer):
         handlers: Mapping[int, Handler] | None = None,
         behaviour: str = "normal",
         cluster_id: str = "fake",
+        port: int = 0,
     ) -> None:
-        super().__init__(("127.0.0.1", 0), _Connection)
+        super().__init__(("127.0.0.1", port), _Connection)
         self.versions = dict(versions)  # what ApiVersions advertises
         self.topics = dict(topics or {})
         self.handlers = dict(handlers or {})

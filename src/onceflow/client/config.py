@@ -85,6 +85,7 @@ _COMMON = (
     ConfigKey("retry.backoff.max.ms", "int", 1_000, at_least(0)),
     ConfigKey("metadata.max.age.ms", "int", 300_000, at_least(0)),
     ConfigKey("reconnect.backoff.ms", "int", 50, at_least(0)),
+    ConfigKey("reconnect.backoff.max.ms", "int", 1_000, at_least(0)),
     ConfigKey("socket.connection.setup.timeout.ms", "int", 10_000, at_least(0)),
     ConfigKey("connections.max.idle.ms", "int", 540_000),
     ConfigKey("allow.auto.create.topics", "bool", True),

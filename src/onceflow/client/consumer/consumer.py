@@ -95,7 +95,9 @@ class Consumer:
         self.max_poll_records = self.config["max.poll.records"]
         self.default_api_timeout_s = self.config["default.api.timeout.ms"] / 1000
         self.metadata = Metadata(
-            self.config["metadata.max.age.ms"], self.config["retry.backoff.ms"]
+            self.config["metadata.max.age.ms"],
+            self.config["retry.backoff.ms"],
+            self.config["retry.backoff.max.ms"],
         )
         self.network = NetworkClient(self.config, self.metadata)
         self.network.client_id = self.client_id

@@ -9,7 +9,10 @@ responses buffered per partition). Responses go to `SubscriptionState.completed`
 
 Errors per partition: OFFSET_OUT_OF_RANGE resets the position by auto.offset.reset (or, with
 "none", is raised by `poll`); NOT_LEADER_OR_FOLLOWER and its kin refresh metadata and retry;
-other non-retriable errors are raised by `poll`.
+other non-retriable errors are raised by `poll`. A node whose Fetch failed as a whole (no
+answer, or a top-level error) gets no Fetch for `retry.backoff.ms`, doubled per consecutive
+failure up to `retry.backoff.max.ms` with +/-20% jitter (KIP-580); a failed ListOffsets waits
+the same way, per node. An answer resets the node's count.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from onceflow.client.errors import (
     UnsupportedVersionError,
     error_for_code,
 )
+from onceflow.client.net.backoff import FailureBackoff, retry_backoff
 from onceflow.client.net.io_thread import IOThread
 from onceflow.client.net.metadata import Cluster, TopicPartition
 from onceflow.client.net.network import AsyncBrokerConnection, NetworkClient
@@ -74,10 +78,12 @@ class Fetcher:
         self.partition_max_bytes = config["max.partition.fetch.bytes"]
         self.request_timeout_s = config["request.timeout.ms"] / 1000
         self.retry_backoff_s = config["retry.backoff.ms"] / 1000
+        self.fetch_backoff = FailureBackoff(retry_backoff(config))  # per node
+        self.list_offsets_backoff = FailureBackoff(retry_backoff(config))  # per node
         self.running = True
         self.io: IOThread | None = None
         self._nodes_in_flight: set[int] = set()
-        self._node_backoff: dict[int, float] = {}
+        self._node_backoff: dict[int, float] = {}  # node id -> no fetch before
         self.tasks = BackgroundTasks(log)
 
     async def run(self, io: IOThread) -> None:
@@ -192,7 +198,7 @@ class Fetcher:
             response = future.result()
         except _TRANSPORT_ERRORS as exc:
             log.debug("fetch from node %d failed: %s", node, exc)
-            self._node_backoff[node] = time.monotonic() + self.retry_backoff_s
+            self._node_backoff[node] = time.monotonic() + self.fetch_backoff.failed(node)
             self.metadata.request_update()
             response = None
         sent = {tp: (offset, generation) for tp, offset, generation in partitions}
@@ -200,7 +206,9 @@ class Fetcher:
         if response is not None:
             if response.error_code:
                 log.info("fetch from node %d: %s", node, error_name(response.error_code))
-                self._node_backoff[node] = time.monotonic() + self.retry_backoff_s
+                self._node_backoff[node] = time.monotonic() + self.fetch_backoff.failed(node)
+            else:
+                self.fetch_backoff.succeeded(node)
             names = self.metadata.cluster.topic_names
             for topic in response.responses:
                 name = (
@@ -334,9 +342,10 @@ class Fetcher:
             for topic in response.topics:
                 for p in topic.partitions:
                     offsets[TopicPartition(topic.name, p.partition_index)] = p
+            self.list_offsets_backoff.succeeded(conn.node_id)
         except _TRANSPORT_ERRORS as exc:
             log.debug("ListOffsets failed: %s", exc)
-            await asyncio.sleep(self.retry_backoff_s)
+            await asyncio.sleep(self.list_offsets_backoff.failed(conn.node_id))
         with self.subs.lock:
             for tp, _strategy, generation in partitions:
                 state = self.subs.assignment.get(tp)

@@ -3,7 +3,9 @@
 `Cluster` is an immutable snapshot built from a Metadata response. `Metadata` holds the current
 snapshot, the topics the client needs, and when to refresh: on request (after
 NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, an unknown leader) or every
-`metadata.max.age.ms`. Application threads wait on it for a topic's partitions
+`metadata.max.age.ms`, never sooner than the backoff after the last attempt (KIP-580:
+`retry.backoff.ms`, doubled per consecutive failed refresh up to `retry.backoff.max.ms`, with
++/-20% jitter). Application threads wait on it for a topic's partitions
 (`wait_for_topic`); the I/O thread applies responses (`update`).
 """
 
@@ -16,6 +18,7 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from onceflow.client.errors import KafkaTimeoutError, error_for_code
+from onceflow.client.net.backoff import ExponentialBackoff
 from onceflow.common import TopicPartition
 from onceflow.protocol.errors import ErrorCode
 
@@ -119,9 +122,14 @@ class Cluster:
 class Metadata:
     """The current `Cluster`, the topics wanted, and the refresh schedule (thread-safe)."""
 
-    def __init__(self, max_age_ms: int, retry_backoff_ms: int):
+    def __init__(
+        self, max_age_ms: int, retry_backoff_ms: int, retry_backoff_max_ms: int | None = None
+    ):
         self.max_age_ms = max_age_ms
         self.retry_backoff_ms = retry_backoff_ms
+        self.backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms)
+        self.failed_attempts = 0  # consecutive failed refreshes; a refresh that works resets it
+        self.backoff_s = self.backoff.backoff_s(0)  # the wait after the latest attempt
         self.cluster = Cluster()
         self.version = 0
         self.wanted: set[str] = set()
@@ -148,12 +156,13 @@ class Metadata:
         self.need_update = True
 
     def time_to_next_update(self, now: float) -> float:
-        """Seconds until a refresh is due (0 when due now), honouring retry.backoff.ms: after
-        any attempt, except that a topic new since the last refresh waits only for the
-        backoff after a failed attempt (a producer's first send to a topic should not sit out
-        the backoff of the bootstrap refresh it had nothing to do with)."""
+        """Seconds until a refresh is due (0 when due now), honouring the backoff after any
+        attempt (retry.backoff.ms, doubling per consecutive failure up to
+        retry.backoff.max.ms), except that a topic new since the last refresh waits only for
+        the backoff after a failed attempt (a producer's first send to a topic should not sit
+        out the backoff of the bootstrap refresh it had nothing to do with)."""
         since = self.last_failure if self.new_topics else self.last_attempt
-        backoff = since + self.retry_backoff_ms / 1000 - now
+        backoff = since + self.backoff_s - now
         if self.need_update:
             return max(backoff, 0.0)
         return max(self.last_refresh + self.max_age_ms / 1000 - now, backoff, 0.0)
@@ -164,6 +173,8 @@ class Metadata:
             self.cluster = cluster
             self.version += 1
             self.last_refresh = self.last_attempt = now
+            self.failed_attempts = 0
+            self.backoff_s = self.backoff.backoff_s(0)
             self.last_error = self.auth_error = None
             self.new_topics = False
             self.need_update = any(
@@ -174,9 +185,12 @@ class Metadata:
             self._changed.notify_all()
 
     def failed_update(self, error: BaseException, now: float) -> None:
-        """A refresh attempt failed; the next one waits retry.backoff.ms."""
+        """A refresh attempt failed; the next one waits longer after each consecutive
+        failure."""
         with self._changed:
             self.last_attempt = self.last_failure = now
+            self.backoff_s = self.backoff.backoff_s(self.failed_attempts)
+            self.failed_attempts += 1
             self.last_error = error
             self._changed.notify_all()
 

@@ -12,6 +12,10 @@ broker's certificate against the host connected to; SASL is the protocol core's.
 
 `NetworkClient` keeps one connection per node (bootstrap servers first), refreshes `Metadata`
 in the background and finds the least-loaded node for metadata and InitProducerId requests.
+A node whose connection attempt failed is not tried again for `reconnect.backoff.ms`, doubled
+per consecutive failure up to `reconnect.backoff.max.ms` with +/-20% jitter (KIP-144); a
+connection that opens resets it. `any_connection` (which needs some broker now) tries every
+node regardless of its backoff, as before.
 A failed SASL login or TLS handshake (`AuthenticationError`: `SslAuthenticationError` for an
 untrusted or misnamed broker certificate, a refused client certificate) is not a broker that
 may come back: it is logged once as an error, handed to `Metadata.authentication_failed` (the
@@ -40,6 +44,7 @@ from onceflow.client.errors import (
     KafkaTimeoutError,
     UnsupportedVersionError,
 )
+from onceflow.client.net.backoff import FailureBackoff, reconnect_backoff
 from onceflow.client.net.metadata import Cluster, Metadata
 from onceflow.client.net.security import PLAINTEXT, ClientSecurity, ssl_authentication_error
 from onceflow.client.net.tasks import BackgroundTasks
@@ -248,12 +253,12 @@ class NetworkClient:
         self.on_auth_error: Callable[[], None] | None = None  # wakes the client's waiters
         self.request_timeout_s = config["request.timeout.ms"] / 1000
         self.connect_timeout_s = config["socket.connection.setup.timeout.ms"] / 1000
-        self.reconnect_backoff_s = config["reconnect.backoff.ms"] / 1000
+        self.reconnect_backoff = FailureBackoff(reconnect_backoff(config))
         self.bootstrap = [_parse_address(a) for a in config["bootstrap.servers"]]
         self._conns: dict[int, AsyncBrokerConnection] = {}
         self._connecting: dict[int, asyncio.Task] = {}
         self._last_warning: dict[int, float] = {}  # node id -> when a failure was last logged
-        self._last_failure: dict[int, float] = {}
+        self._reconnect_at: dict[int, float] = {}  # node id -> no connection attempt before
         self._bootstrap_index = 0
         self._coordinator_addresses: dict[int, tuple[str, int]] = {}
         self._refreshing = False
@@ -278,10 +283,15 @@ class NetworkClient:
         if conn is not None and conn.ready:
             return conn
         if node_id not in self._connecting:
-            last = self._last_failure.get(node_id, 0.0)
-            if time.monotonic() - last >= self.reconnect_backoff_s:
+            if time.monotonic() >= self._reconnect_at.get(node_id, 0.0):
                 self._connecting[node_id] = asyncio.ensure_future(self._connect(node_id))
         return None
+
+    def time_to_reconnect(self, now: float) -> float | None:
+        """Seconds until the earliest node in reconnect backoff may be tried again (None
+        when none is waiting), so that an I/O loop does not sleep past it."""
+        waits = [at - now for at in self._reconnect_at.values() if at > now]
+        return min(waits) if waits else None
 
     async def _connect(self, node_id: int) -> AsyncBrokerConnection | None:
         address = None
@@ -297,12 +307,16 @@ class NetworkClient:
             if old is not None:
                 old.close()
             self._conns[node_id] = conn
+            self.reconnect_backoff.succeeded(node_id)
+            self._reconnect_at.pop(node_id, None)
             return conn
         except AUTHENTICATION_ERRORS as exc:
             if self.metadata.auth_error is None:
                 where = f"{address[0]}:{address[1]}" if address is not None else "no address"
                 log.error("authentication with node %s (%s) failed: %s", node_id, where, exc)
-            self._last_failure[node_id] = time.monotonic() + AUTH_RETRY_BACKOFF_S
+            self._reconnect_at[node_id] = (
+                time.monotonic() + AUTH_RETRY_BACKOFF_S + self.reconnect_backoff.failed(node_id)
+            )
             self.metadata.authentication_failed(exc, time.monotonic())
             if self.on_auth_error is not None:
                 self.on_auth_error()
@@ -325,7 +339,7 @@ class NetworkClient:
                 )
             else:
                 log.debug("connection to node %s failed: %s", node_id, exc)
-            self._last_failure[node_id] = now
+            self._reconnect_at[node_id] = now + self.reconnect_backoff.failed(node_id)
             self.metadata.request_update()
             return None
         finally:
@@ -373,7 +387,7 @@ class NetworkClient:
         self._bootstrap_index += 1
         for i in range(len(candidates)):
             node_id = candidates[(start + i) % len(candidates)]
-            self._last_failure.pop(node_id, None)
+            self._reconnect_at.pop(node_id, None)  # try each now; failures still count
             conn = await self.await_connection(node_id)
             if conn is not None:
                 return conn
@@ -432,11 +446,15 @@ class NetworkClient:
 
     def maybe_refresh_metadata(self) -> float:
         """Start a refresh if one is due; returns seconds until the next is due."""
-        delay = self.metadata.time_to_next_update(time.monotonic())
+        now = time.monotonic()
+        delay = self.metadata.time_to_next_update(now)
         if delay <= 0 and not self._refreshing:
             self.tasks.spawn(self.refresh_metadata(), "metadata refresh", self._refresh_crashed)
-            return self.metadata.retry_backoff_ms / 1000
-        return delay if delay > 0 else self.metadata.retry_backoff_ms / 1000
+            delay = 0.0
+        if delay <= 0:
+            delay = self.metadata.retry_backoff_ms / 1000
+        reconnect = self.time_to_reconnect(now)
+        return delay if reconnect is None else min(delay, reconnect)
 
 
 def _parse_address(address: str) -> tuple[str, int]:

@@ -7,8 +7,10 @@ under one lock; no asyncio work per record). The sender thread asks which partit
 `RecordAccumulator` does. The sender is woken only when a new batch is opened or one fills up.
 
 Batches that failed with a retriable error are `reenqueue`d at the front of their queue in
-sequence order and wait `retry.backoff.ms`. `buffer.memory` bounds the bytes held: `append`
-blocks up to `max.block.ms` for space. Compression happens once, when a batch is closed.
+sequence order and wait `retry.backoff.ms`, doubled for each further retry of the same batch
+up to `retry.backoff.max.ms`, with +/-20% jitter (KIP-580). `buffer.memory` bounds the bytes
+held: `append` blocks up to `max.block.ms` for space. Compression happens once, when a batch is
+closed.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from onceflow.client.errors import IllegalStateError, KafkaTimeoutError
+from onceflow.client.net.backoff import ExponentialBackoff
 from onceflow.client.producer.futures import FutureRecordMetadata, ProduceResult
 from onceflow.client.producer.record_writer import RecordBatchWriter
 from onceflow.records.batch import (
@@ -169,13 +172,14 @@ class RecordAccumulator:
         max_block_ms: int,
         wakeup: Callable[[], None],
         transactional: bool = False,
+        retry_backoff_max_ms: int | None = None,
     ):
         self.batch_size = max(batch_size, 1)
         self.transactional = transactional
         self._room = self.batch_size - HEADER_SIZE  # record bytes that fit in a batch
         self.linger_ms = linger_ms
         self.compression = compression
-        self.retry_backoff_ms = retry_backoff_ms
+        self.retry_backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms)
         self.buffer_memory = buffer_memory
         self.max_block_ms = max_block_ms
         self._wakeup = wakeup
@@ -321,9 +325,10 @@ class RecordAccumulator:
         return drained
 
     def reenqueue(self, batch: ProducerBatch, now: int) -> None:
-        """Put a batch back for a retry: at the front, in sequence order, after the backoff."""
+        """Put a batch back for a retry: at the front, in sequence order, after the backoff
+        for its number of attempts so far."""
         batch.attempts += 1
-        batch.retry_at_ms = now + self.retry_backoff_ms
+        batch.retry_at_ms = now + round(self.retry_backoff.backoff_ms(batch.attempts - 1))
         with self._lock:
             queue = self._queues.setdefault(batch.tp, deque())
             position = 0

@@ -93,7 +93,9 @@ class Producer:
         self._max_request_size = self.config["max.request.size"]
         self.idempotent = bool(self.config["enable.idempotence"])
         self.metadata = Metadata(
-            self.config["metadata.max.age.ms"], self.config["retry.backoff.ms"]
+            self.config["metadata.max.age.ms"],
+            self.config["retry.backoff.ms"],
+            self.config["retry.backoff.max.ms"],
         )
         self.network = NetworkClient(self.config, self.metadata)
         self.network.client_id = self.client_id
@@ -102,6 +104,7 @@ class Producer:
                 self.transactional_id,
                 self.config["transaction.timeout.ms"],
                 self.config["retry.backoff.ms"],
+                self.config["retry.backoff.max.ms"],
             )
         else:
             self.txn = TransactionManager() if self.idempotent else None
@@ -113,6 +116,7 @@ class Producer:
             linger_ms=self.config["linger.ms"],
             compression=CompressionType[self.config["compression.type"].upper()],
             retry_backoff_ms=self.config["retry.backoff.ms"],
+            retry_backoff_max_ms=self.config["retry.backoff.max.ms"],
             buffer_memory=self.config["buffer.memory"],
             max_block_ms=self.config["max.block.ms"],
             wakeup=self._io.wakeup,

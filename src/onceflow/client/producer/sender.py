@@ -8,7 +8,9 @@ request per leader, at most `max.in.flight.requests.per.connection` in flight pe
 and sleep until woken (a new or full batch, an answer, a connection) or the next linger
 deadline. Answers are applied as they arrive: success completes the batch's future; retriable
 errors re-enqueue it (and refresh metadata for NOT_LEADER_OR_FOLLOWER and its kin); with
-idempotence, `TransactionManager` decides per error code.
+idempotence, `TransactionManager` decides per error code. A batch's retries (the
+accumulator's) and InitProducerId's wait `retry.backoff.ms`, doubled per further failure up to
+`retry.backoff.max.ms`, with +/-20% jitter (KIP-580).
 
 With a transactional id, each pass also runs the coordinator requests (`TxnRequestSender`):
 batches go out only for partitions already added to the transaction; while a commit is under
@@ -36,6 +38,7 @@ from onceflow.client.errors import (
     UnsupportedVersionError,
     error_for_code,
 )
+from onceflow.client.net.backoff import FailureBackoff, retry_backoff
 from onceflow.client.net.io_thread import IOThread
 from onceflow.client.net.network import NetworkClient
 from onceflow.client.net.tasks import BackgroundTasks
@@ -98,6 +101,7 @@ class Sender:
         self.request_timeout_ms = config["request.timeout.ms"]
         self.delivery_timeout_ms = config["delivery.timeout.ms"]
         self.retry_backoff_s = config["retry.backoff.ms"] / 1000
+        self.init_backoff = FailureBackoff(retry_backoff(config))  # InitProducerId retries
         self.running = True
         self.force_close = False
         self.io: IOThread | None = None
@@ -414,7 +418,9 @@ class Sender:
             self.txn.fail_init_producer_id()
         finally:
             if retry and not self.txn.is_fatal:
-                self._init_not_before = time.monotonic() + self.retry_backoff_s
+                self._init_not_before = time.monotonic() + self.init_backoff.failed()
+            elif not retry:
+                self.init_backoff.succeeded()
             self._wake()
 
     # ------------------------------------------------------------------ helpers

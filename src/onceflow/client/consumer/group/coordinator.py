@@ -16,6 +16,9 @@ with FindCoordinator, key type GROUP) on a connection of its own.
   (OffsetFetch, with require_stable for read_committed consumers), `leave_group()`.
 
 Static members (group.instance.id, KIP-345) do not send LeaveGroup when closing, as in Kafka.
+A failed coordinator lookup and a join round that must be retried wait `retry.backoff.ms`,
+doubled for each further failure in a row up to `retry.backoff.max.ms`, with +/-20% jitter
+(KIP-580); each `connection()` or `join_group()` call starts from `retry.backoff.ms`.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from onceflow.client.errors import (
     KafkaTimeoutError,
     error_for_code,
 )
+from onceflow.client.net.backoff import retry_backoff
 from onceflow.client.net.coordinator_lookup import GROUP, find_coordinator
 from onceflow.client.net.metadata import TopicPartition
 from onceflow.client.net.network import AsyncBrokerConnection, NetworkClient
@@ -139,7 +143,7 @@ class ConsumerCoordinator:
         self.rebalance_timeout_ms = config["max.poll.interval.ms"]
         self.heartbeat_interval_s = config["heartbeat.interval.ms"] / 1000
         self.request_timeout_s = config["request.timeout.ms"] / 1000
-        self.retry_backoff_s = config["retry.backoff.ms"] / 1000
+        self.retry_backoff = retry_backoff(config)
         self.assignors = [assignor_for(name) for name in config["partition.assignment.strategy"]]
         self.coordinator: tuple[int, str, int] | None = None
         self.generation_id = -1
@@ -165,6 +169,7 @@ class ConsumerCoordinator:
     async def connection(self) -> AsyncBrokerConnection:
         """The coordinator's connection, finding the coordinator first if needed; raises the
         authentication error when no broker would authenticate this client."""
+        attempts = 0  # failed lookups in a row: each waits longer (KIP-580)
         while True:
             if self.coordinator is not None:
                 node_id, host, port = self.coordinator
@@ -188,7 +193,8 @@ class ConsumerCoordinator:
                     continue
                 if not ErrorCode(code).retriable:
                     raise error_for_code(code, f"FindCoordinator for group {self.group_id}")
-            await asyncio.sleep(self.retry_backoff_s)
+            await asyncio.sleep(self.retry_backoff.backoff_s(attempts))
+            attempts += 1
 
     async def request(
         self, message: Any, max_version: int | None = None, timeout_s: float | None = None
@@ -225,6 +231,7 @@ class ConsumerCoordinator:
     async def join_group(self) -> JoinedGeneration:
         """Join (or rejoin) the group and return this member's assignment."""
         self.state = MemberState.REBALANCING
+        attempts = 0  # failed rounds in a row: each waits longer (KIP-580)
         while True:
             try:
                 result = await self._join_once()
@@ -233,7 +240,8 @@ class ConsumerCoordinator:
                 result = None
             if result is not None:
                 return result
-            await asyncio.sleep(self.retry_backoff_s)
+            await asyncio.sleep(self.retry_backoff.backoff_s(attempts))
+            attempts += 1
 
     async def _join_once(self) -> JoinedGeneration | None:
         cls = messages.REQUESTS[ApiKey.JOIN_GROUP]

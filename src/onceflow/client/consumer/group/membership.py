@@ -9,7 +9,8 @@
   committed offsets (OffsetFetch, with require_stable for read_committed consumers, retried
   while the broker answers UNSTABLE_OFFSET_COMMIT), else at auto.offset.reset.
 - `commit`, `committed`, `maybe_auto_commit` (enable.auto.commit), `close` (commit, revoke,
-  LeaveGroup).
+  LeaveGroup). A synchronous `commit` or `committed` retries retriable errors until its
+  timeout, waiting `retry.backoff.ms` doubled per failed round up to `retry.backoff.max.ms`.
 
 Callbacks get `(consumer, [TopicPartition, ...])`, as confluent-kafka's `on_assign` and
 `on_revoke`; they run in the application thread inside `poll`, `unsubscribe` or `close`.
@@ -33,6 +34,7 @@ from onceflow.client.errors import (
     KafkaTimeoutError,
     error_for_code,
 )
+from onceflow.client.net.backoff import retry_backoff
 from onceflow.client.net.io_thread import IOThread
 from onceflow.client.net.metadata import TopicPartition
 from onceflow.client.offsets import ConsumerGroupMetadata, OffsetAndMetadata
@@ -69,7 +71,7 @@ class ConsumerMembership:
         self.auto_commit = config["enable.auto.commit"]
         self.auto_commit_interval_s = config["auto.commit.interval.ms"] / 1000
         self.request_timeout_s = config["request.timeout.ms"] / 1000
-        self.retry_backoff_s = config["retry.backoff.ms"] / 1000
+        self.retry_backoff = retry_backoff(config)
         self.default_timeout_s = config["default.api.timeout.ms"] / 1000
         self.next_auto_commit = time.monotonic() + self.auto_commit_interval_s
         self.subscription: list[str] | None = None
@@ -227,6 +229,7 @@ class ConsumerMembership:
             future.add_done_callback(self._log_async_commit)
             return None
         deadline = time.monotonic() + timeout
+        attempts = 0  # failed rounds in a row: each waits longer (KIP-580)
         while True:
             codes = self._call(
                 self.coordinator.commit_offsets(offsets), max(deadline - time.monotonic(), 0.1)
@@ -249,7 +252,8 @@ class ConsumerMembership:
                 offsets = {tp: offsets[tp] for tp in failed}
             if time.monotonic() >= deadline:
                 raise KafkaTimeoutError(f"offset commit did not complete within {timeout} s")
-            time.sleep(self.retry_backoff_s)
+            time.sleep(self.retry_backoff.backoff_s(attempts))
+            attempts += 1
 
     def _log_async_commit(self, future: concurrent.futures.Future) -> None:
         try:
@@ -272,6 +276,7 @@ class ConsumerMembership:
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """The group's committed offsets (None where nothing is committed)."""
         deadline = time.monotonic() + timeout
+        attempts = 0
         while True:
             answer = self._call(
                 self.coordinator.fetch_committed(partitions, self.require_stable),
@@ -292,7 +297,8 @@ class ConsumerMembership:
                     f"Timeout of {timeout * 1000:.0f}ms expired before the last committed offset "
                     "for partitions could be determined"
                 )
-            time.sleep(self.retry_backoff_s)
+            time.sleep(self.retry_backoff.backoff_s(attempts))
+            attempts += 1
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         c = self.coordinator

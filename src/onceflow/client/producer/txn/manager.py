@@ -8,7 +8,10 @@ sequences) with transactions. Application threads make the calls of Kafka's prod
 a `TransactionalRequestResult` to wait on. The I/O thread takes requests with `next_request`
 (one at a time, by priority; EndTxn only once every batch is resolved) and hands each answer
 to `on_response` / `on_transport_error`: the request's error table gives the action, the
-request applies a success, and the manager moves the state for a retry or a failure.
+request applies a success, and the manager moves the state for a retry or a failure. A retried
+request waits `retry.backoff.ms`, doubled for each further attempt of the same request up to
+`retry.backoff.max.ms`, with +/-20% jitter (KIP-580); CONCURRENT_TRANSACTIONS waits at most
+CONCURRENT_TXN_BACKOFF_S, as in Kafka.
 
 A call that timed out leaves its result pending: the same call (init, commit, abort) returns
 that result again, any other call raises `IllegalStateError` until it is retried. Abortable
@@ -26,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from onceflow.client.errors import IllegalStateError, KafkaError, TransactionAbortableError
+from onceflow.client.net.backoff import ExponentialBackoff
 from onceflow.client.offsets import ConsumerGroupMetadata, OffsetAndMetadata
 from onceflow.client.producer.accumulator import ProducerBatch
 from onceflow.client.producer.idempotence import (
@@ -81,11 +85,15 @@ class TxnManager(TransactionManager):
     """Producer id, epoch and sequences plus the transaction's state (thread-safe)."""
 
     def __init__(
-        self, transactional_id: str, transaction_timeout_ms: int, retry_backoff_ms: int = 100
+        self,
+        transactional_id: str,
+        transaction_timeout_ms: int,
+        retry_backoff_ms: int = 100,
+        retry_backoff_max_ms: int | None = None,
     ):
         super().__init__(transactional_id)
         self.transaction_timeout_ms = transaction_timeout_ms
-        self.retry_backoff_s = retry_backoff_ms / 1000
+        self.retry_backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms)
         self.lock = threading.RLock()
         self.coordinators: dict[tuple[int, str], tuple[int, str, int]] = {}
         self.partitions_in_transaction: set[tuple[str, int]] = set()
@@ -319,7 +327,7 @@ class TxnManager(TransactionManager):
         with self.lock:
             self.in_flight = None
             self.coordinators.pop(request.coordinator_key(self), None)
-            self._retry(request, now, self.retry_backoff_s)
+            self._retry(request, now, self._backoff_s(request))
 
     def on_response(
         self, request: TxnRequest, now: float, error_codes: Mapping[Any, int], **fields: Any
@@ -336,12 +344,17 @@ class TxnManager(TransactionManager):
                 if worst is TxnAction.LOOKUP:
                     self.lookup_coordinator(request.coordinator_key(self))
                 request.on_retry(error_codes)
-                backoff = self.retry_backoff_s
+                backoff = self._backoff_s(request)
                 if worst_code == ErrorCode.CONCURRENT_TRANSACTIONS:
                     backoff = min(backoff, CONCURRENT_TXN_BACKOFF_S)
                 self._retry(request, now, backoff)
             else:
                 self._fail(request, worst, worst_code)
+
+    def _backoff_s(self, request: TxnRequest) -> float:
+        """The wait before `request` is sent again: retry.backoff.ms after its first
+        attempt, doubled after each further one up to retry.backoff.max.ms (KIP-580)."""
+        return self.retry_backoff.backoff_s(request.attempts - 1)
 
     def _retry(self, request: TxnRequest, now: float, backoff: float) -> None:
         if self.is_fatal:
