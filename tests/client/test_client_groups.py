@@ -253,3 +253,18 @@ def test_assigned_partitions_of_a_group_consumer_start_at_committed_offsets(grou
         assert positions == {0: 30, 1: 0, 2: 95}  # committed, earliest (none committed), given
     finally:
         second.close()
+
+
+def test_a_new_member_joins_without_waiting_a_retry_backoff(group_broker):
+    # JoinGroup v4+ answers a member without an id MEMBER_ID_REQUIRED (KIP-394); the consumer
+    # joins again with the id at once. With a one-minute retry backoff a wait would show.
+    consumer = group_consumer(
+        group_broker.bootstrap,
+        "no-wait",
+        **{"retry.backoff.ms": 60_000, "retry.backoff.max.ms": 60_000},
+    )
+    try:
+        consumer.subscribe(["events"])
+        poll_until([consumer], lambda: len(consumer.assignment()) == PARTITIONS, timeout=30)
+    finally:
+        consumer.close()

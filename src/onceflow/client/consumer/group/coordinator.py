@@ -262,8 +262,11 @@ class ConsumerCoordinator:
         action = _action(JOIN_ACTIONS, response.error_code)
         if action is not GroupAction.OK:
             if response.error_code == ErrorCode.MEMBER_ID_REQUIRED:
+                # KIP-394: the broker gave a new member its id; join again with it at once,
+                # as Kafka's consumer does, not after a retry backoff
+                first = not self.member_id
                 self.member_id = response.member_id
-                return None
+                return await self._join_once() if first else None
             self._apply(action, response.error_code, "JoinGroup")
             return None
         self.generation_id, self.member_id = response.generation_id, response.member_id
