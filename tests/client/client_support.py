@@ -41,10 +41,13 @@ def txn_producer(bootstrap: str, transactional_id: str, **extra) -> Producer:
     return Producer(config)
 
 
-def produce(bootstrap: str, topic: str, values: Iterable[bytes], partitions: int) -> None:
-    """Idempotent produce of `values`, value i to partition i % partitions."""
+def produce(
+    bootstrap: str, topic: str, values: Iterable[bytes], partitions: int, first: int = 0
+) -> None:
+    """Idempotent produce of `values`, numbered from `first`: value i to partition
+    i % partitions."""
     with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as producer:
-        for i, value in enumerate(values):
+        for i, value in enumerate(values, first):
             producer.send(topic, value, partition=i % partitions)
         producer.flush(WAIT_S)
 

@@ -98,7 +98,10 @@ def test_client_eos_app_exactly_once_through_kill(broker_factory, tmp_path):
     bootstrap = broker.bootstrap
     create_topic(bootstrap, "eos-in", PARTITIONS)
     create_topic(bootstrap, "eos-out", PARTITIONS)
-    produce(bootstrap, "eos-in", [input_value(seq) for seq in range(N)], PARTITIONS)
+    # the input comes in two halves: the hold is asked for before the second half exists, so
+    # the app cannot have finished everything before it sees the hold file
+    half = N // 2
+    produce(bootstrap, "eos-in", [input_value(seq) for seq in range(half)], PARTITIONS)
     end_offsets = dict.fromkeys(range(PARTITIONS), N // PARTITIONS)
     log_path = tmp_path / "eos_app.log"
     hold = tmp_path / "hold"
@@ -112,6 +115,8 @@ def test_client_eos_app_exactly_once_through_kill(broker_factory, tmp_path):
             log_path,
         )
         hold.touch()
+        values = [input_value(seq) for seq in range(half, N)]
+        produce(bootstrap, "eos-in", values, PARTITIONS, first=half)
         wait_for(held.exists, "the application holding inside a transaction", log_path)
         progress_at_kill = sum(max(o, 0) for o in committed_offsets_unstable(bootstrap).values())
         app.send_signal(signal.SIGKILL)
