@@ -22,7 +22,6 @@ from support.secure_broker import (
     PASSWORD,
     USER,
     listener_ports,
-    start_other_name_broker,
     start_secure_broker,
 )
 from support.secure_broker import confluent_config as client_config
@@ -129,13 +128,6 @@ def test_mechanism_the_broker_does_not_enable(tmp_path_factory, pki):
         client = client_config(broker, pki, "SASL_PLAINTEXT", "PLAIN")
         with pytest.raises(UnsupportedSaslMechanismError, match="SCRAM-SHA-512"):
             AdminClient(client).list_topics()
-
-
-@pytest.fixture(scope="module")
-def other_name_broker(tmp_path_factory, pki):
-    broker = start_other_name_broker(tmp_path_factory.mktemp("other-name") / "data", pki)
-    yield broker
-    broker.stop()
 
 
 # a certificate for another name, or an untrusted CA: tests/security/test_client_tls_errors.py

@@ -21,7 +21,6 @@ import uuid
 import pytest
 from support.secure_broker import (
     confluent_config,
-    start_other_name_broker,
     start_secure_broker,
 )
 
@@ -107,13 +106,6 @@ def test_admin_raises(wrong_ca):
         AdminClient({**wrong_ca, "request.timeout.ms": LONG_MS}) as admin,
     ):
         admin.list_topics()
-
-
-@pytest.fixture(scope="module")
-def other_name_broker(tmp_path_factory, pki):
-    broker = start_other_name_broker(tmp_path_factory.mktemp("tls-other-name") / "data", pki)
-    yield broker
-    broker.stop()
 
 
 def test_a_certificate_for_another_name_is_refused_by_every_client(other_name_broker, pki):
