@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from onceflow.client.errors import KafkaTimeoutError, error_for_code
-from onceflow.client.net.backoff import ExponentialBackoff
+from onceflow.client.net.backoff import ExponentialBackoff, FailureBackoff
 from onceflow.common import TopicPartition
 from onceflow.protocol.errors import ErrorCode
 
@@ -127,9 +127,9 @@ class Metadata:
     ):
         self.max_age_ms = max_age_ms
         self.retry_backoff_ms = retry_backoff_ms
-        self.backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms)
-        self.failed_attempts = 0  # consecutive failed refreshes; a refresh that works resets it
-        self.backoff_s = self.backoff.backoff_s(0)  # the wait after the latest attempt
+        # consecutive failed refreshes; a refresh that works starts the count again
+        self.failures = FailureBackoff(ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms))
+        self.backoff_s = self.failures.backoff.backoff_s(0)  # the wait after the latest attempt
         self.cluster = Cluster()
         self.version = 0
         self.wanted: set[str] = set()
@@ -173,8 +173,8 @@ class Metadata:
             self.cluster = cluster
             self.version += 1
             self.last_refresh = self.last_attempt = now
-            self.failed_attempts = 0
-            self.backoff_s = self.backoff.backoff_s(0)
+            self.failures.succeeded()
+            self.backoff_s = self.failures.backoff.backoff_s(0)
             self.last_error = self.auth_error = None
             self.new_topics = False
             self.need_update = any(
@@ -189,8 +189,7 @@ class Metadata:
         failure."""
         with self._changed:
             self.last_attempt = self.last_failure = now
-            self.backoff_s = self.backoff.backoff_s(self.failed_attempts)
-            self.failed_attempts += 1
+            self.backoff_s = self.failures.failed()
             self.last_error = error
             self._changed.notify_all()
 
