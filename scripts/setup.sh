@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything onceflow needs on a fresh machine: a virtual environment in .venv with the
-# package, its Spark extra and its test dependencies, Debian's kcat for the interop tests, and a
-# headless Java 17 runtime for PySpark when no `java` is on the PATH. Safe to re-run.
+# package, its Spark extra and its test dependencies, Debian's kcat for the interop tests, a
+# headless Java 17 runtime for PySpark when no `java` is on the PATH, and Apache Kafka's jars
+# (scripts/fetch_kafka.sh, with Maven) for the tests that run Kafka as a peer. Safe to re-run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,3 +32,8 @@ if ! command -v java >/dev/null 2>&1; then
     echo "setup: installing a headless Java 17 runtime for PySpark" >&2
     apt_install openjdk-17-jre-headless
 fi
+if ! command -v mvn >/dev/null 2>&1; then
+    echo "setup: installing Maven to fetch Apache Kafka for the peer tests" >&2
+    apt_install maven
+fi
+bash scripts/fetch_kafka.sh

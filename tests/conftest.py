@@ -1,5 +1,7 @@
 """Fixtures shared by all tests: `broker` (a fresh broker process), `broker_factory`,
-`proxied` (a broker behind the fault-injecting proxy) and `pki` (test certificates)."""
+`proxied` (a broker behind the fault-injecting proxy), `pki` (test certificates), `peer` (the
+same test on onceflow's broker and on Apache Kafka with transaction version 2 and 1) and
+`kafka_clusters` (Apache Kafka clusters shared by the session)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,15 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from support.broker import BrokerProcess  # noqa: E402
+from support.kafka_cluster import KafkaUnavailable, kafka_libs  # noqa: E402
+from support.peers import (  # noqa: E402
+    FAST_GROUP_BROKER,
+    KINDS,
+    ONCEFLOW,
+    TRANSACTION_VERSION,
+    KafkaClusters,
+    Peer,
+)
 from support.pki import OPENSSL, Pki, make_pki  # noqa: E402
 from support.proxy import KafkaProxy  # noqa: E402
 
@@ -62,3 +73,32 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     if OPENSSL is None:
         pytest.skip("openssl is not installed")
     return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="session")
+def kafka_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaClusters]:
+    """Apache Kafka clusters for the session: `kafka_clusters.get(nodes, transaction_version)`
+    starts one on first use. Fails (never skips) when Kafka's jars were not fetched."""
+    try:
+        kafka_libs()
+    except KafkaUnavailable as exc:
+        pytest.fail(str(exc))
+    clusters = KafkaClusters(tmp_path_factory.mktemp("kafka"))
+    yield clusters
+    clusters.stop()
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(kind, marks=[] if kind == ONCEFLOW else [pytest.mark.kafka], id=kind)
+        for kind in KINDS
+    ]
+)
+def peer(request: pytest.FixtureRequest, broker_factory: Callable[..., BrokerProcess]) -> Peer:
+    """The broker under test: a fresh onceflow broker, or a shared 1-node Apache Kafka cluster
+    with transaction version 2 or 1 (use `peer.name(...)` for topics and ids)."""
+    if request.param == ONCEFLOW:
+        return Peer(ONCEFLOW, broker=broker_factory(FAST_GROUP_BROKER))
+    clusters: KafkaClusters = request.getfixturevalue("kafka_clusters")
+    cluster = clusters.get(1, TRANSACTION_VERSION[request.param])
+    return Peer(request.param, cluster=cluster)

@@ -6,17 +6,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 
+from support.peers import FAST_GROUP_BROKER  # noqa: F401 - re-exported for client tests
 from support.topic_reader import confluent_read_to_end
 
 from onceflow.client import Consumer, Producer
 
-# fast groups: no initial rebalance delay, short sessions allowed, few internal partitions
-FAST_GROUP_BROKER = {
-    "group.initial.rebalance.delay.ms": 0,
-    "group.min.session.timeout.ms": 500,
-    "offsets.topic.num.partitions": 4,
-    "transaction.state.log.num.partitions": 4,
-}
 WAIT_S = 30.0
 
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from client.client_support import FAST_GROUP_BROKER, read_all, txn_producer
+from client.client_support import read_all, txn_producer
 from client.helpers import create_topic
 from onceflow.client.admin import AdminClient, TopicPartition
 from onceflow.client.errors import IllegalStateError, KafkaError, ProducerFencedError
@@ -25,22 +25,22 @@ TIMEOUT = 30
 
 
 @pytest.fixture
-def txn_broker(broker_factory):
-    broker = broker_factory(FAST_GROUP_BROKER)
-    create_topic(broker.bootstrap, "out", 2)
-    return broker
+def txn_broker(peer):
+    """The broker (onceflow, Kafka TV2, Kafka TV1) with a fresh 2-partition topic."""
+    create_topic(peer.bootstrap, peer.name("out"), 2)
+    return peer
 
 
-def _prepare(bootstrap: str, txn_id: str, values: list[bytes], group: str | None = None):
+def _prepare(bootstrap: str, out: str, txn_id: str, values: list[bytes], group: str | None = None):
     """Open a transaction with `values` (and a group offset), flush, close without ending it;
     returns (producer id, epoch)."""
     producer = txn_producer(bootstrap, txn_id)
     producer.init_transactions(TIMEOUT)
     producer.begin_transaction()
     for i, value in enumerate(values):
-        producer.send("out", value, partition=i % 2)
+        producer.send(out, value, partition=i % 2)
     if group is not None:
-        offsets = {("out", 0): OffsetAndMetadata(7, "batch 6")}
+        offsets = {(out, 0): OffsetAndMetadata(7, "batch 6")}
         producer.send_offsets_to_transaction(offsets, group, TIMEOUT)
     producer.flush(TIMEOUT)
     ids = producer.producer_id, producer.producer_epoch
@@ -55,82 +55,92 @@ def _resume(bootstrap: str, txn_id: str, ids: tuple[int, int]):
 
 
 def test_resumed_transaction_commits_and_a_second_commit_is_harmless(txn_broker):
-    bootstrap = txn_broker.bootstrap
+    bootstrap, out = txn_broker.bootstrap, txn_broker.name("out")
     values = [b"v%d" % i for i in range(20)]
-    ids = _prepare(bootstrap, "two-phase", values)
-    assert read_all(bootstrap, "out", 2, "read_committed", quiet_s=0.5) == []
+    ids = _prepare(bootstrap, out, txn_broker.name("two-phase"), values)
+    assert read_all(bootstrap, out, 2, "read_committed", quiet_s=0.5) == []
     for _attempt in range(2):  # the second commit is a driver re-running commit()
-        producer = _resume(bootstrap, "two-phase", ids)
+        producer = _resume(bootstrap, txn_broker.name("two-phase"), ids)
         producer.commit_transaction(TIMEOUT)
         producer.close()
-    got = read_all(bootstrap, "out", 2, "read_committed", expect=20)
+    got = read_all(bootstrap, out, 2, "read_committed", expect=20)
     assert sorted(r.value for r in got) == sorted(values)
-    assert end_offsets(bootstrap, "out", 2, True) == end_offsets(bootstrap, "out", 2, False)
+    assert end_offsets(bootstrap, out, 2, True) == end_offsets(bootstrap, out, 2, False)
 
 
 def test_resumed_transaction_aborts(txn_broker):
-    bootstrap = txn_broker.bootstrap
-    ids = _prepare(bootstrap, "two-phase-abort", [b"x"] * 5)
-    producer = _resume(bootstrap, "two-phase-abort", ids)
+    bootstrap, out = txn_broker.bootstrap, txn_broker.name("out")
+    ids = _prepare(bootstrap, out, txn_broker.name("two-phase-abort"), [b"x"] * 5)
+    producer = _resume(bootstrap, txn_broker.name("two-phase-abort"), ids)
     producer.abort_transaction(TIMEOUT)
     producer.close()
-    assert read_all(bootstrap, "out", 2, "read_committed", quiet_s=0.5) == []
-    assert end_offsets(bootstrap, "out", 2, True) == end_offsets(bootstrap, "out", 2, False)
+    assert read_all(bootstrap, out, 2, "read_committed", quiet_s=0.5) == []
+    assert end_offsets(bootstrap, out, 2, True) == end_offsets(bootstrap, out, 2, False)
 
 
 def test_resume_with_a_stale_epoch_is_fenced(txn_broker):
-    bootstrap = txn_broker.bootstrap
-    ids = _prepare(bootstrap, "two-phase-fenced", [b"zombie"] * 5)
-    newer = txn_producer(bootstrap, "two-phase-fenced")
+    bootstrap, out = txn_broker.bootstrap, txn_broker.name("out")
+    ids = _prepare(bootstrap, out, txn_broker.name("two-phase-fenced"), [b"zombie"] * 5)
+    newer = txn_producer(bootstrap, txn_broker.name("two-phase-fenced"))
     newer.init_transactions(TIMEOUT)  # fences the epoch and aborts the open transaction
     newer.close()
-    producer = _resume(bootstrap, "two-phase-fenced", ids)
+    producer = _resume(bootstrap, txn_broker.name("two-phase-fenced"), ids)
     with pytest.raises((ProducerFencedError, KafkaError)):
         producer.commit_transaction(TIMEOUT)
     producer.close()
-    assert read_all(bootstrap, "out", 2, "read_committed", quiet_s=0.5) == []
+    assert read_all(bootstrap, out, 2, "read_committed", quiet_s=0.5) == []
 
 
 def test_resumed_transaction_takes_no_records_and_needs_a_fresh_producer(txn_broker):
-    bootstrap = txn_broker.bootstrap
-    producer = _resume(txn_broker.bootstrap, "two-phase-misuse", (1000, 0))
+    bootstrap, out = txn_broker.bootstrap, txn_broker.name("out")
+    producer = _resume(bootstrap, txn_broker.name("two-phase-misuse"), (1000, 0))
     with pytest.raises(IllegalStateError):
-        producer.send("out", b"late", partition=0)
+        producer.send(out, b"late", partition=0)
     with pytest.raises(IllegalStateError):
-        producer.send_offsets_to_transaction({("out", 0): 1}, "g", TIMEOUT)
+        producer.send_offsets_to_transaction({(out, 0): 1}, "g", TIMEOUT)
     producer.close()
-    used = txn_producer(bootstrap, "two-phase-misuse-2")
+    used = txn_producer(bootstrap, txn_broker.name("two-phase-misuse-2"))
     used.init_transactions(TIMEOUT)
     with pytest.raises(IllegalStateError):
         used.resume_transaction(used.producer_id, used.producer_epoch)
     used.close()
     with pytest.raises(ValueError):
-        txn_producer(bootstrap, "two-phase-misuse-3").resume_transaction(-1, 0)
+        txn_producer(bootstrap, txn_broker.name("two-phase-misuse-3")).resume_transaction(-1, 0)
 
 
 def test_group_offsets_wait_for_a_pending_transaction(txn_broker):
-    bootstrap = txn_broker.bootstrap
-    tp = TopicPartition("out", 0)
+    bootstrap, out = txn_broker.bootstrap, txn_broker.name("out")
+    tp = TopicPartition(out, 0)
     with AdminClient({"bootstrap.servers": bootstrap}) as admin:
-        assert admin.list_consumer_group_offsets("marker-group", [tp]) == {tp: None}
-    ids = _prepare(bootstrap, "two-phase-offsets", [b"r"], group="marker-group")
-    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
-        with pytest.raises(KafkaError):  # UNSTABLE_OFFSET_COMMIT until the transaction ends
-            admin.list_consumer_group_offsets("marker-group", [tp], timeout=0.5)
-        assert admin.list_consumer_group_offsets("marker-group", [tp], require_stable=False) == {
+        assert admin.list_consumer_group_offsets(txn_broker.name("marker-group"), [tp]) == {
             tp: None
         }
+    ids = _prepare(
+        bootstrap,
+        out,
+        txn_broker.name("two-phase-offsets"),
+        [b"r"],
+        group=txn_broker.name("marker-group"),
+    )
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        with pytest.raises(KafkaError):  # UNSTABLE_OFFSET_COMMIT until the transaction ends
+            admin.list_consumer_group_offsets(txn_broker.name("marker-group"), [tp], timeout=0.5)
+        assert admin.list_consumer_group_offsets(
+            txn_broker.name("marker-group"), [tp], require_stable=False
+        ) == {tp: None}
 
         def commit_later() -> None:
             time.sleep(0.5)
-            producer = _resume(bootstrap, "two-phase-offsets", ids)
+            producer = _resume(bootstrap, txn_broker.name("two-phase-offsets"), ids)
             producer.commit_transaction(TIMEOUT)
             producer.close()
 
         thread = threading.Thread(target=commit_later)
         thread.start()
         try:
-            got = admin.list_consumer_group_offsets("marker-group", [tp], timeout=TIMEOUT)
+            got = admin.list_consumer_group_offsets(
+                txn_broker.name("marker-group"), [tp], timeout=TIMEOUT
+            )
         finally:
             thread.join()
     assert got == {tp: (7, "batch 6")}
@@ -140,11 +150,11 @@ def test_a_producer_that_only_resumes_can_resume_the_next_transaction(txn_broker
     """What the Spark sink's driver does with the producer it keeps per transactional id:
     resume and commit one transaction, then the next one of the same id; a producer that
     wrote records itself still may not resume."""
-    bootstrap = txn_broker.bootstrap
-    first = _prepare(bootstrap, "two-phase-again", [b"a1", b"a2"])
-    committer = _resume(bootstrap, "two-phase-again", first)
+    bootstrap, out = txn_broker.bootstrap, txn_broker.name("out")
+    first = _prepare(bootstrap, out, txn_broker.name("two-phase-again"), [b"a1", b"a2"])
+    committer = _resume(bootstrap, txn_broker.name("two-phase-again"), first)
     committer.commit_transaction(TIMEOUT)
-    second = _prepare(bootstrap, "two-phase-again", [b"b1"])
+    second = _prepare(bootstrap, out, txn_broker.name("two-phase-again"), [b"b1"])
     assert second[1] > first[1]  # the writer's InitProducerId bumped the epoch
     committer.resume_transaction(*second)
     committer.commit_transaction(TIMEOUT)
@@ -156,5 +166,5 @@ def test_a_producer_that_only_resumes_can_resume_the_next_transaction(txn_broker
         committer.resume_transaction(*first)
         committer.commit_transaction(TIMEOUT)
     committer.close()
-    got = read_all(bootstrap, "out", 2, "read_committed", expect=3)
+    got = read_all(bootstrap, out, 2, "read_committed", expect=3)
     assert sorted(r.value for r in got) == [b"a1", b"a2", b"b1"]

@@ -1,4 +1,6 @@
-"""The onceflow transactional producer against a live onceflow broker.
+"""The onceflow transactional producer against a live broker: onceflow's, and Apache Kafka with
+transaction version 2 and 1 (the client speaks version 1; these tests are the proof that its
+requests keep every guarantee on a version-2 cluster).
 
 - committed records are visible to read_committed consumers (ours and confluent-kafka's),
   aborted ones are not (while read_uncommitted sees both);
@@ -13,10 +15,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
+from support.peers import Peer
 
 from client.client_support import (
-    FAST_GROUP_BROKER,
     confluent_read_all,
     group_consumer,
     poll_until,
@@ -35,55 +39,64 @@ PARTITIONS = 3
 TIMEOUT = 30
 
 
+@dataclass
+class TxnSetup:
+    peer: Peer
+    out: str  # a fresh topic of PARTITIONS partitions
+
+    @property
+    def bootstrap(self) -> str:
+        return self.peer.bootstrap
+
+
 @pytest.fixture
-def txn_broker(broker_factory):
-    broker = broker_factory(FAST_GROUP_BROKER)
-    create_topic(broker.bootstrap, "out", PARTITIONS)
-    return broker
+def txn_broker(peer):
+    setup = TxnSetup(peer, peer.name("out"))
+    create_topic(peer.bootstrap, setup.out, PARTITIONS)
+    return setup
 
 
-def send_all(producer, values, topic="out"):
+def send_all(producer, values, topic):
     for i, value in enumerate(values):
         producer.send(topic, value, partition=i % PARTITIONS)
 
 
 def test_commit_is_visible_and_abort_is_hidden(txn_broker):
-    bootstrap = txn_broker.bootstrap
+    bootstrap, out = txn_broker.bootstrap, txn_broker.out
     committed = [b"c%03d" % i for i in range(60)]
     aborted = [b"a%03d" % i for i in range(40)]
     sentinel = [b"s%03d" % i for i in range(PARTITIONS)]
-    with txn_producer(bootstrap, "txn-visibility") as producer:
+    with txn_producer(bootstrap, txn_broker.peer.name("txn-visibility")) as producer:
         producer.init_transactions(TIMEOUT)
         producer.begin_transaction()
-        send_all(producer, committed)
+        send_all(producer, committed, out)
         producer.commit_transaction(TIMEOUT)
         producer.begin_transaction()
-        send_all(producer, aborted)
+        send_all(producer, aborted, out)
         producer.flush(TIMEOUT)  # the aborted records really reach the log
         producer.abort_transaction(TIMEOUT)
         producer.begin_transaction()
-        send_all(producer, sentinel)
+        send_all(producer, sentinel, out)
         producer.commit_transaction(TIMEOUT)
 
     expected = sorted(committed + sentinel)
-    ours = read_all(bootstrap, "out", PARTITIONS, "read_committed", expect=len(expected))
+    ours = read_all(bootstrap, out, PARTITIONS, "read_committed", expect=len(expected))
     assert sorted(r.value for r in ours) == expected
-    theirs = confluent_read_all(bootstrap, "out", PARTITIONS, "read_committed", len(expected))
+    theirs = confluent_read_all(bootstrap, out, PARTITIONS, "read_committed", len(expected))
     assert sorted(theirs) == expected
-    everything = read_all(
-        bootstrap, "out", PARTITIONS, "read_uncommitted", expect=len(expected) + 40
-    )
+    everything = read_all(bootstrap, out, PARTITIONS, "read_uncommitted", expect=len(expected) + 40)
     assert sorted(r.value for r in everything) == sorted(expected + aborted)
 
 
 def test_second_producer_fences_the_first(txn_broker):
-    bootstrap = txn_broker.bootstrap
-    first = txn_producer(bootstrap, "zombie")
-    second = txn_producer(bootstrap, "zombie")
+    bootstrap, out = txn_broker.bootstrap, txn_broker.out
+    txn_id = txn_broker.peer.name("zombie")
+    first = txn_producer(bootstrap, txn_id)
+    second = txn_producer(bootstrap, txn_id)
     try:
         first.init_transactions(TIMEOUT)
         first.begin_transaction()
-        send_all(first, [b"zombie-%d" % i for i in range(9)])
+        send_all(first, [b"zombie-%d" % i for i in range(9)], out)
         first.flush(TIMEOUT)  # written, never committed
         second.init_transactions(TIMEOUT)  # fences `first` and aborts its transaction
         assert second.producer_id == first.producer_id
@@ -94,23 +107,26 @@ def test_second_producer_fences_the_first(txn_broker):
         with pytest.raises(ProducerFencedError):
             first.begin_transaction()
         second.begin_transaction()
-        send_all(second, [b"live-%d" % i for i in range(PARTITIONS)])
+        send_all(second, [b"live-%d" % i for i in range(PARTITIONS)], out)
         second.commit_transaction(TIMEOUT)
     finally:
         first.close(5)
         second.close(5)
-    values = read_all(bootstrap, "out", PARTITIONS, "read_committed", expect=PARTITIONS)
+    values = read_all(bootstrap, out, PARTITIONS, "read_committed", expect=PARTITIONS)
     assert sorted(r.value for r in values) == [b"live-%d" % i for i in range(PARTITIONS)]
 
 
 def test_offsets_sent_to_the_transaction_commit_with_it(txn_broker):
-    bootstrap = txn_broker.bootstrap
-    create_topic(bootstrap, "in", PARTITIONS)
-    produce(bootstrap, "in", [b"in-%d" % i for i in range(30)], PARTITIONS)
-    consumer = group_consumer(bootstrap, "txn-group", **{"isolation.level": "read_committed"})
-    producer = txn_producer(bootstrap, "txn-offsets")
+    bootstrap, out = txn_broker.bootstrap, txn_broker.out
+    topic_in = txn_broker.peer.name("in")
+    create_topic(bootstrap, topic_in, PARTITIONS)
+    produce(bootstrap, topic_in, [b"in-%d" % i for i in range(30)], PARTITIONS)
+    consumer = group_consumer(
+        bootstrap, txn_broker.peer.name("txn-group"), **{"isolation.level": "read_committed"}
+    )
+    producer = txn_producer(bootstrap, txn_broker.peer.name("txn-offsets"))
     try:
-        consumer.subscribe(["in"])
+        consumer.subscribe([topic_in])
         records = []
         poll_until([consumer], lambda: len(records) >= 30, lambda c, r: records.append(r))
         positions = {tp: consumer.position(tp) for tp in consumer.assignment()}
@@ -125,7 +141,7 @@ def test_offsets_sent_to_the_transaction_commit_with_it(txn_broker):
         assert set(consumer.committed(positions).values()) == {None}
 
         producer.begin_transaction()
-        send_all(producer, [r.value.upper() for r in records])
+        send_all(producer, [r.value.upper() for r in records], out)
         producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), TIMEOUT)
         producer.commit_transaction(TIMEOUT)
         committed = consumer.committed(positions, timeout=TIMEOUT)
@@ -136,36 +152,36 @@ def test_offsets_sent_to_the_transaction_commit_with_it(txn_broker):
 
 
 def test_calls_out_of_order_and_abortable_recovery(txn_broker):
-    bootstrap = txn_broker.bootstrap
+    bootstrap, out = txn_broker.bootstrap, txn_broker.out
     with txn_producer(
         bootstrap,
-        "txn-order",
+        txn_broker.peer.name("txn-order"),
         **{"delivery.timeout.ms": 2000, "request.timeout.ms": 1500, "linger.ms": 0},
     ) as producer:
         with pytest.raises(IllegalStateError):
             producer.begin_transaction()
         producer.init_transactions(TIMEOUT)
         with pytest.raises(IllegalStateError):
-            producer.send("out", b"outside a transaction", partition=0)
+            producer.send(out, b"outside a transaction", partition=0)
         with pytest.raises(IllegalStateError):
             producer.commit_transaction(TIMEOUT)
         producer.begin_transaction()
-        producer.send("out", b"ok", partition=0).result(TIMEOUT)
-        producer.send("out", b"ok", partition=1).result(TIMEOUT)  # both in the transaction
-        txn_broker.pause()  # the next batch cannot be delivered within delivery.timeout.ms
+        producer.send(out, b"ok", partition=0).result(TIMEOUT)
+        producer.send(out, b"ok", partition=1).result(TIMEOUT)  # both in the transaction
+        txn_broker.peer.pause()  # the next batch cannot be delivered within delivery.timeout.ms
         try:
-            future = producer.send("out", b"lost", partition=1)
+            future = producer.send(out, b"lost", partition=1)
             with pytest.raises(TransactionAbortableError) as info:
                 producer.commit_transaction(TIMEOUT)
             assert info.value.txn_requires_abort and not info.value.fatal
         finally:
-            txn_broker.resume()
+            txn_broker.peer.resume()
         assert future.exception(TIMEOUT) is not None
         with pytest.raises(TransactionAbortableError):
-            producer.send("out", b"still doomed", partition=0)
+            producer.send(out, b"still doomed", partition=0)
         producer.abort_transaction(TIMEOUT)
         producer.begin_transaction()
-        producer.send("out", b"after", partition=2)
+        producer.send(out, b"after", partition=2)
         producer.commit_transaction(TIMEOUT)
-    values = read_all(bootstrap, "out", PARTITIONS, "read_committed", expect=1)
+    values = read_all(bootstrap, out, PARTITIONS, "read_committed", expect=1)
     assert [r.value for r in values] == [b"after"]
