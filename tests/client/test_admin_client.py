@@ -1,6 +1,9 @@
-"""onceflow's AdminClient against a live broker: topics, partitions and ListOffsets."""
+"""onceflow's AdminClient against a live broker (onceflow's, Apache Kafka TV2 and TV1): topics,
+partitions, ListOffsets and DeleteRecords."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
@@ -16,63 +19,76 @@ from onceflow.protocol.errors import ErrorCode
 
 
 @pytest.fixture
-def admin(broker):
-    with AdminClient({"bootstrap.servers": broker.bootstrap, "client.id": "t"}) as client:
+def admin(peer):
+    with AdminClient({"bootstrap.servers": peer.bootstrap, "client.id": "t"}) as client:
         yield client
 
 
-def test_create_describe_list_delete(admin):
+def wait_until(condition, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.1)
+
+
+def test_create_describe_list_delete(admin, peer):
     results = admin.create_topics(
-        [NewTopic("a", 3, 1), NewTopic("b", 1, 1, {"retention.ms": "1000"})]
+        [NewTopic(peer.name("a"), 3, 1), NewTopic(peer.name("b"), 1, 1, {"retention.ms": "1000"})]
     )
     assert {n: r.error_code for n, r in results.items()} == {
-        "a": ErrorCode.NONE,
-        "b": ErrorCode.NONE,
+        peer.name("a"): ErrorCode.NONE,
+        peer.name("b"): ErrorCode.NONE,
     }
-    again = admin.create_topics([NewTopic("a", 3, 1)])["a"]
+    again = admin.create_topics([NewTopic(peer.name("a"), 3, 1)])[peer.name("a")]
     assert again.error_code == ErrorCode.TOPIC_ALREADY_EXISTS
     with pytest.raises(TopicAlreadyExistsError):
         again.raise_for_error()
 
-    assert {"a", "b"} <= set(admin.list_topics())
-    described = admin.describe_topics(["a", "nope"])
-    assert described["a"].error_code == ErrorCode.NONE
-    assert [p.partition for p in described["a"].partitions] == [0, 1, 2]
+    assert {peer.name("a"), peer.name("b")} <= set(admin.list_topics())
+    described = admin.describe_topics([peer.name("a"), peer.name("nope")])
+    assert described[peer.name("a")].error_code == ErrorCode.NONE
+    assert [p.partition for p in described[peer.name("a")].partitions] == [0, 1, 2]
     node = admin.describe_cluster()[0].node_id
-    assert all(p.leader == node and p.replicas == (node,) for p in described["a"].partitions)
-    assert described["nope"].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert all(
+        p.leader == node and p.replicas == (node,) for p in described[peer.name("a")].partitions
+    )
+    assert described[peer.name("nope")].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
-    deleted = admin.delete_topics(["b", "nope"])
-    assert deleted["b"].ok
-    assert deleted["nope"].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    assert "b" not in admin.list_topics()
-
-
-def test_create_topic_validate_only_creates_nothing(admin):
-    assert admin.create_topics([NewTopic("dry", 2, 1)], validate_only=True)["dry"].ok
-    assert "dry" not in admin.list_topics()
+    deleted = admin.delete_topics([peer.name("b"), peer.name("nope")])
+    assert deleted[peer.name("b")].ok
+    assert deleted[peer.name("nope")].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # Kafka's brokers learn of a deletion from the controller's metadata log a moment later
+    wait_until(lambda: peer.name("b") not in admin.list_topics())
 
 
-def test_create_partitions_only_grows(admin):
-    admin.create_topics([NewTopic("grow", 2, 1)])
-    assert admin.create_partitions({"grow": 5})["grow"].ok
-    assert len(admin.describe_topics(["grow"])["grow"].partitions) == 5
-    shrink = admin.create_partitions({"grow": 3})["grow"]
+def test_create_topic_validate_only_creates_nothing(admin, peer):
+    assert admin.create_topics([NewTopic(peer.name("dry"), 2, 1)], validate_only=True)[
+        peer.name("dry")
+    ].ok
+    assert peer.name("dry") not in admin.list_topics()
+
+
+def test_create_partitions_only_grows(admin, peer):
+    admin.create_topics([NewTopic(peer.name("grow"), 2, 1)])
+    assert admin.create_partitions({peer.name("grow"): 5})[peer.name("grow")].ok
+    grow = peer.name("grow")
+    wait_until(lambda: len(admin.describe_topics([grow])[grow].partitions) == 5)
+    shrink = admin.create_partitions({peer.name("grow"): 3})[peer.name("grow")]
     assert shrink.error_code == ErrorCode.INVALID_PARTITIONS
-    missing = admin.create_partitions({"nope": 3})["nope"]
+    missing = admin.create_partitions({peer.name("nope"): 3})[peer.name("nope")]
     assert missing.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
-def test_list_offsets_earliest_latest_and_by_timestamp(admin, broker):
+def test_list_offsets_earliest_latest_and_by_timestamp(admin, peer):
     from confluent_kafka import Producer
 
-    admin.create_topics([NewTopic("ts", 2, 1)])
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+    admin.create_topics([NewTopic(peer.name("ts"), 2, 1)])
+    producer = Producer({"bootstrap.servers": peer.bootstrap, "acks": "all"})
     for i, ts in enumerate([1000, 2000, 3000]):
-        producer.produce("ts", b"v%d" % i, partition=0, timestamp=ts)
+        producer.produce(peer.name("ts"), b"v%d" % i, partition=0, timestamp=ts)
     assert producer.flush(30) == 0
 
-    p0, p1 = TopicPartition("ts", 0), TopicPartition("ts", 1)
+    p0, p1 = TopicPartition(peer.name("ts"), 0), TopicPartition(peer.name("ts"), 1)
     earliest = admin.list_offsets({p0: OffsetSpec.earliest(), p1: OffsetSpec.earliest()})
     latest = admin.list_offsets({p0: OffsetSpec.latest(), p1: OffsetSpec.latest()})
     assert (earliest[p0].offset, latest[p0].offset) == (0, 3)
@@ -85,21 +101,31 @@ def test_list_offsets_earliest_latest_and_by_timestamp(admin, broker):
     after = admin.list_offsets({p0: OffsetSpec.for_timestamp(9999)})[p0]
     assert (after.error_code, after.offset) == (ErrorCode.NONE, -1)
 
-    unknown = admin.list_offsets({TopicPartition("nope", 0): OffsetSpec.latest()})
-    assert unknown[TopicPartition("nope", 0)].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    bad_partition = admin.list_offsets({TopicPartition("ts", 7): OffsetSpec.latest()})
-    assert bad_partition[TopicPartition("ts", 7)].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    unknown = admin.list_offsets({TopicPartition(peer.name("nope"), 0): OffsetSpec.latest()})
+    assert (
+        unknown[TopicPartition(peer.name("nope"), 0)].error_code
+        == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    )
+    bad_partition = admin.list_offsets({TopicPartition(peer.name("ts"), 7): OffsetSpec.latest()})
+    assert (
+        bad_partition[TopicPartition(peer.name("ts"), 7)].error_code
+        == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    )
 
 
-def test_delete_records_moves_the_low_watermark(admin, broker):
+def test_delete_records_moves_the_low_watermark(admin, peer):
     from confluent_kafka import Producer
 
-    admin.create_topics([NewTopic("trim", 2, 1)])
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+    admin.create_topics([NewTopic(peer.name("trim"), 2, 1)])
+    producer = Producer({"bootstrap.servers": peer.bootstrap, "acks": "all"})
     for i in range(6):
-        producer.produce("trim", b"v%d" % i, partition=0)
+        producer.produce(peer.name("trim"), b"v%d" % i, partition=0)
     assert producer.flush(30) == 0
-    p0, p1, missing = TopicPartition("trim", 0), TopicPartition("trim", 1), TopicPartition("x", 0)
+    p0, p1, missing = (
+        TopicPartition(peer.name("trim"), 0),
+        TopicPartition(peer.name("trim"), 1),
+        TopicPartition(peer.name("x"), 0),
+    )
     results = admin.delete_records({p0: 4, p1: 1, missing: 0})
     assert results[p0] == DeletedRecords(ErrorCode.NONE, 4)
     assert results[p1] == DeletedRecords(ErrorCode.OFFSET_OUT_OF_RANGE, -1)

@@ -1,4 +1,4 @@
-"""onceflow consumer groups against a live onceflow broker.
+"""onceflow consumer groups against a live broker (onceflow's, Apache Kafka TV2 and TV1).
 
 - two onceflow consumers split a 4-partition topic (range and roundrobin), with on_assign /
   on_revoke around each rebalance; auto-commit on revoke means the records they read add up
@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from client.client_support import FAST_GROUP_BROKER, group_consumer, poll_until, produce
+from client.client_support import group_consumer, poll_until, produce
 from client.helpers import create_topic
 from onceflow.client import TopicPartition
 from onceflow.client.errors import ConfigException, IllegalStateError
@@ -24,15 +24,17 @@ N = 400
 
 
 @pytest.fixture
-def group_broker(broker_factory):
-    broker = broker_factory(FAST_GROUP_BROKER)
-    create_topic(broker.bootstrap, "events", PARTITIONS)
-    produce(broker.bootstrap, "events", [b"v%04d" % i for i in range(N)], PARTITIONS)
-    return broker
+def group_broker(peer):
+    """The broker with topic `peer.name("events")`: N records over PARTITIONS partitions."""
+    events = peer.name("events")
+    create_topic(peer.bootstrap, events, PARTITIONS)
+    produce(peer.bootstrap, events, [b"v%04d" % i for i in range(N)], PARTITIONS)
+    return peer
 
 
 @pytest.mark.parametrize("strategy", ["range", "roundrobin"])
 def test_two_consumers_rebalance_and_read_each_record_once(group_broker, strategy):
+    topic = group_broker.name("events")
     bootstrap = group_broker.bootstrap
     events: list[tuple[str, list[int]]] = []
 
@@ -50,18 +52,18 @@ def test_two_consumers_rebalance_and_read_each_record_once(group_broker, strateg
         "max.poll.records": 20,
         "partition.assignment.strategy": strategy,
     }
-    first = group_consumer(bootstrap, f"g-{strategy}", **config)
-    second = group_consumer(bootstrap, f"g-{strategy}", **config)
+    first = group_consumer(bootstrap, group_broker.name(f"g-{strategy}"), **config)
+    second = group_consumer(bootstrap, group_broker.name(f"g-{strategy}"), **config)
     seen: list[tuple[str, int, int]] = []
 
     def sink(consumer, record):
         seen.append((consumer.client_id, record.partition, record.offset))
 
     try:
-        first.subscribe(["events"], **callbacks("first"))
+        first.subscribe([topic], **callbacks("first"))
         poll_until([first], lambda: len(seen) >= 100, sink)
-        assert first.assignment() == {TopicPartition("events", p) for p in range(PARTITIONS)}
-        second.subscribe(["events"], **callbacks("second"))
+        assert first.assignment() == {TopicPartition(topic, p) for p in range(PARTITIONS)}
+        second.subscribe([topic], **callbacks("second"))
         poll_until(
             [first, second],
             lambda: len(first.assignment()) == 2 and len(second.assignment()) == 2,
@@ -86,29 +88,34 @@ def test_two_consumers_rebalance_and_read_each_record_once(group_broker, strateg
 
 
 def test_commit_committed_and_resume(group_broker):
+    events = group_broker.name("events")
     bootstrap = group_broker.bootstrap
-    consumer = group_consumer(bootstrap, "resume")
+    consumer = group_consumer(bootstrap, group_broker.name("resume"))
     records = []
     try:
-        consumer.subscribe(["events"])
+        consumer.subscribe([events])
         poll_until([consumer], lambda: len(records) >= 40, lambda c, r: records.append(r))
         last = {}
         for r in records:
             last[TopicPartition(r.topic, r.partition)] = r.offset + 1
         committed = consumer.commit(last)
         assert {tp: c.offset for tp, c in committed.items()} == last
-        answer = consumer.committed([TopicPartition("events", p) for p in range(PARTITIONS)])
+        answer = consumer.committed([TopicPartition(events, p) for p in range(PARTITIONS)])
         for p in range(PARTITIONS):
-            tp = TopicPartition("events", p)
+            tp = TopicPartition(events, p)
             assert (answer[tp].offset if answer[tp] else None) == last.get(tp)
         metadata = consumer.consumer_group_metadata()
-        assert metadata.group_id == "resume" and metadata.generation_id >= 1 and metadata.member_id
+        assert (
+            metadata.group_id == group_broker.name("resume")
+            and metadata.generation_id >= 1
+            and metadata.member_id
+        )
     finally:
         consumer.close()
-    later = group_consumer(bootstrap, "resume")
+    later = group_consumer(bootstrap, group_broker.name("resume"))
     resumed = []
     try:
-        later.subscribe(["events"])
+        later.subscribe([events])
         poll_until(
             [later], lambda: len(resumed) >= N - sum(last.values()), lambda c, r: resumed.append(r)
         )
@@ -120,31 +127,33 @@ def test_commit_committed_and_resume(group_broker):
 
 
 def test_group_api_needs_group_id_and_excludes_assign(group_broker):
+    events = group_broker.name("events")
     from onceflow.client import Consumer
 
     with Consumer({"bootstrap.servers": group_broker.bootstrap}) as plain:
         with pytest.raises(ConfigException):
-            plain.subscribe(["events"])
+            plain.subscribe([events])
         with pytest.raises(ConfigException):
             plain.commit()
-    consumer = group_consumer(group_broker.bootstrap, "exclusive")
+    consumer = group_consumer(group_broker.bootstrap, group_broker.name("exclusive"))
     try:
-        consumer.subscribe(["events"])
+        consumer.subscribe([events])
         with pytest.raises(IllegalStateError):
-            consumer.assign([("events", 0)])
+            consumer.assign([(events, 0)])
     finally:
         consumer.close()
 
 
 def test_confluent_and_onceflow_groups_read_the_same_topic(group_broker):
+    events = group_broker.name("events")
     from confluent_kafka import Consumer as ConfluentConsumer
 
     bootstrap = group_broker.bootstrap
-    ours = group_consumer(bootstrap, "ours")
+    ours = group_consumer(bootstrap, group_broker.name("ours"))
     theirs = ConfluentConsumer(
         {
             "bootstrap.servers": bootstrap,
-            "group.id": "theirs",
+            "group.id": group_broker.name("theirs"),
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
             "session.timeout.ms": 6000,
@@ -153,8 +162,8 @@ def test_confluent_and_onceflow_groups_read_the_same_topic(group_broker):
     )
     our_values, their_values = [], []
     try:
-        ours.subscribe(["events"])
-        theirs.subscribe(["events"])
+        ours.subscribe([events])
+        theirs.subscribe([events])
         deadline = time.monotonic() + 30
         while len(our_values) < N or len(their_values) < N:
             assert time.monotonic() < deadline, (len(our_values), len(their_values))
@@ -169,18 +178,18 @@ def test_confluent_and_onceflow_groups_read_the_same_topic(group_broker):
     assert sorted(our_values) == sorted(their_values) == [b"v%04d" % i for i in range(N)]
 
     # a confluent-kafka member of our group resumes after the offsets we committed
-    produce(bootstrap, "events", [b"w%04d" % i for i in range(8)], PARTITIONS)
+    produce(bootstrap, events, [b"w%04d" % i for i in range(8)], PARTITIONS)
     follower = ConfluentConsumer(
         {
             "bootstrap.servers": bootstrap,
-            "group.id": "ours",
+            "group.id": group_broker.name("ours"),
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
         }
     )
     values = []
     try:
-        follower.subscribe(["events"])
+        follower.subscribe([events])
         deadline = time.monotonic() + 30
         while len(values) < 8:
             assert time.monotonic() < deadline, values
@@ -194,15 +203,16 @@ def test_confluent_and_onceflow_groups_read_the_same_topic(group_broker):
 
 def test_mixed_group_with_confluent_member_splits_partitions(group_broker):
     """Our subscription/assignment bytes interoperate with librdkafka's in one group."""
+    events = group_broker.name("events")
     from confluent_kafka import Consumer as ConfluentConsumer
 
     bootstrap = group_broker.bootstrap
-    ours = group_consumer(bootstrap, "mixed")
+    ours = group_consumer(bootstrap, group_broker.name("mixed"))
     assigned: list[int] = []
     theirs = ConfluentConsumer(
         {
             "bootstrap.servers": bootstrap,
-            "group.id": "mixed",
+            "group.id": group_broker.name("mixed"),
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
             "session.timeout.ms": 6000,
@@ -211,11 +221,9 @@ def test_mixed_group_with_confluent_member_splits_partitions(group_broker):
         }
     )
     try:
-        ours.subscribe(["events"])
+        ours.subscribe([events])
         poll_until([ours], lambda: len(ours.assignment()) == PARTITIONS)
-        theirs.subscribe(
-            ["events"], on_assign=lambda c, ps: assigned.extend(p.partition for p in ps)
-        )
+        theirs.subscribe([events], on_assign=lambda c, ps: assigned.extend(p.partition for p in ps))
         deadline = time.monotonic() + 30
         while not (len(ours.assignment()) == 2 and len(assigned) == 2):
             assert time.monotonic() < deadline, (ours.assignment(), assigned)
@@ -233,18 +241,19 @@ def test_assigned_partitions_of_a_group_consumer_start_at_committed_offsets(grou
     """Kafka's consumer with group.id and assign(): no group membership, but positions come
     from the group's committed offsets (auto.offset.reset where none), and poll returns
     records at once (it used to return [] because the group had never joined)."""
+    events = group_broker.name("events")
     bootstrap = group_broker.bootstrap
-    first = group_consumer(bootstrap, "manual")
+    first = group_consumer(bootstrap, group_broker.name("manual"))
     try:
-        first.assign([TopicPartition("events", 0), TopicPartition("events", 1)])
+        first.assign([TopicPartition(events, 0), TopicPartition(events, 1)])
         got = first.poll(10)
         assert got, "poll returned nothing for assigned partitions of a group consumer"
-        first.commit({TopicPartition("events", 0): 30})
+        first.commit({TopicPartition(events, 0): 30})
     finally:
         first.close()
-    second = group_consumer(bootstrap, "manual")
+    second = group_consumer(bootstrap, group_broker.name("manual"))
     try:
-        second.assign([TopicPartition("events", 0), TopicPartition("events", 1), ("events", 2, 95)])
+        second.assign([TopicPartition(events, 0), TopicPartition(events, 1), (events, 2, 95)])
         positions = {}
         deadline = time.monotonic() + 10
         while len(positions) < 3 and time.monotonic() < deadline:
@@ -256,15 +265,16 @@ def test_assigned_partitions_of_a_group_consumer_start_at_committed_offsets(grou
 
 
 def test_a_new_member_joins_without_waiting_a_retry_backoff(group_broker):
+    events = group_broker.name("events")
     # JoinGroup v4+ answers a member without an id MEMBER_ID_REQUIRED (KIP-394); the consumer
     # joins again with the id at once. With a one-minute retry backoff a wait would show.
     consumer = group_consumer(
         group_broker.bootstrap,
-        "no-wait",
+        group_broker.name("no-wait"),
         **{"retry.backoff.ms": 60_000, "retry.backoff.max.ms": 60_000},
     )
     try:
-        consumer.subscribe(["events"])
+        consumer.subscribe([events])
         poll_until([consumer], lambda: len(consumer.assignment()) == PARTITIONS, timeout=30)
     finally:
         consumer.close()

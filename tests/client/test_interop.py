@@ -1,5 +1,5 @@
-"""onceflow Producer/Consumer against a live onceflow broker, cross-checked with
-confluent-kafka and kafka-python (plain, non-idempotent produce path)."""
+"""onceflow Producer/Consumer against a live broker (onceflow's, Apache Kafka TV2 and TV1),
+cross-checked with confluent-kafka and kafka-python (plain, non-idempotent produce path)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,9 @@ def produce_keyed(
     bootstrap: str, topic: str, n: int, **config
 ) -> dict[int, list[tuple[int, bytes]]]:
     """onceflow Producer, idempotence off: n records with keys; returns partition ->
-    [(offset, value)] in send order, from the futures."""
+    [(offset, value)] in offset order, from the futures (without idempotence a retried batch
+    may land after later ones, as with Kafka's producer: on Kafka a partition of a topic just
+    created can answer NOT_LEADER_OR_FOLLOWER for a moment)."""
     settings = {"bootstrap.servers": bootstrap, "enable.idempotence": False, **config}
     with Producer(settings) as producer:
         futures = [
@@ -37,7 +39,7 @@ def produce_keyed(
         for future, value in futures:
             md = future.result(0)
             by_partition[md.partition].append((md.offset, value))
-    return by_partition
+    return {partition: sorted(placed) for partition, placed in by_partition.items()}
 
 
 def onceflow_consume(
@@ -98,9 +100,9 @@ def kafka_python_consume(bootstrap: str, topic: str, n: int) -> dict[int, list[t
     return got
 
 
-def test_onceflow_producer_read_back_by_confluent_and_kafka_python(broker) -> None:
-    create_topic(broker.bootstrap, "ten-k")
-    sent = produce_keyed(broker.bootstrap, "ten-k", 10_000)
+def test_onceflow_producer_read_back_by_confluent_and_kafka_python(peer) -> None:
+    create_topic(peer.bootstrap, peer.name("ten-k"))
+    sent = produce_keyed(peer.bootstrap, peer.name("ten-k"), 10_000)
     assert sum(len(v) for v in sent.values()) == 10_000
     assert set(sent) == set(range(PARTITIONS))
     for partition, records in sent.items():
@@ -110,24 +112,26 @@ def test_onceflow_producer_read_back_by_confluent_and_kafka_python(broker) -> No
             key = b"key-%d" % (int(value[6:]) % 97)
             assert default_partition(key, PARTITIONS) == partition, (offset, value)
     for consume in (confluent_consume, kafka_python_consume, onceflow_consume):
-        got = consume(broker.bootstrap, "ten-k", 10_000)
+        got = consume(peer.bootstrap, peer.name("ten-k"), 10_000)
         assert dict(got) == dict(sent), consume.__name__
 
 
-def test_confluent_and_kafka_python_write_onceflow_reads(broker) -> None:
+def test_confluent_and_kafka_python_write_onceflow_reads(peer) -> None:
     from kafka import KafkaProducer
 
-    create_topic(broker.bootstrap, "foreign")
-    ck = CKProducer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    create_topic(peer.bootstrap, peer.name("foreign"))
+    ck = CKProducer({"bootstrap.servers": peer.bootstrap, "linger.ms": 5})
     for i in range(3000):
-        ck.produce("foreign", b"ck-%d" % i, partition=i % PARTITIONS, headers=[("src", b"ck")])
+        ck.produce(
+            peer.name("foreign"), b"ck-%d" % i, partition=i % PARTITIONS, headers=[("src", b"ck")]
+        )
     assert ck.flush(30) == 0
-    kp = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False, acks="all")
+    kp = KafkaProducer(bootstrap_servers=peer.bootstrap, enable_idempotence=False, acks="all")
     for i in range(3000):
-        kp.send("foreign", b"kp-%d" % i, key=b"k", partition=i % PARTITIONS)
+        kp.send(peer.name("foreign"), b"kp-%d" % i, key=b"k", partition=i % PARTITIONS)
     kp.flush(30)
     kp.close()
-    got = onceflow_consume(broker.bootstrap, "foreign", 6000)
+    got = onceflow_consume(peer.bootstrap, peer.name("foreign"), 6000)
     for partition in range(PARTITIONS):
         values = [v for _, v in got[partition]]
         assert [o for o, _ in got[partition]] == list(range(2000))
@@ -135,16 +139,16 @@ def test_confluent_and_kafka_python_write_onceflow_reads(broker) -> None:
         assert values[1000:] == [b"kp-%d" % i for i in range(partition, 3000, PARTITIONS)]
 
 
-def test_records_carry_keys_headers_and_timestamps(broker) -> None:
-    create_topic(broker.bootstrap, "fields", 1)
-    with Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": False}) as p:
-        md = p.send("fields", b"v", key="k", headers={"a": b"1", "b": None}, timestamp=1234).result(
-            10
-        )
-        p.send("fields", None, key=b"tombstone").result(10)
-    assert (md.topic, md.partition, md.offset, md.timestamp) == ("fields", 0, 0, 1234)
-    with Consumer({"bootstrap.servers": broker.bootstrap, "auto.offset.reset": "earliest"}) as c:
-        c.assign([("fields", 0)])
+def test_records_carry_keys_headers_and_timestamps(peer) -> None:
+    create_topic(peer.bootstrap, peer.name("fields"), 1)
+    with Producer({"bootstrap.servers": peer.bootstrap, "enable.idempotence": False}) as p:
+        md = p.send(
+            peer.name("fields"), b"v", key="k", headers={"a": b"1", "b": None}, timestamp=1234
+        ).result(10)
+        p.send(peer.name("fields"), None, key=b"tombstone").result(10)
+    assert (md.topic, md.partition, md.offset, md.timestamp) == (peer.name("fields"), 0, 0, 1234)
+    with Consumer({"bootstrap.servers": peer.bootstrap, "auto.offset.reset": "earliest"}) as c:
+        c.assign([(peer.name("fields"), 0)])
         records = []
         deadline = time.monotonic() + 20
         while len(records) < 2 and time.monotonic() < deadline:
@@ -160,22 +164,22 @@ def test_records_carry_keys_headers_and_timestamps(broker) -> None:
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
-def test_every_codec_round_trips(broker, codec: str) -> None:
-    topic = f"codec-{codec}"
-    create_topic(broker.bootstrap, topic)
-    sent = produce_keyed(broker.bootstrap, topic, 2000, **{"compression.type": codec})
-    assert dict(onceflow_consume(broker.bootstrap, topic, 2000)) == dict(sent)
-    assert dict(confluent_consume(broker.bootstrap, topic, 2000)) == dict(sent)
+def test_every_codec_round_trips(peer, codec: str) -> None:
+    topic = peer.name(f"codec-{codec}")
+    create_topic(peer.bootstrap, topic)
+    sent = produce_keyed(peer.bootstrap, topic, 2000, **{"compression.type": codec})
+    assert dict(onceflow_consume(peer.bootstrap, topic, 2000)) == dict(sent)
+    assert dict(confluent_consume(peer.bootstrap, topic, 2000)) == dict(sent)
 
 
 @pytest.mark.parametrize("partitioner_client", ["confluent", "kafka-python"])
-def test_key_placement_matches_other_clients(broker, partitioner_client: str) -> None:
-    topic = f"placement-{partitioner_client}"
-    create_topic(broker.bootstrap, topic, 7)
+def test_key_placement_matches_other_clients(peer, partitioner_client: str) -> None:
+    topic = peer.name(f"placement-{partitioner_client}")
+    create_topic(peer.bootstrap, topic, 7)
     keys = [b"user-%d" % i for i in range(300)] + [b"", b"\x00\xff", "ключ".encode()]
     if partitioner_client == "confluent":
         producer = CKProducer(
-            {"bootstrap.servers": broker.bootstrap, "partitioner": "murmur2_random"}
+            {"bootstrap.servers": peer.bootstrap, "partitioner": "murmur2_random"}
         )
         for key in keys:
             producer.produce(topic, key, key=key)
@@ -183,12 +187,12 @@ def test_key_placement_matches_other_clients(broker, partitioner_client: str) ->
     else:
         from kafka import KafkaProducer
 
-        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False)
+        producer = KafkaProducer(bootstrap_servers=peer.bootstrap, enable_idempotence=False)
         for key in keys:
             producer.send(topic, key, key=key)
         producer.flush(30)
         producer.close()
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "auto.offset.reset": "earliest"})
+    consumer = Consumer({"bootstrap.servers": peer.bootstrap, "auto.offset.reset": "earliest"})
     consumer.assign([(topic, p) for p in range(7)])
     placed = {}
     deadline = time.monotonic() + 30
@@ -197,50 +201,51 @@ def test_key_placement_matches_other_clients(broker, partitioner_client: str) ->
             placed[record.key] = record.partition
     consumer.close()
     assert len(placed) == len(keys)
-    with Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": False}) as ours:
+    with Producer({"bootstrap.servers": peer.bootstrap, "enable.idempotence": False}) as ours:
         for key in keys:
             assert ours.send(topic, b"x", key=key).result(10).partition == placed[key], key
 
 
-def test_keyless_records_stick_to_a_partition_per_batch(broker) -> None:
-    create_topic(broker.bootstrap, "sticky", 3)
+def test_keyless_records_stick_to_a_partition_per_batch(peer) -> None:
+    create_topic(peer.bootstrap, peer.name("sticky"), 3)
     with Producer(
-        {"bootstrap.servers": broker.bootstrap, "enable.idempotence": False, "linger.ms": 50}
+        {"bootstrap.servers": peer.bootstrap, "enable.idempotence": False, "linger.ms": 50}
     ) as p:
-        futures = [p.send("sticky", b"x" * 100) for _ in range(50)]
+        futures = [p.send(peer.name("sticky"), b"x" * 100) for _ in range(50)]
         partitions = {f.result(10).partition for f in futures}
     assert len(partitions) == 1  # one batch's worth, one partition
 
 
-def test_consumer_offset_reset_policies_and_seek(broker) -> None:
-    create_topic(broker.bootstrap, "reset", 1)
-    with Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": False}) as p:
+def test_consumer_offset_reset_policies_and_seek(peer) -> None:
+    topic = peer.name("reset")
+    create_topic(peer.bootstrap, topic, 1)
+    with Producer({"bootstrap.servers": peer.bootstrap, "enable.idempotence": False}) as p:
         for i in range(10):
-            p.send("reset", b"%d" % i)
-    base = {"bootstrap.servers": broker.bootstrap}
+            p.send(topic, b"%d" % i)
+    base = {"bootstrap.servers": peer.bootstrap}
     with Consumer({**base, "auto.offset.reset": "latest"}) as c:
-        c.assign([("reset", 0)])
-        assert c.position(("reset", 0), 10) == 10
-        c.seek(("reset", 0), 4)
-        assert c.position(("reset", 0)) == 4
+        c.assign([(topic, 0)])
+        assert c.position((topic, 0), 10) == 10
+        c.seek((topic, 0), 4)
+        assert c.position((topic, 0)) == 4
         records = []
         deadline = time.monotonic() + 10
         while len(records) < 6 and time.monotonic() < deadline:
             records += c.poll(0.5)
         assert [r.value for r in records] == [b"%d" % i for i in range(4, 10)]
         c.seek_to_beginning()
-        assert c.position(("reset", 0), 10) == 0
+        assert c.position((topic, 0), 10) == 0
     with Consumer({**base, "auto.offset.reset": "none"}) as c:
-        c.assign([("reset", 0)])
+        c.assign([(topic, 0)])
         with pytest.raises(OffsetOutOfRangeError, match="no reset policy"):
             c.poll(0.2)
-        c.seek(("reset", 0), 50)
-        with pytest.raises(OffsetOutOfRangeError, match="out of range for partition reset-0"):
+        c.seek((topic, 0), 50)
+        with pytest.raises(OffsetOutOfRangeError, match=f"out of range for partition {topic}-0"):
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
                 c.poll(0.5)
     with Consumer({**base, "auto.offset.reset": "earliest"}) as c:
-        c.assign([("reset", 0, 50)])
+        c.assign([(topic, 0, 50)])
         deadline = time.monotonic() + 10
         records = []
         while not records and time.monotonic() < deadline:
@@ -248,10 +253,10 @@ def test_consumer_offset_reset_policies_and_seek(broker) -> None:
         assert records[0].offset == 0  # out of range -> reset to earliest
 
 
-def test_producer_delivery_callbacks_and_flush(broker) -> None:
-    create_topic(broker.bootstrap, "callbacks", 3)
+def test_producer_delivery_callbacks_and_flush(peer) -> None:
+    create_topic(peer.bootstrap, "callbacks", 3)
     reports = []
-    with Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": False}) as p:
+    with Producer({"bootstrap.servers": peer.bootstrap, "enable.idempotence": False}) as p:
         for i in range(100):
             p.send("callbacks", b"%d" % i, on_delivery=lambda err, md: reports.append((err, md)))
         p.flush(30)
