@@ -52,6 +52,14 @@ def answer(tm: TransactionManager, b: ProducerBatch, code: ErrorCode):
     return tm.handle_produce_error(b, code)
 
 
+def warm(tm: TransactionManager, tp: tuple[str, int] = TP) -> None:
+    """Send one 1-record batch to `tp` and acknowledge it (sequence 0), so that the
+    partition's next batches may be pipelined."""
+    first = batch(1, tp)
+    send(tm, first)
+    assert answer(tm, first, ErrorCode.NONE).action is ProduceAction.COMPLETE
+
+
 # ---------------------------------------------------------------- transition table
 
 KAFKA_TABLE = {
@@ -138,7 +146,9 @@ def test_no_send_before_producer_id() -> None:
 def test_sequences_count_records_per_partition() -> None:
     tm = ready_manager()
     a, b, c = batch(3), batch(2), batch(1, ("t", 1))
-    send(tm, a, b, c)
+    send(tm, a, c)
+    answer(tm, a, ErrorCode.NONE)
+    send(tm, b)
     assert (a.base_sequence, b.base_sequence, c.base_sequence) == (0, 3, 0)
     assert (a.producer_id, a.producer_epoch) == (7, 0)
 
@@ -147,22 +157,53 @@ def test_sequence_wraps_to_zero_never_negative() -> None:
     tm = ready_manager()
     tm.entry(TP).next_sequence = 2**31 - 2
     a, b = batch(3), batch(1)
-    send(tm, a, b)
+    send(tm, a)
     assert a.base_sequence == 2**31 - 2
     assert a.last_sequence == 0
-    assert b.base_sequence == 1
     assert answer(tm, a, ErrorCode.NONE).action is ProduceAction.COMPLETE
+    send(tm, b)
+    assert b.base_sequence == 1
     assert answer(tm, b, ErrorCode.NONE).action is ProduceAction.COMPLETE
 
 
 def test_at_most_five_batches_in_flight_per_partition() -> None:
     tm = ready_manager()
+    warm(tm)
     batches = [batch() for _ in range(MAX_IN_FLIGHT_PER_PARTITION)]
     send(tm, *batches)
     assert not tm.may_send(batch())
     assert tm.may_send(batch(1, ("t", 1)))  # other partitions are independent
     answer(tm, batches[0], ErrorCode.NONE)
     assert tm.may_send(batch())
+
+
+def test_first_batch_of_a_partition_and_epoch_goes_alone() -> None:
+    """A Kafka broker takes any sequence as a producer's first on a partition: a second batch
+    pipelined behind an unacknowledged first could be written before the first's retry."""
+    tm = ready_manager()
+    first, second = batch(2), batch(1)
+    send(tm, first)
+    assert not tm.may_send(second)
+    assert tm.may_send(batch(1, ("t", 1)))  # other partitions are independent
+    assert answer(tm, first, ErrorCode.NOT_LEADER_OR_FOLLOWER).action is ProduceAction.RETRY
+    assert not tm.may_send(second)
+    assert tm.may_send(first)  # the retry goes, still alone
+    tm.mark_sent(first)
+    assert not tm.may_send(second)
+    assert answer(tm, first, ErrorCode.NONE).action is ProduceAction.COMPLETE
+    send(tm, second, batch(1), batch(1))  # acknowledged: pipelining resumes
+    assert second.base_sequence == 2
+    for b in tm.unresolved(TP):
+        answer(tm, b, ErrorCode.NONE)
+    # after an epoch bump the broker meets the new epoch first: alone again
+    failing = batch(1)
+    send(tm, failing)
+    answer(tm, failing, ErrorCode.UNKNOWN_PRODUCER_ID)
+    assert tm.prepare_init_producer_id() == InitProducerIdPlan(7, 0)
+    tm.complete_init_producer_id(ErrorCode.NONE, 7, 1)
+    assert tm.may_send(failing) and failing.base_sequence == 0
+    tm.mark_sent(failing)
+    assert not tm.may_send(batch(1))
 
 
 # ---------------------------------------------------------------- produce error table
@@ -205,6 +246,7 @@ def test_table_keys_are_error_codes() -> None:
 
 def test_retry_keeps_order_and_sequence() -> None:
     tm = ready_manager()
+    warm(tm)
     batches = [batch(2) for _ in range(3)]
     send(tm, *batches)
     first, second, third = batches
@@ -223,14 +265,15 @@ def test_retry_keeps_order_and_sequence() -> None:
     assert tm.may_send(second)
     tm.mark_sent(second)
     assert answer(tm, second, ErrorCode.NONE).action is ProduceAction.COMPLETE
-    assert [b.base_sequence for b in batches] == [0, 2, 4]
+    assert [b.base_sequence for b in batches] == [1, 3, 5]
 
 
 def test_out_of_order_in_sequence_fails_batch_and_followers() -> None:
     tm = ready_manager()
     batches = [batch() for _ in range(4)]
-    send(tm, *batches)
+    send(tm, batches[0])
     assert answer(tm, batches[0], ErrorCode.NONE).action is ProduceAction.COMPLETE
+    send(tm, *batches[1:])
     decision = answer(tm, batches[1], ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
     assert decision.action is ProduceAction.FAIL_WITH_FOLLOWERS
     assert decision.failed == tuple(batches[1:])
@@ -258,6 +301,7 @@ def test_duplicate_sequence_is_success() -> None:
 
 def test_epoch_bump_waits_until_nothing_is_outstanding() -> None:
     tm = ready_manager(producer_id=7, epoch=4)
+    warm(tm)
     a, b, other = batch(2), batch(3), batch(1, ("t", 1))
     send(tm, a, b, other)
     assert answer(tm, a, ErrorCode.UNKNOWN_PRODUCER_ID).action is ProduceAction.RETRY_AFTER_BUMP
@@ -289,6 +333,7 @@ def test_epoch_bump_at_max_epoch_asks_for_a_new_id() -> None:
 
 def test_failed_batch_requests_bump_and_followers_are_resequenced() -> None:
     tm = ready_manager()
+    warm(tm)
     a, b = batch(2), batch(2)
     send(tm, a, b)
     assert answer(tm, a, ErrorCode.INVALID_RECORD).action is ProduceAction.FAIL

@@ -10,7 +10,12 @@ thread:
 - `may_send(batch)` decides whether a partition's first queued batch may go out now and stamps
   a new batch with the next sequence (int32, wrapping from 2**31-1 to 0): up to 5 batches per
   partition in flight; a batch being retried only when it is the partition's lowest unresolved
-  sequence, so order survives retries.
+  sequence, so order survives retries. The first batch of a partition under a producer id and
+  epoch goes alone, the next ones once it is acknowledged: a Kafka broker that has no state
+  for a producer yet accepts its first batch whatever its sequence, so a pipelined second batch
+  could be written before a retried first one (seen on Kafka 4.4 when the partition's leader
+  answered the first NOT_LEADER_OR_FOLLOWER and took the second a moment later); the first
+  one's retry then fails with OUT_OF_ORDER_SEQUENCE_NUMBER until its delivery timeout.
 - `handle_produce_error(batch, error_code)` maps a partition's Produce error to a
   `ProduceAction` through `PRODUCE_ERROR_ACTIONS`, a table.
 
@@ -32,7 +37,7 @@ from onceflow.client.producer.accumulator import ProducerBatch
 from onceflow.client.producer.txn.states import ProducerState, check_transition
 from onceflow.common import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from onceflow.protocol.errors import ErrorCode
-from onceflow.records.batch import increment_sequence
+from onceflow.records.batch import NO_SEQUENCE, increment_sequence
 
 __all__ = [
     "MAX_IN_FLIGHT_PER_PARTITION",
@@ -113,7 +118,7 @@ class PartitionEntry:
 
     def __init__(self) -> None:
         self.next_sequence = 0
-        self.last_acked_sequence = -1
+        self.last_acked_sequence = NO_SEQUENCE
         self.unresolved: list[ProducerBatch] = []  # sequenced, not completed; sequence order
 
     def in_flight(self) -> int:
@@ -222,7 +227,7 @@ class TransactionManager:
         """After a new id/epoch: sequences restart at 0; batches waiting for a retry are
         re-stamped in their original order."""
         for entry in self._partitions.values():
-            entry.last_acked_sequence = -1
+            entry.last_acked_sequence = NO_SEQUENCE
             entry.next_sequence = 0
             for batch in entry.unresolved:
                 batch.set_producer_state(self.producer_id, self.producer_epoch, entry.next_sequence)
@@ -245,6 +250,8 @@ class TransactionManager:
             )
         if len(entry.unresolved) >= MAX_IN_FLIGHT_PER_PARTITION:
             return False
+        if entry.unresolved and entry.last_acked_sequence == NO_SEQUENCE:
+            return False  # the partition's first batch of this epoch goes alone (see above)
         if any(not b.outstanding for b in entry.unresolved):
             return False  # a retry is waiting: nothing may overtake it
         batch.set_producer_state(self.producer_id, self.producer_epoch, entry.next_sequence)
