@@ -185,3 +185,30 @@ def test_calls_out_of_order_and_abortable_recovery(txn_broker):
         producer.commit_transaction(TIMEOUT)
     values = read_all(bootstrap, out, PARTITIONS, "read_committed", expect=1)
     assert [r.value for r in values] == [b"after"]
+
+
+def test_transaction_timeout_aborts_and_fences_the_producer(txn_broker):
+    """A producer that stays in a transaction past transaction.timeout.ms: the coordinator
+    aborts the transaction (committed records of others behind it become readable, its own
+    never do) and fences its epoch, so its late commit fails."""
+    bootstrap, out = txn_broker.bootstrap, txn_broker.out
+    slow = txn_producer(bootstrap, txn_broker.peer.name("slow"), **{"transaction.timeout.ms": 2000})
+    try:
+        slow.init_transactions(TIMEOUT)
+        slow.begin_transaction()
+        send_all(slow, [b"slow-%d" % i for i in range(6)], out)
+        slow.flush(TIMEOUT)  # in the log, pinning the last stable offset
+        with txn_producer(bootstrap, txn_broker.peer.name("fast")) as fast:
+            fast.init_transactions(TIMEOUT)
+            fast.begin_transaction()
+            send_all(fast, [b"fast-%d" % i for i in range(PARTITIONS)], out)
+            fast.commit_transaction(TIMEOUT)
+        # readable only once the coordinator aborted the slow transaction (timeout 2 s)
+        got = read_all(bootstrap, out, PARTITIONS, "read_committed", expect=PARTITIONS)
+        assert sorted(r.value for r in got) == [b"fast-%d" % i for i in range(PARTITIONS)]
+        with pytest.raises(ProducerFencedError):  # the abort bumped the epoch
+            slow.commit_transaction(TIMEOUT)
+    finally:
+        slow.close(5)
+    everything = read_all(bootstrap, out, PARTITIONS, "read_committed", quiet_s=1.0)
+    assert sorted(r.value for r in everything) == [b"fast-%d" % i for i in range(PARTITIONS)]

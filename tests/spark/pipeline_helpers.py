@@ -7,6 +7,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from support.kafka_cluster import KafkaCluster
+
 from onceflow.client.admin import AdminClient, NewTopic
 from onceflow.spark.orders import check_output, end_offsets, feed_orders, read_committed
 from onceflow.spark.supervisor import DriverProcess, Outcome
@@ -23,7 +25,9 @@ class Pipeline:
     input: str = "orders"
     output: str = "orders-validated"
     partitions: int = 3
+    replication_factor: int = 1
     committed_ids: list[int] = field(default_factory=list)
+    cluster: KafkaCluster | None = None  # set when the pipeline runs on Apache Kafka
 
     @property
     def checkpoint(self) -> Path:
@@ -40,7 +44,8 @@ class Pipeline:
     def create_topics(self) -> None:
         with AdminClient({"bootstrap.servers": self.bootstrap}) as admin:
             for name in (self.input, self.output):
-                result = admin.create_topics([NewTopic(name, self.partitions, 1)])[name]
+                topic = NewTopic(name, self.partitions, self.replication_factor)
+                result = admin.create_topics([topic])[name]
                 assert result.ok, result
 
     def feed(self, count: int) -> None:

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 from support.broker import BrokerProcess
+from support.peers import KAFKA_TV1, KAFKA_TV2, ONCEFLOW, TRANSACTION_VERSION
 
+from onceflow.spark.twophase import default_prefix, query_id_from_checkpoint, transactional_id
 from spark.pipeline_helpers import (
     Pipeline,
     assert_exactly_once,
@@ -25,21 +27,41 @@ from spark.pipeline_helpers import (
 
 pytestmark = pytest.mark.slow
 
+# Every test runs on onceflow's broker and on a 3-node Kafka cluster with transaction version 2
+# (Kafka 4.x's default); the two tests closest to the transaction protocol also on version 1.
+# Each Kafka run costs a few Spark driver starts, so the rest stay on version 2 only.
+SINK_PEERS = [ONCEFLOW, pytest.param(KAFKA_TV2, marks=pytest.mark.kafka)]
+BOTH_TVS = [
+    pytest.param(KAFKA_TV2, marks=pytest.mark.kafka),
+    pytest.param(KAFKA_TV1, marks=pytest.mark.kafka),
+]
 ORDERS = 900
 PER_TRIGGER = ["--max-offsets-per-trigger", "300"]  # about 4 batches of 3 tasks each
 
 
-@pytest.fixture
-def pipeline(tmp_path: Path) -> Pipeline:
-    broker = BrokerProcess(tmp_path / "broker" / "data")
-    try:
+@pytest.fixture(params=SINK_PEERS)
+def pipeline(request: pytest.FixtureRequest, tmp_path: Path) -> Pipeline:
+    """The demo pipeline's topics, fed with ORDERS orders, on a fresh onceflow broker or on a
+    shared 3-node Apache Kafka cluster (replication factor 3, min.insync.replicas 2)."""
+    if request.param == ONCEFLOW:
+        broker = BrokerProcess(tmp_path / "broker" / "data")
         p = Pipeline(broker.bootstrap, tmp_path)
         p.broker = broker  # type: ignore[attr-defined]
+    else:
+        clusters = request.getfixturevalue("kafka_clusters")
+        cluster = clusters.get(3, TRANSACTION_VERSION[request.param])
+        suffix = tmp_path.name
+        p = Pipeline(cluster.bootstrap, tmp_path, input=f"orders-{suffix}",
+                     output=f"validated-{suffix}", replication_factor=3)  # fmt: skip
+        p.cluster = cluster
+        broker = None
+    try:
         p.create_topics()
         p.feed(ORDERS)
         yield p
     finally:
-        broker.stop()
+        if broker is not None:
+            broker.stop()
 
 
 # A driver run that fails before reaching its goal (a Spark hiccup on a loaded machine, such
@@ -63,6 +85,7 @@ def _finish(p: Pipeline, **kw: str) -> None:
     assert outcome.exit_code == 0, (outcome, p.log_tail())
 
 
+@pytest.mark.parametrize("pipeline", [ONCEFLOW, *BOTH_TVS], indirect=True)
 def test_driver_killed_at_every_sink_crash_point(pipeline: Pipeline) -> None:
     """One query, killed six times in batch 1 at successive points, then finished: before
     writing, mid-write, prepared, before the commit, between commits (some tasks'
@@ -120,23 +143,56 @@ def test_failed_batch_is_aborted_and_leaves_no_open_transaction(pipeline: Pipeli
 
 def test_broker_killed_mid_batch(pipeline: Pipeline) -> None:
     """kill -9 of the broker while batch 1's tasks are writing, restart on the same port;
-    the driver is restarted as often as it fails (at most 3 times)."""
+    the driver is restarted as often as it fails (at most 3 times). On Kafka this is the
+    node that leads output partition 0 (a new leader takes over; the node comes back after
+    the query finished)."""
     p = pipeline
-    broker: BrokerProcess = p.broker  # type: ignore[attr-defined]
     driver = p.driver(*PER_TRIGGER, faults="task.midway@1:0")
     outcome = driver.wait(240)
     assert outcome.fault == "task.midway@1:0", (outcome, p.log_tail())  # noqa: S101
     # the fault point stopped the driver with batch 1 in flight: kill the broker too
-    broker.kill()
-    broker.restart()
+    if p.cluster is None:
+        p.broker.kill()  # type: ignore[attr-defined]
+        p.broker.restart()  # type: ignore[attr-defined]
+        _finish_with_retries(p)
+    else:
+        _kill_node_and_finish(p, p.cluster.leader_of(p.output, 0))
+    assert_exactly_once(p)
+
+
+@pytest.mark.parametrize("pipeline", BOTH_TVS, indirect=True)
+def test_transaction_coordinator_node_killed_mid_batch(pipeline: Pipeline) -> None:
+    """Kafka only: kill -9 of the node that coordinates the transactional id of batch 1's
+    task 0 while that task's transaction is open (prepared, not committed); the coordinator
+    moves to another node, the restarted query fences and re-writes the batch."""
+    p = pipeline
+    outcome = p.run(*PER_TRIGGER, faults="task.prepared@1:0")
+    assert outcome.fault == "task.prepared@1:0", (outcome, p.log_tail())
+    query_id = query_id_from_checkpoint(str(p.checkpoint))
+    assert query_id is not None
+    txn_id = transactional_id(default_prefix(query_id), 0)
+    _kill_node_and_finish(p, p.cluster.transaction_coordinator(txn_id))
+    assert_exactly_once(p)
+
+
+def _kill_node_and_finish(p: Pipeline, node_id: int) -> None:
+    """kill -9 of Kafka node `node_id`, finish the query on the other two, restart the node."""
+    p.cluster.kill(node_id)
+    try:
+        _finish_with_retries(p)
+    finally:
+        p.cluster.restart(node_id)
+
+
+def _finish_with_retries(p: Pipeline) -> None:
     for _attempt in range(3):
         outcome = p.run(*PER_TRIGGER)
         if outcome.exit_code == 0:
             break
     assert outcome.exit_code == 0, (outcome, p.log_tail())
-    assert_exactly_once(p)
 
 
+@pytest.mark.parametrize("pipeline", [ONCEFLOW], indirect=True)  # about Spark, not Kafka
 def test_local_cluster_separate_executors(pipeline: Pipeline) -> None:
     """local-cluster[2,1,1024]: executors are separate JVMs; the driver is killed between
     commits and restarted."""

@@ -11,7 +11,8 @@ cluster (KIP-890 part 2), 1 the older protocol. Replicated internal topics follo
 `kill(node_id)` is a kill -9, `restart(node_id)` starts the node again on the same ports and
 data; `log_text()` gives every node's log for a failure message. Nothing here is onceflow code:
 it only runs Kafka's own classes (`kafka.tools.StorageTool`, `kafka.Kafka`) and asks the
-cluster's metadata through confluent-kafka.
+cluster's metadata through confluent-kafka. Nodes get SIGTERM when the process that started
+them dies (onceflow.process.child_options), so a killed test run leaves no JVM behind.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from onceflow.process import child_options
 
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 90.0
@@ -74,6 +77,19 @@ def kafka_libs() -> Path:
     if shutil.which("java") is None:
         raise KafkaUnavailable("no `java` on the PATH: run scripts/setup.sh")
     return libs
+
+
+def spark_kafka_jars() -> list[str]:
+    """The jars of Spark's built-in Kafka connector (scripts/kafka/spark-kafka-pom.xml), for
+    `spark.jars`; raises KafkaUnavailable when they were not fetched."""
+    pom = (REPO / "scripts" / "kafka" / "spark-kafka-pom.xml").read_text()
+    match = re.search(r"<spark\.version>([^<]+)</spark\.version>", pom)
+    if match is None:
+        raise KafkaUnavailable("scripts/kafka/spark-kafka-pom.xml names no spark.version")
+    libs = REPO / ".cache" / f"spark-kafka-{match.group(1)}" / "libs"
+    if not (libs / ".complete").exists():
+        raise KafkaUnavailable(f"{libs} is missing: run scripts/fetch_kafka.sh (or setup.sh)")
+    return sorted(str(jar) for jar in libs.glob("*.jar"))
 
 
 def java_command(main_class: str, *args: str, heap: list[str] | None = None) -> list[str]:
@@ -251,6 +267,30 @@ class KafkaCluster:
         """The node id that leads `topic`-`partition` now."""
         return self.metadata(topic).topics[topic].partitions[partition].leader
 
+    def transaction_coordinator(self, transactional_id: str) -> int:
+        """The node id that coordinates `transactional_id` now (FindCoordinator, key type 1,
+        asked with onceflow's blocking connection)."""
+        from onceflow.client.connection import connect_bootstrap
+        from onceflow.client.net.coordinator_lookup import (
+            FIND_COORDINATOR_MAX,
+            TRANSACTION,
+            find_coordinator_request,
+            parse_coordinator,
+        )
+        from onceflow.protocol.api_keys import ApiKey
+
+        servers = ",".join(node.address for node in self.nodes if node.is_running())
+        conn = connect_bootstrap(servers)
+        try:
+            version = min(conn.api_version(ApiKey.FIND_COORDINATOR), FIND_COORDINATOR_MAX)
+            request = find_coordinator_request(version, TRANSACTION, transactional_id)
+            error, node_id, _host, _port = parse_coordinator(conn.send(request, version), version)
+        finally:
+            conn.close()
+        if error != 0:
+            raise RuntimeError(f"FindCoordinator({transactional_id!r}) failed with {error}")
+        return node_id
+
     def log_text(self, tail_lines: int = 200) -> str:
         """The last lines of every node's log, for a failure message."""
         parts = []
@@ -320,7 +360,11 @@ class KafkaCluster:
         )
         with open(node.log_path, "ab") as log:
             node.proc = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                **child_options(),  # a node dies with the test run that started it
             )
 
 

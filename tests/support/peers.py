@@ -29,6 +29,7 @@ FAST_GROUP_BROKER = {
     "group.min.session.timeout.ms": 500,
     "offsets.topic.num.partitions": 4,
     "transaction.state.log.num.partitions": 4,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
 }
 
 ONCEFLOW = "onceflow"
