@@ -45,11 +45,13 @@ RESULTS = Path(__file__).parent / "results" / "transactions_cost.json"
 TARGET_COST_PERCENT = {"produce": 3.0, "consume": 2.0}
 
 
-def _producer_config(bootstrap: str, args: argparse.Namespace) -> dict[str, object]:
+def _producer_config(
+    bootstrap: str, args: argparse.Namespace, idempotence: bool = True
+) -> dict[str, object]:
     return {
         "bootstrap.servers": bootstrap,
         "acks": "all",
-        "enable.idempotence": True,
+        "enable.idempotence": idempotence,
         "linger.ms": args.linger_ms,
         "batch.size": args.batch_size,
         "queue.buffering.max.kbytes": args.queue_kbytes,
@@ -57,8 +59,15 @@ def _producer_config(bootstrap: str, args: argparse.Namespace) -> dict[str, obje
     }
 
 
-def produce_idempotent(bootstrap: str, args: argparse.Namespace, value: bytes) -> dict:
-    """Produce to `idem` for `args.seconds`; acknowledged bytes per second."""
+def produce_idempotent(
+    bootstrap: str,
+    args: argparse.Namespace,
+    value: bytes,
+    topic: str = "idem",
+    idempotence: bool = True,
+) -> dict:
+    """Produce to `topic` for `args.seconds` (idempotent unless `idempotence` is False);
+    acknowledged bytes per second."""
     acked = failed = 0
 
     def on_delivery(err, _msg) -> None:
@@ -68,14 +77,14 @@ def produce_idempotent(bootstrap: str, args: argparse.Namespace, value: bytes) -
         else:
             failed += 1
 
-    producer = Producer(_producer_config(bootstrap, args))
+    producer = Producer(_producer_config(bootstrap, args, idempotence))
     sent = 0
     start = time.monotonic()
     deadline = start + args.seconds
     while time.monotonic() < deadline:
         try:
             producer.produce(
-                "idem", value, partition=sent % args.partitions, on_delivery=on_delivery
+                topic, value, partition=sent % args.partitions, on_delivery=on_delivery
             )
             sent += 1
         except BufferError:
@@ -85,13 +94,15 @@ def produce_idempotent(bootstrap: str, args: argparse.Namespace, value: bytes) -
     producer.flush(120)
     seconds = time.monotonic() - start
     if failed:
-        raise RuntimeError(f"{failed} idempotent records failed")
+        raise RuntimeError(f"{failed} records to {topic} failed")
     size = acked * len(value)
     return {"records": acked, "seconds": seconds, "mb_per_s": size / 1e6 / seconds}
 
 
-def produce_transactional(bootstrap: str, args: argparse.Namespace, value: bytes, tid: str) -> dict:
-    """Produce to `txn` for `args.seconds`, committing every `args.commit_ms`."""
+def produce_transactional(
+    bootstrap: str, args: argparse.Namespace, value: bytes, tid: str, topic: str = "txn"
+) -> dict:
+    """Produce to `topic` for `args.seconds`, committing every `args.commit_ms`."""
     acked = failed = 0
 
     def on_delivery(err, _msg) -> None:  # the same per-record work as the idempotent side
@@ -113,7 +124,7 @@ def produce_transactional(bootstrap: str, args: argparse.Namespace, value: bytes
         while time.monotonic() < commit_at:
             try:
                 producer.produce(
-                    "txn", value, partition=sent % args.partitions, on_delivery=on_delivery
+                    topic, value, partition=sent % args.partitions, on_delivery=on_delivery
                 )
                 sent += 1
                 in_txn += 1
@@ -136,8 +147,10 @@ def produce_transactional(bootstrap: str, args: argparse.Namespace, value: bytes
     }
 
 
-def consume(bootstrap: str, args: argparse.Namespace, isolation: str, records: int) -> dict:
-    """Read `records` records of `txn` from the beginning with `isolation`."""
+def consume(
+    bootstrap: str, args: argparse.Namespace, isolation: str, records: int, topic: str = "txn"
+) -> dict:
+    """Read `records` records of `topic` from the beginning with `isolation`."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -149,7 +162,7 @@ def consume(bootstrap: str, args: argparse.Namespace, isolation: str, records: i
             "queued.max.messages.kbytes": 512 * 1024,
         }
     )
-    consumer.assign([TopicPartition("txn", p, OFFSET_BEGINNING) for p in range(args.partitions)])
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(args.partitions)])
     got = size = 0
     start = time.monotonic()
     deadline = start + 300

@@ -54,6 +54,7 @@ TINY = {
     "client_txn_throughput.py": ["--records", "500", "--rounds", "1"],
     "spark_eos.py": ["--records", "2000", "--source-records", "3000", "--rounds", "1"],
     "idempotence_cost.py": ["--rounds", "1", "--bytes", "1MiB", "--micro-repeats", "1"],
+    "kafka_side_by_side.py": ["--rounds", "1", "--seconds", "1"],
     "topic_compression.py": ["--rounds", "1", "--bytes", "1MiB"],
     "transactions_cost.py": ["--rounds", "1", "--seconds", "1"],
 }
