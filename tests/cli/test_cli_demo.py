@@ -39,6 +39,30 @@ def test_demo_with_all_faults_is_exactly_once():
     assert "exactly-once check PASSED" in out
 
 
+@pytest.mark.slow
+@pytest.mark.kafka
+def test_demo_on_a_3_node_kafka_cluster_is_exactly_once(kafka_clusters):
+    """`--bootstrap` at Apache Kafka (3 nodes, transaction version 2, topics replicated 3
+    ways with min.insync.replicas=2): the driver SIGKILLed twice, then the check passes."""
+    cluster = kafka_clusters.get(3, 2)
+    result = subprocess.run(
+        [sys.executable, "-m", "onceflow", "demo", "--records", "1500", "--faults", "driver",
+         "--bootstrap", cluster.bootstrap],
+        capture_output=True, timeout=900,
+    )  # fmt: skip
+    out = result.stdout.decode()
+    assert result.returncode == 0, out + result.stderr.decode()
+    assert "SIGKILLed at task.midway@1" in out
+    assert "duplicates:                    0" in out and "missing:                       0" in out
+    assert "open transactions left:        none" in out
+    assert "exactly-once check PASSED" in out
+    described = cluster.metadata().topics
+    demo_topics = [t for name, t in described.items() if not name.startswith("__")]
+    assert demo_topics and all(
+        len(p.replicas) == 3 for t in demo_topics for p in t.partitions.values()
+    )
+
+
 def test_demo_unreachable_bootstrap_is_one_line_and_exit_1():
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))

@@ -1,5 +1,6 @@
 """Fixtures for the Spark tests: one local SparkSession for the whole run (a JVM start costs
-6-8 s), with the onceflow data source registered, and a broker per test module."""
+6-8 s), with the onceflow data source registered and Spark's own Kafka connector on its
+class path (format `kafka`, for side-by-side tests), and a broker per test module."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 
 import pytest
 from support.broker import BrokerProcess
+from support.kafka_cluster import KafkaUnavailable, spark_kafka_jars
 
 
 @pytest.fixture(scope="session")
@@ -17,10 +19,15 @@ def session():
 
     import onceflow.spark
 
+    try:
+        jars = ",".join(spark_kafka_jars())
+    except KafkaUnavailable as exc:
+        pytest.fail(str(exc))
     spark = (
         SparkSession.builder.master("local[2]")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.jars", jars)
         .getOrCreate()
     )
     onceflow.spark.register(spark)

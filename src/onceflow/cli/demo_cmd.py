@@ -218,7 +218,8 @@ class Demo:
     def _create_topics(self) -> None:
         try:
             with AdminClient({"bootstrap.servers": self.bootstrap}) as admin:
-                topics = [NewTopic(t, self.args.partitions, 1) for t in (self.input, self.output)]
+                # replication factor -1: the cluster's default.replication.factor (KIP-464)
+                topics = [NewTopic(t, self.args.partitions, -1) for t in (self.input, self.output)]
                 for name, result in admin.create_topics(topics).items():
                     if not result.ok:
                         raise DemoError(f"cannot create topic {name!r}: {result.error_code.name}")
