@@ -27,9 +27,11 @@ from spark.pipeline_helpers import (
 
 pytestmark = pytest.mark.slow
 
-# Every test runs on onceflow's broker and on a 3-node Kafka cluster with transaction version 2
-# (Kafka 4.x's default); the two tests closest to the transaction protocol also on version 1.
-# Each Kafka run costs a few Spark driver starts, so the rest stay on version 2 only.
+# The tests run on onceflow's broker and on a 3-node Kafka cluster with transaction version 2
+# (Kafka 4.x's default); the coordinator-kill test also on version 1. Each Kafka run costs
+# several Spark driver starts, so the version-1 cluster gets the one test where the
+# coordinator's behaviour matters most, and task retries (Spark's behaviour, not Kafka's) run
+# on onceflow's broker only.
 SINK_PEERS = [ONCEFLOW, pytest.param(KAFKA_TV2, marks=pytest.mark.kafka)]
 BOTH_TVS = [
     pytest.param(KAFKA_TV2, marks=pytest.mark.kafka),
@@ -85,7 +87,6 @@ def _finish(p: Pipeline, **kw: str) -> None:
     assert outcome.exit_code == 0, (outcome, p.log_tail())
 
 
-@pytest.mark.parametrize("pipeline", [ONCEFLOW, *BOTH_TVS], indirect=True)
 def test_driver_killed_at_every_sink_crash_point(pipeline: Pipeline) -> None:
     """One query, killed six times in batch 1 at successive points, then finished: before
     writing, mid-write, prepared, before the commit, between commits (some tasks'
@@ -114,6 +115,7 @@ def test_driver_killed_at_every_sink_crash_point(pipeline: Pipeline) -> None:
     assert_exactly_once(p)
 
 
+@pytest.mark.parametrize("pipeline", [ONCEFLOW], indirect=True)
 def test_task_failures_are_retried_exactly_once(pipeline: Pipeline) -> None:
     """local[2,3]: a task that raises mid-write and a Python worker that dies after preparing
     are retried by Spark (new attempts fence the old ones); the query finishes in one run."""

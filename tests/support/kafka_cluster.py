@@ -340,8 +340,7 @@ class KafkaCluster:
             "format",
             "--config",
             str(node.config_path),
-            "--cluster-id",
-            self.cluster_id,
+            f"--cluster-id={self.cluster_id}",  # one argument: an id may start with "-"
             "--feature",
             f"transaction.version={self.transaction_version}",
             "--ignore-formatted",
