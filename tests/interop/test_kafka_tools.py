@@ -2,7 +2,7 @@
 
 Each test runs the classes behind `kafka-topics.sh`, `kafka-console-producer.sh`,
 `kafka-console-consumer.sh`, `kafka-consumer-groups.sh`, `kafka-transactions.sh`,
-`kafka-configs.sh`, `kafka-acls.sh`, `kafka-delete-records.sh` and
+`kafka-configs.sh`, `kafka-acls.sh`, `kafka-delete-records.sh`, `kafka-get-offsets.sh` and
 `kafka-verifiable-producer/consumer.sh` (support.kafka_tools) and checks what they print, and
 where it matters what the broker then holds, through confluent-kafka. One broker serves the
 module (no authorizer, so ACL commands get SECURITY_DISABLED; kafka-acls itself runs against a
@@ -29,6 +29,7 @@ from support.kafka_tools import (
     CONSOLE_PRODUCER,
     CONSUMER_GROUPS,
     DELETE_RECORDS,
+    GET_OFFSETS,
     TOPICS,
     TRANSACTIONS,
     VERIFIABLE_CONSUMER,
@@ -478,6 +479,41 @@ def test_kafka_delete_records(broker, tmp_path: Path):
     assert watermarks(broker, topic, 0) == (4, 10)
     assert f"partition: {topic}-1\tlow_watermark: 5" in delete(1, -1)  # -1: the high watermark
     assert watermarks(broker, topic, 1) == (5, 5)
+
+
+# -- kafka-get-offsets -------------------------------------------------------------------------
+
+
+def test_kafka_get_offsets_by_every_offset_spec(broker):
+    """ListOffsets up to v10: latest, earliest, max-timestamp (-3), earliest-local (-4: the log
+    start, nothing is tiered), latest-tiered (-5: offset -1, which the tool leaves out) and a
+    timestamp."""
+    topic = "tools-get-offsets"
+    create_topic(broker.bootstrap, topic, 2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for partition, stamps in {0: (1000, 2000, 3000), 1: (5000, 4000)}.items():
+        for stamp in stamps:
+            producer.produce(topic, value=b"x", partition=partition, timestamp=stamp)
+    assert producer.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    (future,) = admin.delete_records([TopicPartition(topic, 0, 1)]).values()
+    assert future.result(10).low_watermark == 1
+
+    def offsets(time: str) -> dict[int, int]:
+        out = tool(broker, GET_OFFSETS, "--topic", topic, "--time", time).check().stdout
+        found = {}
+        for line in out.splitlines():
+            name, partition, offset = line.rsplit(":", 2)
+            assert name == topic
+            found[int(partition)] = int(offset)
+        return found
+
+    assert offsets("latest") == {0: 3, 1: 2}
+    assert offsets("earliest") == {0: 1, 1: 0}
+    assert offsets("max-timestamp") == {0: 2, 1: 0}
+    assert offsets("earliest-local") == {0: 1, 1: 0}
+    assert offsets("latest-tiered") == {}
+    assert offsets("2500") == {0: 2, 1: 0}
 
 
 # -- kafka-verifiable-producer / kafka-verifiable-consumer ------------------------------------

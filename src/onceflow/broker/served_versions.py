@@ -19,7 +19,7 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
     {
         ApiKey.PRODUCE: (3, 12),
         ApiKey.FETCH: (4, 16),
-        ApiKey.LIST_OFFSETS: (1, 7),
+        ApiKey.LIST_OFFSETS: (1, 10),
         ApiKey.METADATA: (0, 13),
         ApiKey.OFFSET_COMMIT: (2, 9),
         ApiKey.OFFSET_FETCH: (1, 9),
