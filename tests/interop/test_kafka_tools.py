@@ -78,12 +78,20 @@ def watermarks(broker: BrokerProcess, topic: str, partition: int) -> tuple[int, 
 # -- kafka-topics ------------------------------------------------------------------------------
 
 
+def describe_topics(broker: BrokerProcess, *args: str) -> list[dict[str, str]]:
+    """kafka-topics --describe: each topic line and partition line as a `key: value` map."""
+    out = tool(broker, TOPICS, "--describe", *args).check().stdout
+    lines = []
+    for line in out.splitlines():
+        cells = [cell.partition(":") for cell in line.strip("\n").split("\t") if cell]
+        lines.append({key.strip(): value.strip() for key, _, value in cells})
+    return lines
+
+
 def describe_topic(broker: BrokerProcess, topic: str) -> tuple[dict[str, str], list[dict]]:
-    """kafka-topics --describe: the topic line and the partition lines, as `key: value` maps."""
-    out = tool(broker, TOPICS, "--describe", "--topic", topic).check().stdout
-    lines = [dict(cell.split(": ", 1) for cell in line.strip().split("\t")) for line in
-             out.splitlines() if line.strip()]  # fmt: skip
-    return lines[0], lines[1:]
+    """The topic line and its partition lines."""
+    summary, *partitions = describe_topics(broker, "--topic", topic)
+    return summary, partitions
 
 
 def test_kafka_topics_create_list_describe_alter_delete(broker):
@@ -98,12 +106,23 @@ def test_kafka_topics_create_list_describe_alter_delete(broker):
         topic, "3", "1",
     )  # fmt: skip
     assert summary["Configs"] == "retention.ms=123456"
-    assert [(p["Partition"], p["Leader"], p["Replicas"], p["Isr"]) for p in partitions] == [
-        (str(i), "1", "1", "1") for i in range(3)
-    ]
+    # DescribeTopicPartitions (KIP-966) answers: empty eligible-leader-replica lists, as a
+    # Kafka 4.4 node prints them (a Metadata fallback would print "N/A")
+    assert [
+        (p["Partition"], p["Leader"], p["Replicas"], p["Isr"], p["Elr"], p["LastKnownElr"])
+        for p in partitions
+    ] == [(str(i), "1", "1", "1", "", "") for i in range(3)]
 
     tool(broker, TOPICS, "--alter", "--topic", topic, "--partitions", "5").check()
-    assert describe_topic(broker, topic)[0]["PartitionCount"] == "5"
+    create_topic(broker.bootstrap, f"{topic}-2", 2)
+    # two partitions per answer: the tool follows the cursor across both topics
+    paged = describe_topics(broker, "--topic", f"{topic}.*", "--partition-size-limit-per-response",
+                            "2")  # fmt: skip
+    assert [(line["Topic"], line.get("Partition")) for line in paged] == [
+        (topic, None), *((topic, str(p)) for p in range(5)),
+        (f"{topic}-2", None), (f"{topic}-2", "0"), (f"{topic}-2", "1"),
+    ]  # fmt: skip
+    assert paged[0]["PartitionCount"] == "5"
 
     refusals = {
         ("--create", "--topic", topic): "TopicExistsException: Topic 'tools-topic' already exists",

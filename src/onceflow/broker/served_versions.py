@@ -57,6 +57,7 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
         ApiKey.DESCRIBE_PRODUCERS: (0, 0),
         ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
         ApiKey.LIST_TRANSACTIONS: (0, 2),
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
     }
 )
 
