@@ -5,18 +5,25 @@
 starts with a quick-start profile (C1 only, serial GC) and a log4j2 configuration that sends
 WARN and above to stderr, so stdout holds only the tool's own output. `start_tool` is the same
 as a child process, for tools that run while a test acts (the transactional message copier).
+The first finished `run_tool` of a session also writes a class-data-sharing archive of the
+classes it loaded (`-XX:ArchiveClassesAtExit`, into the temp directory, named after the jars);
+later runs map it (`-XX:SharedArchiveFile`), which halves a tool's start-up CPU. A stale or
+foreign archive is ignored by the JVM (`-Xshare:auto`), and JVM logging is off so no CDS
+warning reaches a tool's stdout.
 `tab_rows` and `column_rows` parse the two table styles the tools print: tab-separated
 (kafka-transactions, kafka-topics) and space-aligned under a header (kafka-consumer-groups).
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from support.kafka_cluster import java_command
+from support.kafka_cluster import java_command, kafka_libs
 
 TOOL_TIMEOUT_S = 120.0
 QUICK_JVM = ["-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss512k"]
@@ -68,22 +75,38 @@ class ToolRun:
         return self
 
 
-def tool_command(main_class: str, *args: str) -> list[str]:
-    """argv running one of Kafka's tool classes quietly (log4j to stderr, WARN and above)."""
+def _class_archive() -> Path:
+    """Where the shared class archive of this set of jars lives (it may not exist yet)."""
+    libs = kafka_libs()
+    names = "\n".join(sorted(f"{p.name}:{p.stat().st_size}" for p in libs.glob("*.jar")))
+    digest = hashlib.sha256(f"{libs}\n{names}".encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"onceflow-kafka-tools-{digest}.jsa"
+
+
+def tool_command(main_class: str, *args: str, archive_to: Path | None = None) -> list[str]:
+    """argv running one of Kafka's tool classes quietly (log4j to stderr, WARN and above),
+    mapping the shared class archive when there is one, or writing one to `archive_to`."""
     global _log4j_path
     if _log4j_path is None:
         path = Path(tempfile.gettempdir()) / "onceflow-kafka-tools-log4j2.yaml"
         path.write_text(TOOL_LOG4J2)
         _log4j_path = path
-    heap = [*QUICK_JVM, f"-Dlog4j2.configurationFile={_log4j_path}"]
-    return java_command(main_class, *args, heap=heap)
+    jvm = [*QUICK_JVM, "-Xshare:auto", "-Xlog:disable", f"-Dlog4j2.configurationFile={_log4j_path}"]
+    archive = _class_archive()
+    if archive_to is not None:
+        jvm.append(f"-XX:ArchiveClassesAtExit={archive_to}")
+    elif archive.exists():
+        jvm.append(f"-XX:SharedArchiveFile={archive}")
+    return java_command(main_class, *args, heap=jvm)
 
 
 def run_tool(
     main_class: str, *args: str, stdin: str | None = None, timeout: float = TOOL_TIMEOUT_S
 ) -> ToolRun:
     """Run a tool class to its end; does not raise on a non-zero exit (see `ToolRun.check`)."""
-    argv = tool_command(main_class, *args)
+    archive = _class_archive()
+    draft = None if archive.exists() else archive.with_suffix(f".{os.getpid()}.tmp")
+    argv = tool_command(main_class, *args, archive_to=draft)
     result = subprocess.run(
         argv,
         input=stdin if stdin is not None else "",
@@ -91,6 +114,8 @@ def run_tool(
         text=True,
         timeout=timeout,
     )
+    if draft is not None and draft.exists():
+        os.replace(draft, archive)  # whole or not at all, also with another session racing
     return ToolRun(argv, result.returncode, result.stdout, result.stderr)
 
 
