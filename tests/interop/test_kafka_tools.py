@@ -1,61 +1,41 @@
-"""Apache Kafka's own command-line tools against the onceflow broker.
+"""Apache Kafka's own data and group tools against the onceflow broker.
 
 Each test runs the classes behind `kafka-topics.sh`, `kafka-console-producer.sh`,
-`kafka-console-consumer.sh`, `kafka-consumer-groups.sh`, `kafka-transactions.sh`,
-`kafka-configs.sh`, `kafka-acls.sh`, `kafka-delete-records.sh`, `kafka-get-offsets.sh` and
-`kafka-verifiable-producer/consumer.sh` (support.kafka_tools) and checks what they print, and
-where it matters what the broker then holds, through confluent-kafka. One broker serves the
-module (no authorizer, so ACL commands get SECURITY_DISABLED; kafka-acls itself runs against a
-second broker with Kafka's StandardAuthorizer); every test uses its own topics, groups and
-transactional ids. What onceflow does not serve (client quotas, group configs, the KIP-848
-consumer protocol) must fail the way Kafka's tools report an unsupported feature.
+`kafka-console-consumer.sh`, `kafka-consumer-groups.sh`, `kafka-delete-records.sh`,
+`kafka-get-offsets.sh` and `kafka-verifiable-producer/consumer.sh` (support.kafka_tools) and
+checks what they print, and where it matters what the broker then holds, through
+confluent-kafka. One broker serves the module (`node`, tests/interop/conftest.py); every
+test uses its own topics and groups. The KIP-848 consumer protocol, which onceflow does not
+serve, must fail the way Kafka's client reports an unsupported feature. The admin tools
+(transactions, configs, ACLs) are in test_kafka_admin_tools.py.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka.admin import AdminClient
 from support.broker import BrokerProcess
-from support.hung_txn import HUNG_PRODUCER_ID, hang_a_transaction, last_stable_offset
 from support.kafka_tools import (
-    ACLS,
-    CONFIGS,
     CONSOLE_CONSUMER,
     CONSOLE_PRODUCER,
     CONSUMER_GROUPS,
     DELETE_RECORDS,
     GET_OFFSETS,
     TOPICS,
-    TRANSACTIONS,
     VERIFIABLE_CONSUMER,
     VERIFIABLE_PRODUCER,
     column_rows,
-    run_tool,
-    tab_rows,
+    tool,
+    watermarks,
 )
-from support.peers import FAST_GROUP_BROKER
 
 from interop.workload import create_topic
 
 pytestmark = pytest.mark.kafka
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory):
-    config = {**FAST_GROUP_BROKER, "onceflow.admin.allow.write.txn.markers": True}
-    process = BrokerProcess(tmp_path_factory.mktemp("tools") / "data", config)
-    yield process
-    process.stop()
-
-
-def tool(broker: BrokerProcess, main_class: str, *args: str, stdin: str | None = None):
-    """Run a tool with `--bootstrap-server` pointing at `broker` (not yet checked)."""
-    return run_tool(main_class, "--bootstrap-server", broker.bootstrap, *args, stdin=stdin)
 
 
 def produce(broker: BrokerProcess, topic: str, per_partition: dict[int, int]) -> None:
@@ -65,14 +45,6 @@ def produce(broker: BrokerProcess, topic: str, per_partition: dict[int, int]) ->
         for i in range(count):
             producer.produce(topic, value=f"{partition}-{i}".encode(), partition=partition)
     assert producer.flush(30) == 0
-
-
-def watermarks(broker: BrokerProcess, topic: str, partition: int) -> tuple[int, int]:
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "watermarks"})
-    try:
-        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
-    finally:
-        consumer.close()
 
 
 # -- kafka-topics ------------------------------------------------------------------------------
@@ -94,14 +66,14 @@ def describe_topic(broker: BrokerProcess, topic: str) -> tuple[dict[str, str], l
     return summary, partitions
 
 
-def test_kafka_topics_create_list_describe_alter_delete(broker):
+def test_kafka_topics_create_list_describe_alter_delete(node):
     topic = "tools-topic"
-    created = tool(broker, TOPICS, "--create", "--topic", topic, "--partitions", "3",
+    created = tool(node, TOPICS, "--create", "--topic", topic, "--partitions", "3",
                    "--config", "retention.ms=123456").check()  # fmt: skip
     assert created.stdout.strip() == f"Created topic {topic}."
-    assert topic in tool(broker, TOPICS, "--list").check().stdout.split()
+    assert topic in tool(node, TOPICS, "--list").check().stdout.split()
 
-    summary, partitions = describe_topic(broker, topic)
+    summary, partitions = describe_topic(node, topic)
     assert (summary["Topic"], summary["PartitionCount"], summary["ReplicationFactor"]) == (
         topic, "3", "1",
     )  # fmt: skip
@@ -113,10 +85,10 @@ def test_kafka_topics_create_list_describe_alter_delete(broker):
         for p in partitions
     ] == [(str(i), "1", "1", "1", "", "") for i in range(3)]
 
-    tool(broker, TOPICS, "--alter", "--topic", topic, "--partitions", "5").check()
-    create_topic(broker.bootstrap, f"{topic}-2", 2)
+    tool(node, TOPICS, "--alter", "--topic", topic, "--partitions", "5").check()
+    create_topic(node.bootstrap, f"{topic}-2", 2)
     # two partitions per answer: the tool follows the cursor across both topics
-    paged = describe_topics(broker, "--topic", f"{topic}.*", "--partition-size-limit-per-response",
+    paged = describe_topics(node, "--topic", f"{topic}.*", "--partition-size-limit-per-response",
                             "2")  # fmt: skip
     assert [(line["Topic"], line.get("Partition")) for line in paged] == [
         (topic, None), *((topic, str(p)) for p in range(5)),
@@ -134,24 +106,24 @@ def test_kafka_topics_create_list_describe_alter_delete(broker):
         ("--create", "--topic", "bad/name"): "InvalidTopicException",
     }  # fmt: skip
     for args, error in refusals.items():
-        run = tool(broker, TOPICS, *args)
+        run = tool(node, TOPICS, *args)
         assert run.returncode == 1 and error in run.stdout + run.stderr, (args, run)
 
-    assert tool(broker, TOPICS, "--delete", "--topic", topic).check().returncode == 0
-    assert topic not in tool(broker, TOPICS, "--list").check().stdout.split()
+    assert tool(node, TOPICS, "--delete", "--topic", topic).check().returncode == 0
+    assert topic not in tool(node, TOPICS, "--list").check().stdout.split()
 
 
 # -- kafka-console-producer / kafka-console-consumer -----------------------------------------
 
 
-def test_console_producer_then_console_consumer_read_committed(broker):
+def test_console_producer_then_console_consumer_read_committed(node):
     topic, group = "tools-console", "tools-console-group"
-    create_topic(broker.bootstrap, topic, 2)
+    create_topic(node.bootstrap, topic, 2)
     lines = [f"key{i % 7}:value {i}" for i in range(40)]
-    tool(broker, CONSOLE_PRODUCER, "--topic", topic, "--reader-property", "parse.key=true",
+    tool(node, CONSOLE_PRODUCER, "--topic", topic, "--reader-property", "parse.key=true",
          "--reader-property", "key.separator=:", stdin="\n".join(lines) + "\n").check()  # fmt: skip
 
-    run = tool(broker, CONSOLE_CONSUMER, "--topic", topic, "--from-beginning", "--group", group,
+    run = tool(node, CONSOLE_CONSUMER, "--topic", topic, "--from-beginning", "--group", group,
                "--max-messages", "40", "--isolation-level", "read_committed",
                "--formatter-property", "print.key=true",
                "--formatter-property", "print.partition=true",
@@ -176,7 +148,7 @@ def test_console_producer_then_console_consumer_read_committed(broker):
                for k, p in partition_of.items())  # fmt: skip
 
     # the console consumer committed its position: kafka-consumer-groups shows no lag
-    rows = column_rows(tool(broker, CONSUMER_GROUPS, "--describe", "--group", group).stdout)
+    rows = column_rows(tool(node, CONSUMER_GROUPS, "--describe", "--group", group).stdout)
     assert {(r["PARTITION"], r["CURRENT-OFFSET"], r["LAG"]) for r in rows} == {
         (str(p), str(sum(1 for c in consumed if c[0] == p)), "0") for p in (0, 1)
     }
@@ -200,11 +172,11 @@ def reset(broker: BrokerProcess, group: str, *args: str) -> dict[int, str]:
     return {int(r["PARTITION"]): r["NEW-OFFSET"] for r in column_rows(out)}
 
 
-def test_consumer_groups_members_lag_and_reset_offsets(broker):
+def test_consumer_groups_members_lag_and_reset_offsets(node):
     topic, group = "tools-groups", "tools-groups-group"
-    create_topic(broker.bootstrap, topic, 2)
-    produce(broker, topic, {0: 10, 1: 10})
-    member = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+    create_topic(node.bootstrap, topic, 2)
+    produce(node, topic, {0: 10, 1: 10})
+    member = Consumer({"bootstrap.servers": node.bootstrap, "group.id": group,
                        "client.id": "tools-member", "enable.auto.commit": False,
                        "auto.offset.reset": "earliest"})  # fmt: skip
     try:
@@ -213,313 +185,88 @@ def test_consumer_groups_members_lag_and_reset_offsets(broker):
             member.poll(0.2)
         member.commit(offsets=[TopicPartition(topic, 0, 4), TopicPartition(topic, 1, 10)],
                       asynchronous=False)  # fmt: skip
-        out = tool(broker, CONSUMER_GROUPS, "--describe", "--group", group, "--members").stdout
+        out = tool(node, CONSUMER_GROUPS, "--describe", "--group", group, "--members").stdout
         (row,) = column_rows(out)
         assert (row["CLIENT-ID"], row["#PARTITIONS"]) == ("tools-member", "2")
-        out = tool(broker, CONSUMER_GROUPS, "--describe", "--group", group, "--state").stdout
+        out = tool(node, CONSUMER_GROUPS, "--describe", "--group", group, "--state").stdout
         (row,) = column_rows(out)
         assert (row["STATE"], row["#MEMBERS"], row["ASSIGNMENT-STRATEGY"]) == ("Stable", "1",
                                                                               "range")  # fmt: skip
-        run = tool(broker, CONSUMER_GROUPS, "--reset-offsets", "--group", group, "--all-topics",
+        run = tool(node, CONSUMER_GROUPS, "--reset-offsets", "--group", group, "--all-topics",
                    "--to-earliest", "--execute")  # fmt: skip
         assert "can only be reset if the group 'tools-groups-group' is inactive" in run.stdout
-        assert group_offsets(broker, group)[0] == ("4", "10", "6")  # unchanged
+        assert group_offsets(node, group)[0] == ("4", "10", "6")  # unchanged
     finally:
         member.close()
 
-    assert group_offsets(broker, group) == {0: ("4", "10", "6"), 1: ("10", "10", "0")}
+    assert group_offsets(node, group) == {0: ("4", "10", "6"), 1: ("10", "10", "0")}
     everything = ("--all-topics",)
-    assert reset(broker, group, *everything, "--to-earliest", "--dry-run") == {0: "0", 1: "0"}
-    assert group_offsets(broker, group)[0] == ("4", "10", "6")  # a dry run changes nothing
-    assert reset(broker, group, "--topic", f"{topic}:0", "--to-offset", "7", "--execute") == {
-        0: "7"
+    assert reset(node, group, *everything, "--to-earliest", "--dry-run") == {0: "0", 1: "0"}
+    assert group_offsets(node, group)[0] == ("4", "10", "6")  # a dry run changes nothing
+    assert reset(node, group, "--topic", f"{topic}:0", "--to-offset", "7", "--execute") == {0: "7"}
+    assert reset(node, group, *everything, "--shift-by", "-2", "--execute") == {
+        0: "5",
+        1: "8",
     }
-    assert reset(broker, group, *everything, "--shift-by", "-2", "--execute") == {0: "5", 1: "8"}
-    assert group_offsets(broker, group) == {0: ("5", "10", "5"), 1: ("8", "10", "2")}
+    assert group_offsets(node, group) == {0: ("5", "10", "5"), 1: ("8", "10", "2")}
     # beyond the log end: the tool clamps to the log end offset (from ListOffsets)
-    assert reset(broker, group, *everything, "--to-offset", "99", "--execute") == {
+    assert reset(node, group, *everything, "--to-offset", "99", "--execute") == {
         0: "10", 1: "10",
     }  # fmt: skip
-    assert reset(broker, group, *everything, "--to-datetime", "2000-01-01T00:00:00.000",
+    assert reset(node, group, *everything, "--to-datetime", "2000-01-01T00:00:00.000",
                  "--execute") == {0: "0", 1: "0"}  # fmt: skip
-    assert group_offsets(broker, group) == {0: ("0", "10", "10"), 1: ("0", "10", "10")}
+    assert group_offsets(node, group) == {0: ("0", "10", "10"), 1: ("0", "10", "10")}
 
-    listed = tool(broker, CONSUMER_GROUPS, "--list", "--state", "Empty").check().stdout
+    listed = tool(node, CONSUMER_GROUPS, "--list", "--state", "Empty").check().stdout
     assert group in {r["GROUP"] for r in column_rows(listed)}
-    deleted = tool(broker, CONSUMER_GROUPS, "--delete", "--group", group).check().stdout
+    deleted = tool(node, CONSUMER_GROUPS, "--delete", "--group", group).check().stdout
     assert f"Deletion of requested consumer groups ('{group}') was successful." in deleted
-    assert group not in tool(broker, CONSUMER_GROUPS, "--list").check().stdout.split()
-
-
-# -- kafka-transactions ------------------------------------------------------------------------
-
-
-def transactions(broker: BrokerProcess, *args: str) -> list[dict[str, str]]:
-    return tab_rows(tool(broker, TRANSACTIONS, *args).check().stdout)
-
-
-def test_transactions_list_describe_and_describe_producers_of_a_live_transaction(broker):
-    topic, txn_id = "tools-txn", "tools-txn-id"
-    create_topic(broker.bootstrap, topic, 2)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": txn_id,
-                         "transaction.timeout.ms": 45000})  # fmt: skip
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    for i in range(3):
-        producer.produce(topic, value=b"%d" % i, partition=1)
-    assert producer.flush(30) == 0
-    try:
-        listed = transactions(broker, "list", "--transactional-id-pattern", "tools-txn-.*")
-        (row,) = listed
-        assert (row["TransactionalId"], row["Coordinator"], row["TransactionState"]) == (
-            txn_id, "1", "Ongoing",
-        )  # fmt: skip
-        producer_id = row["ProducerId"]
-        (row,) = transactions(broker, "describe", "--transactional-id", txn_id)
-        assert (row["ProducerId"], row["ProducerEpoch"], row["TransactionState"]) == (
-            producer_id, "0", "Ongoing",
-        )  # fmt: skip
-        assert (row["TransactionTimeoutMs"], row["TopicPartitions"]) == ("45000", f"{topic}-1")
-        (row,) = transactions(broker, "describe-producers", "--topic", topic, "--partition", "1")
-        assert (row["ProducerId"], row["LastSequence"], row["CurrentTransactionStartOffset"]) == (
-            producer_id, "2", "0",
-        )  # fmt: skip
-        # an open transaction its coordinator knows is not hanging
-        hanging = transactions(broker, "find-hanging", "--topic", topic,
-                               "--max-transaction-timeout", "0")  # fmt: skip
-        assert hanging == []
-    finally:
-        producer.commit_transaction(30)
-    (row,) = transactions(broker, "describe", "--transactional-id", txn_id)
-    assert (row["TransactionState"], row["TopicPartitions"]) == ("CompleteCommit", "")
-    (row,) = transactions(broker, "describe-producers", "--topic", topic, "--partition", "1")
-    assert row["CurrentTransactionStartOffset"] == "None"
-    assert transactions(broker, "list", "--transactional-id-pattern", "nothing-.*") == []
-
-    run = tool(broker, TRANSACTIONS, "describe", "--transactional-id", "tools-no-such-id")
-    assert run.returncode == 1
-    assert "failed because the ID could not be found" in run.stdout + run.stderr
-
-
-def test_transactions_find_hanging_and_abort(broker):
-    topic = "tools-hung"
-    create_topic(broker.bootstrap, topic, 1)
-    hang_a_transaction(broker.bootstrap, topic)
-    assert last_stable_offset(broker.bootstrap, topic) == 1
-    now = ("--max-transaction-timeout", "0")
-    (row,) = transactions(broker, "find-hanging", "--broker-id", "1", *now)
-    assert (row["Topic"], row["Partition"], row["ProducerId"], row["StartOffset"]) == (
-        topic, "0", str(HUNG_PRODUCER_ID), "1",
-    )  # fmt: skip
-    # hanging only once open longer than the longest transaction timeout (15 minutes default)
-    assert transactions(broker, "find-hanging", "--broker-id", "1") == []
-
-    wrong = tool(broker, TRANSACTIONS, "abort", "--topic", topic, "--partition", "0",
-                 "--start-offset", "0")  # fmt: skip
-    assert wrong.returncode == 1
-    assert "Could not find any open transactions starting at offset 0" in wrong.stderr
-    tool(broker, TRANSACTIONS, "abort", "--topic", topic, "--partition", "0",
-         "--start-offset", "1").check()  # fmt: skip
-    assert last_stable_offset(broker.bootstrap, topic) == 3  # past the abort marker
-    assert transactions(broker, "find-hanging", "--broker-id", "1", *now) == []
-    (row,) = transactions(broker, "describe-producers", "--topic", topic, "--partition", "0")
-    assert (row["ProducerId"], row["CurrentTransactionStartOffset"]) == (
-        str(HUNG_PRODUCER_ID), "None",
-    )  # fmt: skip
-
-
-def test_transactions_force_terminate_fences_and_aborts(broker):
-    topic, txn_id = "tools-fence", "tools-fence-id"
-    create_topic(broker.bootstrap, topic, 1)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": txn_id})
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    producer.produce(topic, value=b"doomed", partition=0)
-    assert producer.flush(30) == 0
-    tool(broker, TRANSACTIONS, "forceTerminateTransaction", "--transactionalId", txn_id).check()
-    (row,) = transactions(broker, "describe", "--transactional-id", txn_id)
-    assert (row["TransactionState"], row["ProducerEpoch"]) == ("Empty", "2")  # abort, then fence
-    assert last_stable_offset(broker.bootstrap, topic) == watermarks(broker, topic, 0)[1]
-    with pytest.raises(Exception, match="(?i)fenced"):
-        producer.commit_transaction(30)
-
-
-# -- kafka-configs -----------------------------------------------------------------------------
-
-
-def described_configs(out: str) -> dict[str, str]:
-    """`  key=value sensitive=... synonyms={...}` lines of kafka-configs --describe."""
-    return dict(re.findall(r"^  ([^=\s]+)=(\S*) sensitive=", out, re.MULTILINE))
-
-
-def test_kafka_configs_topic_broker_and_user(broker):
-    topic = "tools-configs"
-    create_topic(broker.bootstrap, topic, 1)
-    entity = ("--entity-type", "topics", "--entity-name", topic)
-    changes = "retention.ms=5000,max.message.bytes=20000"
-    out = tool(broker, CONFIGS, *entity, "--alter", "--add-config", changes).check().stdout
-    assert out.strip() == f"Completed updating config for topic {topic}."
-    out = tool(broker, CONFIGS, *entity, "--describe").check().stdout
-    assert described_configs(out) == {"retention.ms": "5000", "max.message.bytes": "20000"}
-    assert "synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=5000, " in out
-    tool(broker, CONFIGS, *entity, "--alter", "--delete-config", "retention.ms").check()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    entries = admin.describe_configs([resource])[resource].result(10)
-    assert entries["max.message.bytes"].value == "20000"
-    assert entries["retention.ms"].is_default
-
-    for bad, error in {
-        "retention.ms=abc": "InvalidConfigurationException: invalid value for retention.ms",
-        "no.such.key=1": "InvalidConfigurationException: Unknown topic config name: no.such.key",
-    }.items():
-        run = tool(broker, CONFIGS, *entity, "--alter", "--add-config", bad)
-        assert run.returncode == 1 and error in run.stdout + run.stderr
-
-    node = ("--entity-type", "brokers", "--entity-name", "1")
-    tool(broker, CONFIGS, *node, "--alter", "--add-config", "log.cleaner.threads=2").check()
-    out = tool(broker, CONFIGS, *node, "--describe").check().stdout
-    assert described_configs(out) == {"log.cleaner.threads": "2"}
-    assert "DYNAMIC_BROKER_CONFIG:log.cleaner.threads=2" in out
-    tool(broker, CONFIGS, *node, "--alter", "--delete-config", "log.cleaner.threads").check()
-    assert described_configs(tool(broker, CONFIGS, *node, "--describe").check().stdout) == {}
-    out = tool(broker, CONFIGS, *node, "--describe", "--all").check().stdout
-    assert described_configs(out)["default.replication.factor"] == "1"
-
-    user = ("--entity-type", "users", "--entity-name", "tools-alice")
-    out = tool(broker, CONFIGS, *user, "--alter", "--add-config",
-               "SCRAM-SHA-256=[iterations=8192,password=alice-secret]").check().stdout  # fmt: skip
-    assert out.strip() == "Completed updating config for user tools-alice."
-    described = admin.describe_user_scram_credentials(["tools-alice"])["tools-alice"].result(10)
-    ((mechanism, iterations),) = [
-        (info.mechanism.name, info.iterations) for info in described.scram_credential_infos
-    ]
-    assert (mechanism, iterations) == ("SCRAM_SHA_256", 8192)
-
-
-def test_kafka_configs_unsupported_entities_fail_as_on_kafka(broker):
-    # client quotas are not served (DescribeClientQuotas is not advertised)
-    run = tool(broker, CONFIGS, "--entity-type", "users", "--describe")
-    assert run.returncode == 1
-    assert "UnsupportedVersionException: The node does not support DESCRIBE_CLIENT_QUOTAS" in (
-        run.stdout + run.stderr
-    )
-    # group configs belong to the KIP-848 group protocols onceflow does not serve
-    run = tool(broker, CONFIGS, "--entity-type", "groups", "--entity-name", "g", "--describe")
-    assert run.returncode == 1
-    assert "InvalidRequestException: Unsupported resource type: GROUP" in run.stdout + run.stderr
-
-
-# -- kafka-acls --------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def acl_broker(tmp_path_factory: pytest.TempPathFactory):
-    config = {
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:ANONYMOUS",
-    }
-    process = BrokerProcess(tmp_path_factory.mktemp("acls") / "data", config)
-    yield process
-    process.stop()
-
-
-ACL_LINE = re.compile(r"\(principal=(\S+), host=(\S+), operation=(\w+), permissionType=(\w+)\)")
-RESOURCE_LINE = re.compile(r"resourceType=(\w+), name=(\S+), patternType=(\w+)\)`:")
-
-
-def acl_listing(out: str) -> set[tuple[str, ...]]:
-    """(resource type, name, pattern type, principal, host, operation, permission) listed."""
-    found, resource = set(), None
-    for line in out.splitlines():
-        if match := RESOURCE_LINE.search(line):
-            resource = match.groups()
-        elif (match := ACL_LINE.search(line)) and resource is not None:
-            found.add((*resource, *match.groups()))
-    return found
-
-
-def test_kafka_acls_add_list_remove(acl_broker):
-    def acls(*args: str):
-        return tool(acl_broker, ACLS, *args).check().stdout
-
-    acls("--add", "--allow-principal", "User:alice", "--operation", "Read",
-         "--operation", "Write", "--topic", "orders")  # fmt: skip
-    acls("--add", "--allow-principal", "User:bob", "--consumer", "--topic", "pre-",
-         "--resource-pattern-type", "prefixed", "--group", "bobs")  # fmt: skip
-    acls("--add", "--deny-principal", "User:eve", "--deny-host", "10.0.0.9",
-         "--operation", "All", "--cluster")  # fmt: skip
-    assert acl_listing(acls("--list")) == {
-        ("TOPIC", "orders", "LITERAL", "User:alice", "*", "READ", "ALLOW"),
-        ("TOPIC", "orders", "LITERAL", "User:alice", "*", "WRITE", "ALLOW"),
-        ("TOPIC", "pre-", "PREFIXED", "User:bob", "*", "READ", "ALLOW"),
-        ("TOPIC", "pre-", "PREFIXED", "User:bob", "*", "DESCRIBE", "ALLOW"),
-        ("GROUP", "bobs", "PREFIXED", "User:bob", "*", "READ", "ALLOW"),
-        ("CLUSTER", "kafka-cluster", "LITERAL", "User:eve", "10.0.0.9", "ALL", "DENY"),
-    }
-    assert {acl[:4] for acl in acl_listing(acls("--list", "--principal", "User:bob"))} == {
-        ("TOPIC", "pre-", "PREFIXED", "User:bob"),
-        ("GROUP", "bobs", "PREFIXED", "User:bob"),
-    }
-    acls("--remove", "--force", "--allow-principal", "User:alice", "--operation", "Write",
-         "--topic", "orders")  # fmt: skip
-    # --topic matches the literal ACLs on the name and the prefixed ones that cover it
-    assert acl_listing(acls("--list", "--topic", "orders")) == {
-        ("TOPIC", "orders", "LITERAL", "User:alice", "*", "READ", "ALLOW"),
-    }
-    listed = acls("--list", "--topic", "pre-x", "--resource-pattern-type", "match")
-    assert {acl[:3] for acl in acl_listing(listed)} == {("TOPIC", "pre-", "PREFIXED")}
-
-
-def test_kafka_acls_without_an_authorizer_is_security_disabled(broker):
-    run = tool(broker, ACLS, "--list")
-    assert run.returncode == 1
-    assert "SecurityDisabledException" in run.stdout + run.stderr
+    assert group not in tool(node, CONSUMER_GROUPS, "--list").check().stdout.split()
 
 
 # -- kafka-delete-records ----------------------------------------------------------------------
 
 
-def test_kafka_delete_records(broker, tmp_path: Path):
+def test_kafka_delete_records(node, tmp_path: Path):
     topic = "tools-delete-records"
-    create_topic(broker.bootstrap, topic, 2)
-    produce(broker, topic, {0: 10, 1: 5})
+    create_topic(node.bootstrap, topic, 2)
+    produce(node, topic, {0: 10, 1: 5})
     spec = tmp_path / "offsets.json"
 
     def delete(partition: int, offset: int) -> str:
         entry = {"topic": topic, "partition": partition, "offset": offset}
         spec.write_text(json.dumps({"version": 1, "partitions": [entry]}))
-        return tool(broker, DELETE_RECORDS, "--offset-json-file", str(spec)).stdout
+        return tool(node, DELETE_RECORDS, "--offset-json-file", str(spec)).stdout
 
     assert f"partition: {topic}-0\tlow_watermark: 4" in delete(0, 4)
-    assert watermarks(broker, topic, 0) == (4, 10)
+    assert watermarks(node, topic, 0) == (4, 10)
     out = delete(0, 11)  # beyond the high watermark
     assert f"partition: {topic}-0\terror: org.apache.kafka.common.errors.OffsetOutOfRange" in out
-    assert watermarks(broker, topic, 0) == (4, 10)
+    assert watermarks(node, topic, 0) == (4, 10)
     assert f"partition: {topic}-1\tlow_watermark: 5" in delete(1, -1)  # -1: the high watermark
-    assert watermarks(broker, topic, 1) == (5, 5)
+    assert watermarks(node, topic, 1) == (5, 5)
 
 
 # -- kafka-get-offsets -------------------------------------------------------------------------
 
 
-def test_kafka_get_offsets_by_every_offset_spec(broker):
+def test_kafka_get_offsets_by_every_offset_spec(node):
     """ListOffsets up to v10: latest, earliest, max-timestamp (-3), earliest-local (-4: the log
     start, nothing is tiered), latest-tiered (-5: offset -1, which the tool leaves out) and a
     timestamp."""
     topic = "tools-get-offsets"
-    create_topic(broker.bootstrap, topic, 2)
-    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    create_topic(node.bootstrap, topic, 2)
+    producer = Producer({"bootstrap.servers": node.bootstrap})
     for partition, stamps in {0: (1000, 2000, 3000), 1: (5000, 4000)}.items():
         for stamp in stamps:
             producer.produce(topic, value=b"x", partition=partition, timestamp=stamp)
     assert producer.flush(30) == 0
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
     (future,) = admin.delete_records([TopicPartition(topic, 0, 1)]).values()
     assert future.result(10).low_watermark == 1
 
     def offsets(time: str) -> dict[int, int]:
-        out = tool(broker, GET_OFFSETS, "--topic", topic, "--time", time).check().stdout
+        out = tool(node, GET_OFFSETS, "--topic", topic, "--time", time).check().stdout
         found = {}
         for line in out.splitlines():
             name, partition, offset = line.rsplit(":", 2)
@@ -542,10 +289,10 @@ def events(out: str) -> list[dict]:
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
-def test_verifiable_producer_then_verifiable_consumer(broker):
+def test_verifiable_producer_then_verifiable_consumer(node):
     topic, group, count = "tools-verifiable", "tools-verifiable-group", 300
-    create_topic(broker.bootstrap, topic, 3)
-    out = tool(broker, VERIFIABLE_PRODUCER, "--topic", topic, "--max-messages", str(count),
+    create_topic(node.bootstrap, topic, 3)
+    out = tool(node, VERIFIABLE_PRODUCER, "--topic", topic, "--max-messages", str(count),
                "--acks", "-1", "--repeating-keys", "17").check().stdout  # fmt: skip
     produced = events(out)
     acked = {(e["partition"], e["offset"]): e["value"] for e in produced
@@ -553,10 +300,10 @@ def test_verifiable_producer_then_verifiable_consumer(broker):
     assert len(acked) == count and sorted(map(int, acked.values())) == list(range(count))
     (summary,) = [e for e in produced if e["name"] == "tool_data"]
     assert (summary["sent"], summary["acked"]) == (count, count)
-    ends = {p: watermarks(broker, topic, p)[1] for p in range(3)}
+    ends = {p: watermarks(node, topic, p)[1] for p in range(3)}
     assert ends == {p: sum(1 for q, _ in acked if q == p) for p in range(3)}
 
-    out = tool(broker, VERIFIABLE_CONSUMER, "--topic", topic, "--group-id", group,
+    out = tool(node, VERIFIABLE_CONSUMER, "--topic", topic, "--group-id", group,
                "--max-messages", str(count), "--reset-policy", "earliest",
                "--verbose").check().stdout  # fmt: skip
     consumed = events(out)
@@ -572,14 +319,14 @@ def test_verifiable_producer_then_verifiable_consumer(broker):
             committed.update((o["partition"], o["offset"]) for o in event["offsets"])
     assert committed == {p: end for p, end in ends.items() if end}
     # the commits reached the group: no lag left
-    rows = column_rows(tool(broker, CONSUMER_GROUPS, "--describe", "--group", group).stdout)
+    rows = column_rows(tool(node, CONSUMER_GROUPS, "--describe", "--group", group).stdout)
     assert {(int(r["PARTITION"]), r["LAG"]) for r in rows} == {(p, "0") for p in range(3)}
 
 
-def test_verifiable_consumer_with_the_kip_848_protocol_is_unsupported(broker):
+def test_verifiable_consumer_with_the_kip_848_protocol_is_unsupported(node):
     topic = "tools-kip848"
-    create_topic(broker.bootstrap, topic, 1)
-    run = tool(broker, VERIFIABLE_CONSUMER, "--topic", topic, "--group-id", "tools-kip848",
+    create_topic(node.bootstrap, topic, 1)
+    run = tool(node, VERIFIABLE_CONSUMER, "--topic", topic, "--group-id", "tools-kip848",
                "--group-protocol", "consumer", "--max-messages", "1")  # fmt: skip
     assert "The cluster does not support the new CONSUMER group protocol" in run.stderr
     assert "does not support CONSUMER_GROUP_HEARTBEAT" in run.stderr

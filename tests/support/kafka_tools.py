@@ -23,6 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from support.broker import BrokerProcess
 from support.kafka_cluster import java_command, kafka_libs
 
 TOOL_TIMEOUT_S = 120.0
@@ -128,6 +129,22 @@ def start_tool(main_class: str, *args: str, stdout_path: Path) -> subprocess.Pop
             stdout=out,
             stderr=subprocess.STDOUT,
         )
+
+
+def tool(broker: BrokerProcess, main_class: str, *args: str, stdin: str | None = None) -> ToolRun:
+    """`run_tool` with `--bootstrap-server` pointing at `broker` (not yet checked)."""
+    return run_tool(main_class, "--bootstrap-server", broker.bootstrap, *args, stdin=stdin)
+
+
+def watermarks(broker: BrokerProcess, topic: str, partition: int) -> tuple[int, int]:
+    """(log start offset, high watermark) of a partition, asked with confluent-kafka."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "watermarks"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+    finally:
+        consumer.close()
 
 
 def tab_rows(text: str) -> list[dict[str, str]]:
