@@ -11,13 +11,16 @@ output partition must hold exactly its input partition's records, in order, once
 transaction may stay open (last stable offset == high watermark) and the copier's group must
 have committed the input's end offsets.
 
-The fault test kills the onceflow broker with SIGKILL while the copiers are mid-run and restarts
-it on the same data directory and port; the copiers' Java clients reconnect and carry on.
+The fault tests kill the onceflow broker with SIGKILL while the copiers are mid-run and restart
+it on the same data directory and port (the copiers' Java clients reconnect and carry on), and
+kill one copier and start another with the same transactional id in its place.
 """
 
 from __future__ import annotations
 
 import json
+import random
+import signal
 import time
 from pathlib import Path
 
@@ -29,6 +32,9 @@ from support.peers import FAST_GROUP_BROKER
 from support.topic_reader import confluent_read_to_end
 
 from interop.workload import create_topic, expected_seqs, parse_seq, produce_confluent
+from onceflow.client.connection import BrokerConnection
+from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.messages.offset_fetch import OffsetFetchRequest
 
 pytestmark = pytest.mark.kafka
 PARTITIONS = 2
@@ -39,18 +45,30 @@ class Copier:
     """One TransactionalMessageCopier process on one input partition; its stdout (JSON status
     lines) goes to a file."""
 
-    def __init__(self, broker: BrokerProcess, tmp_path: Path, name: str, partition: int) -> None:
-        self.stdout_path = tmp_path / f"{name}-{partition}.out"
-        self.args = [
+    def __init__(
+        self,
+        broker: BrokerProcess,
+        tmp_path: Path,
+        name: str,
+        partition: int,
+        *,
+        random_aborts: bool = True,
+        attempt: int = 0,
+        transaction_timeout_ms: int = 30000,
+    ) -> None:
+        self.stdout_path = tmp_path / f"{name}-{partition}-{attempt}.out"
+        args = [
             "--broker-list", broker.bootstrap,
             "--input-topic", f"{name}-in", "--input-partition", str(partition),
             "--output-topic", f"{name}-out",
             "--transactional-id", f"{name}-copier-{partition}",
             "--consumer-group", f"{name}-group",
-            "--transaction-size", "50", "--transaction-timeout", "30000",
-            "--use-group-metadata", "--enable-random-aborts",
+            "--transaction-size", "50", "--transaction-timeout", str(transaction_timeout_ms),
+            "--use-group-metadata",
         ]  # fmt: skip
-        self.proc = start_tool(MESSAGE_COPIER, *self.args, stdout_path=self.stdout_path)
+        if random_aborts:
+            args.append("--enable-random-aborts")
+        self.proc = start_tool(MESSAGE_COPIER, *args, stdout_path=self.stdout_path)
 
     def statuses(self) -> list[dict[str, object]]:
         """The JSON status lines printed so far (log lines are skipped)."""
@@ -76,7 +94,12 @@ class Copier:
 
 @pytest.fixture
 def copier_broker(tmp_path: Path):
-    broker = BrokerProcess(tmp_path / "broker" / "data", FAST_GROUP_BROKER)
+    # the coordinator looks for timed-out transactions twice a second (Kafka: every 10 s)
+    config = {
+        **FAST_GROUP_BROKER,
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": 500,
+    }  # noqa: E501
+    broker = BrokerProcess(tmp_path / "broker" / "data", config)
     yield broker
     broker.stop()
 
@@ -130,8 +153,47 @@ def _check_no_open_transaction(config: dict[str, object], topic: str) -> None:
     assert ends["read_committed"] == ends["read_uncommitted"], f"a transaction open on {topic}"
 
 
-def _run_copiers(broker: BrokerProcess, tmp_path: Path, name: str) -> list[Copier]:
-    return [Copier(broker, tmp_path, name, partition) for partition in range(PARTITIONS)]
+def _run_copiers(broker: BrokerProcess, tmp_path: Path, name: str, **options) -> list[Copier]:
+    return [Copier(broker, tmp_path, name, partition, **options) for partition in range(PARTITIONS)]
+
+
+def _offsets_pending(broker: BrokerProcess, group: str, topic: str, partition: int) -> bool:
+    """Does an open transaction hold an offset of `group` for the partition? (OffsetFetch with
+    require_stable answers UNSTABLE_OFFSET_COMMIT then, KIP-447.)"""
+    request = OffsetFetchRequest(
+        group_id=group,
+        topics=[
+            OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=[partition])
+        ],
+        require_stable=True,
+    )
+    with BrokerConnection.from_address(broker.bootstrap) as conn:
+        (answer,) = conn.send(request, version=7).topics[0].partitions
+    return answer.error_code == ErrorCode.UNSTABLE_OFFSET_COMMIT
+
+
+def _kill_with_offsets_in_its_transaction(broker: BrokerProcess, copier: Copier, name: str) -> None:
+    """Freeze the copier (SIGSTOP) until it is caught with offsets in its open transaction,
+    then kill -9 it: its transaction stays open with offsets the replacement must not see."""
+    deadline = time.monotonic() + COPIER_TIMEOUT_S
+    while True:
+        assert copier.proc.poll() is None, "the copier ended before it could be caught"
+        assert time.monotonic() < deadline, "never caught with offsets in its transaction"
+        copier.proc.send_signal(signal.SIGSTOP)
+        if _offsets_pending(broker, f"{name}-group", f"{name}-in", 0):
+            copier.stop()
+            return
+        copier.proc.send_signal(signal.SIGCONT)
+        time.sleep(random.uniform(0.0, 0.02))
+
+
+def _wait_for_progress(copiers: list[Copier], records: int) -> None:
+    """Until the copiers have committed `records` between them, all still running."""
+    deadline = time.monotonic() + COPIER_TIMEOUT_S
+    while sum(c.processed() for c in copiers) < records:
+        assert time.monotonic() < deadline, "the copiers made no progress"
+        assert all(c.proc.poll() is None for c in copiers), "a copier ended early"
+        time.sleep(0.05)
 
 
 def _wait_all(copiers: list[Copier]) -> None:
@@ -158,14 +220,37 @@ def test_copier_survives_kill_9_of_the_broker_mid_run(copier_broker, tmp_path):
     _prepare(copier_broker, name, records)
     copiers = _run_copiers(copier_broker, tmp_path, name)
     try:
-        deadline = time.monotonic() + COPIER_TIMEOUT_S
-        while sum(c.processed() for c in copiers) < records // 4:
-            assert time.monotonic() < deadline, "the copiers made no progress"
-            assert all(c.proc.poll() is None for c in copiers), "a copier ended early"
-            time.sleep(0.05)
+        _wait_for_progress(copiers, records // 4)
         copier_broker.restart(kill=True)
         _wait_all(copiers)
     finally:
         for copier in copiers:
             copier.stop()
+    _check_exactly_once(copier_broker, name, records)
+
+
+def test_copiers_killed_mid_transaction_are_replaced_exactly_once(copier_broker, tmp_path):
+    """kill -9 of a copier (a crashed application instance) and a new one with the same
+    transactional id in its place, twice. Each kill lands while the dead copier's open
+    transaction holds offsets (it is frozen until caught so). The new copier asks its consumer's
+    position before `initTransactions`, so it waits (UNSTABLE_OFFSET_COMMIT, KIP-447) until the
+    coordinator aborts that transaction on its timeout, as it would on Kafka (hence a short
+    transaction timeout); its InitProducerId fences the old producer, and it resumes from the
+    last committed offsets. No random aborts, so every abort is a crash's."""
+    name, records = "zombie", 6000
+    _prepare(copier_broker, name, records)
+    options = {"random_aborts": False, "transaction_timeout_ms": 4000}
+    copiers = _run_copiers(copier_broker, tmp_path, name, **options)
+    current = copiers[0]  # partition 0's copier
+    try:
+        for attempt in (1, 2):
+            _wait_for_progress([current], 400)
+            _kill_with_offsets_in_its_transaction(copier_broker, current, name)
+            current = Copier(copier_broker, tmp_path, name, 0, attempt=attempt, **options)
+            copiers.append(current)
+        _wait_all([copiers[1], current])
+    finally:
+        for copier in copiers:
+            copier.stop()
+    assert 0 < current.processed() < records // PARTITIONS  # it resumed, not restarted
     _check_exactly_once(copier_broker, name, records)
