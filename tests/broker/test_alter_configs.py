@@ -165,3 +165,22 @@ def test_kafkas_dynamic_broker_configs_for_absent_features_are_stored(state_fact
     assert entries["num.partitions"][1] == 5  # onceflow's own: still the default
     assert incremental(again, 1, "1", [("background.threads", DELETE, None)], kind=BROKER)[0] == 0
     assert "background.threads" not in again.dynamic_configs.values
+
+
+@pytest.mark.parametrize("kind, name", [(8, "BROKER_LOGGER"), (16, "CLIENT_METRICS"),
+                                        (32, "GROUP"), (64, "64")])  # fmt: skip
+def test_config_resource_types_onceflow_lacks_are_invalid_request(state, kind, name):
+    """Kafka's broker answers a resource type it does not handle with INVALID_REQUEST
+    "Unsupported resource type: <type>"; onceflow has no group, client-metrics or logger
+    configs, so all three config APIs answer so (kafka-configs --entity-type groups)."""
+    from onceflow.protocol.messages.describe_configs import DescribeConfigsRequest
+
+    expected = (ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {name}")
+    assert alter(state, 2, [(kind, "g", {"consumer.session.timeout.ms": "45000"})]) == [expected]
+    assert incremental(state, 1, "g", [("x", SET, "1")], kind=kind) == expected
+    resource = DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=kind, resource_name="g", configuration_keys=None
+    )
+    request = DescribeConfigsRequest(resources=[resource])
+    (result,) = asyncio.run(call(state, ApiKey.DESCRIBE_CONFIGS, 4, request)).results
+    assert (result.error_code, result.error_message, result.configs) == (*expected, [])

@@ -59,6 +59,11 @@ def test_delete_records_moves_the_log_start_offset(state, version):
     assert [offset for offset, _, _ in decode_all(at.records)][0] == 4
     earliest = asyncio.run(call(state, ApiKey.LIST_OFFSETS, 7, list_offsets_request("t", {0: -2})))
     assert earliest.topics[0].partitions[0].offset == 4
+    # ListOffsets v8+ earliest-local (-4) is the same offset: every segment is local
+    local = asyncio.run(call(state, ApiKey.LIST_OFFSETS, 8, list_offsets_request("t", {0: -4})))
+    assert (local.topics[0].partitions[0].offset, local.topics[0].partitions[0].timestamp) == (
+        4, -1,
+    )  # fmt: skip
     # lower requests leave it where it is; -1 means the high watermark; partitions independent
     assert delete(state, version, {("t", 0): 2, ("t", 1): 0}) == {
         ("t", 0): (ErrorCode.NONE, 4),

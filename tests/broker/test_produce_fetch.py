@@ -338,7 +338,7 @@ def list_offsets_request(topic, timestamps: dict[int, int], isolation=0):
     )
 
 
-@pytest.mark.parametrize("version", range(1, 8))
+@pytest.mark.parametrize("version", range(1, 11))
 def test_list_offsets(state, version):
     create(state, "t", 4)
 
@@ -370,6 +370,28 @@ def test_list_offsets(state, version):
     if version >= 7:
         assert (parts[3].offset, parts[3].timestamp) == (2, 5000)
     assert all(p.error_code == 0 for p in parts.values())
+
+
+def test_list_offsets_earliest_local_and_latest_tiered_without_remote_storage(state):
+    """v8's -4 and v9's -5 (KIP-405, KIP-1005) as a Kafka broker without tiered storage answers
+    them: the log start offset, and offset -1 with leader epoch -1; v11's -6 is not served."""
+    create(state, "t", 3)
+
+    async def scenario():
+        await call(state, ApiKey.PRODUCE, 9, produce_request("t", {0: make_batch([b"a", b"b"])}))
+        request = list_offsets_request("t", {0: -4, 1: -5, 2: -6})
+        return await call(state, ApiKey.LIST_OFFSETS, 10, request)
+
+    response = asyncio.run(scenario())
+    parts = {
+        p.partition_index: (ErrorCode(p.error_code), p.offset, p.timestamp, p.leader_epoch)
+        for p in response.topics[0].partitions
+    }
+    assert parts == {
+        0: (ErrorCode.NONE, 0, -1, 0),
+        1: (ErrorCode.NONE, -1, -1, -1),
+        2: (ErrorCode.INVALID_REQUEST, -1, -1, -1),
+    }
 
 
 def test_list_offsets_unknown_partition_and_future_timestamp(state):

@@ -17,14 +17,9 @@ import time
 import pytest
 from confluent_kafka import Producer
 from interop.workload import create_topic
+from support.hung_txn import HUNG_PRODUCER_ID, hang_a_transaction, last_stable_offset
 
 from onceflow.cli.main import main
-from onceflow.client.connection import BrokerConnection
-from onceflow.protocol.messages.list_offsets import ListOffsetsRequest
-from onceflow.protocol.messages.produce import ProduceRequest
-from onceflow.records.builder import BatchBuilder
-
-HUNG_PRODUCER_ID = 777_000
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -37,49 +32,6 @@ def _rows(out: str) -> list[dict[str, str]]:
     header, *lines = out.splitlines()
     names = header.split("\t")
     return [dict(zip(names, line.split("\t"), strict=True)) for line in lines]
-
-
-def hang_a_transaction(bootstrap: str, topic: str) -> None:
-    """One plain record, then a transactional batch no coordinator knows: offsets 0 and 1."""
-    plain = BatchBuilder()
-    plain.append(None, None, b"plain")
-    hung = BatchBuilder(
-        producer_id=HUNG_PRODUCER_ID, producer_epoch=0, base_sequence=0, is_transactional=True
-    )
-    hung.append(None, None, b"hung")
-    with BrokerConnection.from_address(bootstrap) as conn:
-        for batch in (plain.build(), hung.build()):
-            partition = ProduceRequest.TopicProduceData.PartitionProduceData
-            request = ProduceRequest(
-                transactional_id=None,
-                acks=-1,
-                timeout_ms=5000,
-                topic_data=[
-                    ProduceRequest.TopicProduceData(
-                        name=topic, partition_data=[partition(index=0, records=bytes(batch))]
-                    )
-                ],
-            )
-            (result,) = conn.send(request).responses[0].partition_responses
-            assert result.error_code == 0
-
-
-def last_stable_offset(bootstrap: str, topic: str) -> int:
-    """ListOffsets(latest) with read_committed isolation: the partition's LSO."""
-    topic_cls = ListOffsetsRequest.ListOffsetsTopic
-    with BrokerConnection.from_address(bootstrap) as conn:
-        request = ListOffsetsRequest(
-            replica_id=-1,
-            isolation_level=1,
-            topics=[
-                topic_cls(
-                    name=topic,
-                    partitions=[topic_cls.ListOffsetsPartition(partition_index=0, timestamp=-1)],
-                )
-            ],
-        )
-        (partition,) = conn.send(request).topics[0].partitions
-    return partition.offset
 
 
 def test_list_describe_and_abort_a_hung_transaction(broker_factory, capsys):

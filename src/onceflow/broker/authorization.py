@@ -184,6 +184,9 @@ RULES: Final[Mapping[ApiKey, Mapping[str, Rule]]] = MappingProxyType(
             )
         ),
         _A.DESCRIBE_PRODUCERS: _rules(topic=_TOPIC),
+        _A.DESCRIBE_TOPIC_PARTITIONS: _rules(
+            topic=(_Op.DESCRIBE, _R.TOPIC, "each topic (left out of an all-topics answer)"),
+        ),
         _A.DESCRIBE_TRANSACTIONS: _rules(
             transactional_id=(_Op.DESCRIBE, _R.TRANSACTIONAL_ID, "each transactional id"),
             topic=(_Op.DESCRIBE, _R.TOPIC, "each topic of a transaction", _LEFT_OUT),

@@ -140,6 +140,13 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = _defs(
     ConfigDef("log.dirs", "str", None, None, "the data directory (one)"),
     ConfigDef("log.dir", "str", None, None, "used when log.dirs is not set; one is required"),
     ConfigDef("num.partitions", "int", 1, 1, "partitions of an auto-created topic"),
+    ConfigDef(
+        "max.request.partition.size.limit",
+        "int",
+        2000,
+        1,
+        "most partitions one DescribeTopicPartitions answer lists (KIP-966)",
+    ),
     ConfigDef("default.replication.factor", "int", 1, 1, "must be 1 on a single node"),
     ConfigDef("auto.create.topics.enable", "bool", True),
     ConfigDef("message.max.bytes", "int", 1048588, 0, "largest record batch"),
@@ -435,6 +442,10 @@ class BrokerConfig:
     @property
     def num_partitions(self) -> int:
         return int(self._values["num.partitions"])
+
+    @property
+    def max_request_partition_size_limit(self) -> int:
+        return int(self._values["max.request.partition.size.limit"])
 
     @property
     def auto_create_topics(self) -> bool:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from onceflow.broker.configs_view import ConfigResourceType, unsupported_resource_type
 from onceflow.log.config import TOPIC_CONFIG_TYPES, validate_topic_configs
 from onceflow.protocol.errors import ErrorCode
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-TOPIC, BROKER = 2, 4
 
 Change = tuple[str, int, str | None]
 Outcome = tuple[ErrorCode, str | None]
@@ -63,10 +63,10 @@ def alter(
     names = [name for name, _, _ in changes]
     if len(set(names)) != len(names):
         return ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys"
-    if resource_type == BROKER:
+    if resource_type == ConfigResourceType.BROKER:
         return _alter_broker(broker, resource_name, changes, validate_only)
-    if resource_type != TOPIC:
-        return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
+    if resource_type != ConfigResourceType.TOPIC:
+        return ErrorCode.INVALID_REQUEST, unsupported_resource_type(resource_type)
     info = broker.logs.topic(resource_name)
     if info is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {resource_name} does not exist"

@@ -14,6 +14,27 @@ from onceflow.broker.config import BROKER_CONFIGS, BrokerConfig, describe_value
 from onceflow.log.config import BROKER_TO_TOPIC_REVERSE, TOPIC_CONFIG_TYPES
 
 
+class ConfigResourceType(IntEnum):
+    """Kafka's `ConfigResource.Type`: the resource a config request names. onceflow serves
+    TOPIC and BROKER; BROKER_LOGGER, CLIENT_METRICS and GROUP (KIP-848 group configs) are not."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
+
+
+def unsupported_resource_type(resource_type: int) -> str:
+    """Kafka's INVALID_REQUEST message for a config resource type its broker does not serve."""
+    try:
+        name = ConfigResourceType(resource_type).name
+    except ValueError:
+        name = str(resource_type)
+    return f"Unsupported resource type: {name}"
+
+
 class ConfigSource(IntEnum):
     """Kafka's `DescribeConfigsResponse.ConfigSource`."""
 

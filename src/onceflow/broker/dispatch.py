@@ -31,6 +31,7 @@ from onceflow.broker.handlers.describe_cluster import handle_describe_cluster
 from onceflow.broker.handlers.describe_configs import handle_describe_configs
 from onceflow.broker.handlers.describe_groups import handle_describe_groups
 from onceflow.broker.handlers.describe_producers import handle_describe_producers
+from onceflow.broker.handlers.describe_topic_partitions import handle_describe_topic_partitions
 from onceflow.broker.handlers.describe_transactions import handle_describe_transactions
 from onceflow.broker.handlers.describe_user_scram_credentials import (
     handle_describe_user_scram_credentials,
@@ -107,6 +108,7 @@ HANDLERS: Final[Mapping[ApiKey, Handler]] = {
     ApiKey.LIST_TRANSACTIONS: handle_list_transactions,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: handle_describe_topic_partitions,
 }
 
 # api key -> (min version, max version, handler)

@@ -19,7 +19,7 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
     {
         ApiKey.PRODUCE: (3, 12),
         ApiKey.FETCH: (4, 16),
-        ApiKey.LIST_OFFSETS: (1, 7),
+        ApiKey.LIST_OFFSETS: (1, 10),
         ApiKey.METADATA: (0, 13),
         ApiKey.OFFSET_COMMIT: (2, 9),
         ApiKey.OFFSET_FETCH: (1, 9),
@@ -57,6 +57,7 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
         ApiKey.DESCRIBE_PRODUCERS: (0, 0),
         ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
         ApiKey.LIST_TRANSACTIONS: (0, 2),
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
     }
 )
 

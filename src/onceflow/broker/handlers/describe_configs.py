@@ -8,7 +8,9 @@ key was set, DEFAULT_CONFIG otherwise); an unknown topic is UNKNOWN_TOPIC_OR_PAR
 resources (type 4) named after this node id, or "" for the cluster default, list every broker
 config this broker knows (read-only, static or default); another id is INVALID_REQUEST.
 `configuration_keys` filters by name (null: all). Synonyms are listed with include_synonyms,
-most specific first. Other resource types are INVALID_REQUEST.
+most specific first. Other resource types (BROKER_LOGGER, CLIENT_METRICS, GROUP) are
+INVALID_REQUEST "Unsupported resource type: GROUP", Kafka's answer for a type its broker does
+not handle.
 
 Authorization (authorizer on): DESCRIBE_CONFIGS on a TOPIC resource's topic, else
 TOPIC_AUTHORIZATION_FAILED; on the CLUSTER for a BROKER resource, else
@@ -16,23 +18,27 @@ CLUSTER_AUTHORIZATION_FAILED; no configs for a denied resource, as Kafka.
 
 Versions: v1 config_source and synonyms; v3 config_type and documentation; v4 flexible.
 
-Deviations: nothing is sensitive; onceflow's own broker configs cannot be changed at runtime;
-the dynamic broker configs Kafka has for features onceflow lacks (SSL/SASL, thread pools, the
-cleaner) are listed with source DYNAMIC_BROKER_CONFIG when set, and have no effect. Topic
-overrides set with AlterConfigs / IncrementalAlterConfigs are TOPIC_CONFIG, like those given
-at creation.
+Deviations: Kafka serves GROUP configs (KIP-848's `consumer.session.timeout.ms` and the like,
+share and streams group settings), CLIENT_METRICS (KIP-714) and BROKER_LOGGER resources;
+onceflow has none of those features. Nothing is sensitive; onceflow's own broker configs
+cannot be changed at runtime; the dynamic broker configs Kafka has for features onceflow
+lacks (SSL/SASL, thread pools, the cleaner) are listed with source DYNAMIC_BROKER_CONFIG when
+set, and have no effect. Topic overrides set with AlterConfigs / IncrementalAlterConfigs are
+TOPIC_CONFIG, like those given at creation.
 """
 
 from __future__ import annotations
 
 from onceflow.broker.authorization import denied_config
-from onceflow.broker.configs_view import broker_config_entries, topic_config_entries
+from onceflow.broker.configs_view import (
+    ConfigResourceType,
+    broker_config_entries,
+    topic_config_entries,
+    unsupported_resource_type,
+)
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.describe_configs import DescribeConfigsResponse
-
-TOPIC = 2
-BROKER = 4
 
 _Result = DescribeConfigsResponse.DescribeConfigsResult
 _Entry = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
@@ -50,13 +56,13 @@ def _result(resource, error: ErrorCode, message: str | None, configs) -> _Result
 
 
 def _entries(broker, resource):
-    if resource.resource_type == TOPIC:
+    if resource.resource_type == ConfigResourceType.TOPIC:
         info = broker.logs.topic(resource.resource_name)
         if info is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "Topic does not exist", []
         log_config = broker.logs.topic_config(info.name)
         return ErrorCode.NONE, None, topic_config_entries(broker.config, log_config, info.configs)
-    if resource.resource_type == BROKER:
+    if resource.resource_type == ConfigResourceType.BROKER:
         if resource.resource_name not in ("", str(broker.node_id)):
             message = (
                 f"Unexpected broker id, expected {broker.node_id} or empty string, "
@@ -68,7 +74,7 @@ def _entries(broker, resource):
             None,
             broker_config_entries(broker.config, broker.dynamic_configs.values),
         )
-    return ErrorCode.INVALID_REQUEST, f"unsupported resource type {resource.resource_type}", []
+    return ErrorCode.INVALID_REQUEST, unsupported_resource_type(resource.resource_type), []
 
 
 async def handle_describe_configs(ctx, header, request) -> DescribeConfigsResponse:

@@ -1,17 +1,22 @@
 """ListOffsets handler.
 
-API: ListOffsets (key 2), versions 1-7.
+API: ListOffsets (key 2), versions 1-10.
 
 Behaviour: per partition, the offset for a timestamp: -2 (earliest) is the log start offset,
 -1 (latest) the high watermark (read_uncommitted) or last stable offset (read_committed),
 -3 (max timestamp, v7+, KIP-734) the offset and timestamp of the record with the largest
-timestamp, any other value the first record whose timestamp is at or after it (offset -1 and
-timestamp -1 when there is none). Unknown partitions are UNKNOWN_TOPIC_OR_PARTITION; a
-partition listed twice is INVALID_REQUEST, as in Kafka. leader_epoch is 0 (the only epoch).
+timestamp, -4 (earliest local, v8+, KIP-405) the log start offset (every segment is local),
+-5 (latest tiered, v9+, KIP-1005) offset -1 with leader epoch -1 (nothing is tiered), as a
+Kafka broker without remote storage answers; any other value the first record whose timestamp
+is at or after it (offset -1 and timestamp -1 when there is none). Unknown partitions are
+UNKNOWN_TOPIC_OR_PARTITION; a partition listed twice is INVALID_REQUEST, as in Kafka.
+leader_epoch is 0 (the only epoch).
 
 Versions: v1 single offset with timestamp; v2 isolation_level and throttle_time_ms; v4
-current_leader_epoch (not checked: one node) and leader_epoch; v6 flexible; v7 max timestamp.
-Timestamps below -3 (earliest-local and tiered lookups of v8+) are not served.
+current_leader_epoch (not checked: one node) and leader_epoch; v6 flexible; v7 max timestamp;
+v8 earliest local; v9 latest tiered; v10 timeout_ms (KIP-1075: how long a remote-storage lookup
+may take; nothing here waits, so it is ignored). Version 11's earliest-pending-upload (-6) and
+timestamps below it are INVALID_REQUEST.
 
 Authorization (authorizer on): DESCRIBE on each topic, else TOPIC_AUTHORIZATION_FAILED for
 its partitions, as Kafka.
@@ -31,6 +36,8 @@ _READ_COMMITTED = 1
 EARLIEST = -2
 LATEST = -1
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
 
 
 def _answer(index: int, error: ErrorCode, timestamp: int = -1, offset: int = -1, epoch: int = -1):
@@ -49,12 +56,14 @@ def _list_offset(broker, topic: str, index: int, timestamp: int, read_committed:
     if partition_log is None:
         return _answer(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     epoch = partition_log.leader_epoch if version >= 4 else -1
-    if timestamp == EARLIEST:
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return _answer(index, ErrorCode.NONE, -1, partition_log.log_start_offset, epoch)
+    if timestamp == LATEST_TIERED:
+        return _answer(index, ErrorCode.NONE, -1, -1, -1)
     upper = partition_log.last_stable_offset if read_committed else partition_log.high_watermark
     if timestamp == LATEST:
         return _answer(index, ErrorCode.NONE, -1, upper, epoch)
-    if timestamp < MAX_TIMESTAMP:
+    if timestamp < LATEST_TIERED:
         return _answer(index, ErrorCode.INVALID_REQUEST)
     found = partition_log.offset_for_timestamp(timestamp, upper)
     if found is None:
