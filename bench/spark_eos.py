@@ -86,11 +86,13 @@ def consume(bootstrap: str, topic: str, n: int) -> float:
     return time.perf_counter() - start
 
 
-def spark_read(spark, bootstrap: str, topic: str) -> float:
+def spark_read(spark, bootstrap: str, topic: str, connector: str = "onceflow") -> float:
+    """Seconds for a batch read of `topic` (read_committed) into `noop` through `connector`."""
     start = time.perf_counter()
     (
-        spark.read.format("onceflow")
+        spark.read.format(connector)
         .option("kafka.bootstrap.servers", bootstrap)
+        .option("kafka.isolation.level", "read_committed")
         .option("subscribe", topic)
         .load()
         .write.format("noop")
@@ -113,26 +115,36 @@ def spark_write(spark, bootstrap: str, topic: str, n: int) -> float:
 
 
 def spark_stream(
-    spark, bootstrap: str, source: str, sink: str, guarantee: str, per_trigger: int, cp: Path
+    spark,
+    bootstrap: str,
+    source: str,
+    sink: str,
+    guarantee: str | None,
+    per_trigger: int,
+    cp: Path,
+    connector: str = "onceflow",
 ) -> tuple[float, int, list[int]]:
-    """AvailableNow stream source -> sink; (seconds, rows, addBatch ms of each batch)."""
-    query = (
-        spark.readStream.format("onceflow")
+    """AvailableNow stream source -> sink through `connector` ("onceflow", or Spark's own
+    "kafka" with `guarantee` None); (seconds, rows, addBatch ms of each batch)."""
+    writer = (
+        spark.readStream.format(connector)
         .option("kafka.bootstrap.servers", bootstrap)
+        .option("kafka.isolation.level", "read_committed")
         .option("subscribe", source)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", per_trigger)
         .load()
         .selectExpr("key", "value")
-        .writeStream.format("onceflow")
+        .writeStream.format(connector)
         .option("kafka.bootstrap.servers", bootstrap)
         .option("topic", sink)
-        .option("deliveryGuarantee", guarantee)
         .option("checkpointLocation", str(cp))
         .trigger(availableNow=True)
     )
+    if guarantee is not None:
+        writer = writer.option("deliveryGuarantee", guarantee)
     start = time.perf_counter()
-    running = query.start()
+    running = writer.start()
     running.awaitTermination()
     seconds = time.perf_counter() - start
     progress = running.recentProgress
