@@ -43,7 +43,9 @@ class Collector:
         return [row[3] for row in self.rows]
 
 
-def _start(session, bootstrap: str, topic: str, collector: Collector, tmp_path, **options):
+def _start(
+    session, bootstrap: str, topic: str, collector: Collector, tmp_path, checkpoint=None, **options
+):
     reader = (
         session.readStream.format("onceflow")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -55,7 +57,7 @@ def _start(session, bootstrap: str, topic: str, collector: Collector, tmp_path, 
     return (
         reader.load()
         .writeStream.foreachBatch(collector)
-        .option("checkpointLocation", str(tmp_path / f"cp-{uuid.uuid4().hex}"))
+        .option("checkpointLocation", str(checkpoint or tmp_path / f"cp-{uuid.uuid4().hex}"))
         .start()
     )
 
@@ -190,3 +192,66 @@ def test_offsets_removed_by_retention(session, tmp_path):
         assert offsets and offsets[0] >= start and offsets == list(range(offsets[0], 100))
     finally:
         broker.stop()
+
+
+def _recreate(bootstrap: str, topic: str, partitions: int) -> None:
+    """Delete `topic` and create it again (a new topic id, offsets from 0)."""
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        assert admin.delete_topics([topic])[topic].ok
+        deadline = time.monotonic() + 30
+        while not admin.create_topics([NewTopic(topic, partitions, 1)])[topic].ok:
+            assert time.monotonic() < deadline, "the deleted topic could not be created again"
+            time.sleep(0.2)
+
+
+def test_recreated_topic_fails_the_query(session, module_broker, tmp_path):
+    """A topic recreated while the query was stopped stops the restarted query with
+    failOnDataLoss=true, naming the topic, partition and offsets: when the new offsets are
+    below the old ones, and when they are above them (only the topic id tells)."""
+    bootstrap = module_broker.bootstrap
+    _topic(bootstrap, "reborn", 2)
+    _produce(bootstrap, "reborn", [b"old-%d" % i for i in range(8)], 2)
+    collector = Collector()
+    checkpoint = tmp_path / "cp-reborn"
+    query = _start(session, bootstrap, "reborn", collector, tmp_path, checkpoint=checkpoint)
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert len(collector.rows) == 8
+    _recreate(bootstrap, "reborn", 2)
+    for count in (2, 10):  # 1 then 6 offsets per partition; the old topic had 4
+        _produce(bootstrap, "reborn", [b"new-%d" % i for i in range(count)], 2)
+        query = _start(session, bootstrap, "reborn", collector, tmp_path, checkpoint=checkpoint)
+        try:
+            with pytest.raises(Exception, match="reborn-[01] up to offset 4") as failure:
+                query.processAllAvailable()
+            assert "recreated" in str(failure.value)
+            assert "failOnDataLoss=false" in str(failure.value)
+        finally:
+            query.stop()
+    assert len(collector.rows) == 8
+
+
+def test_recreated_topic_is_read_from_earliest(session, module_broker, tmp_path):
+    """failOnDataLoss=false: the query goes on with the new topic from its first offset, both
+    before and after the new topic's offsets pass the old ones."""
+    bootstrap = module_broker.bootstrap
+    _topic(bootstrap, "phoenix", 2)
+    _produce(bootstrap, "phoenix", [b"old-%d" % i for i in range(8)], 2)
+    collector = Collector()
+    query = _start(session, bootstrap, "phoenix", collector, tmp_path, failOnDataLoss="false")
+    try:
+        query.processAllAvailable()
+        _recreate(bootstrap, "phoenix", 2)
+        _produce(bootstrap, "phoenix", [b"new-%d" % i for i in range(4)], 2)
+        query.processAllAvailable()
+        assert sorted(collector.values()) == sorted(
+            [b"old-%d" % i for i in range(8)] + [b"new-%d" % i for i in range(4)]
+        )
+        _produce(bootstrap, "phoenix", [b"newer-%d" % i for i in range(8)], 2)
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    new = [b"new-%d" % i for i in range(4)] + [b"newer-%d" % i for i in range(8)]
+    assert sorted(collector.values()) == sorted([b"old-%d" % i for i in range(8)] + new)

@@ -13,6 +13,7 @@ ListOffsets and DeleteRecords, which go to each partition's leader as named by M
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,12 +84,15 @@ class PartitionDescription:
 
 @dataclass(frozen=True)
 class TopicDescription:
-    """A topic as Metadata describes it (`error_code` is set for an unknown topic)."""
+    """A topic as Metadata describes it (`error_code` is set for an unknown topic).
+    `topic_id` is the topic's id (Metadata v10+, Kafka 2.8+); None when the broker sends
+    none. A topic deleted and created again under the same name gets a new id."""
 
     name: str
     error_code: ErrorCode
     is_internal: bool = False
     partitions: tuple[PartitionDescription, ...] = ()
+    topic_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)
@@ -465,4 +469,11 @@ def _describe(topic: Any) -> TopicDescription:
         )
         for p in sorted(topic.partitions, key=lambda p: p.partition_index)
     )
-    return TopicDescription(topic.name, known_code(topic.error_code), topic.is_internal, partitions)
+    topic_id = getattr(topic, "topic_id", None)
+    return TopicDescription(
+        topic.name,
+        known_code(topic.error_code),
+        topic.is_internal,
+        partitions,
+        topic_id if topic_id and topic_id.int else None,
+    )
