@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 from support.spark_daemons import ConnectServer
+from support.topics import create_topics
 
-from onceflow.client.admin import AdminClient, NewTopic
 from onceflow.client.producer import Producer
 from onceflow.spark.orders import read_committed
 from spark.pipeline_helpers import DRIVER_TIMEOUT_S, Pipeline, assert_exactly_once, output_problems
@@ -64,9 +64,7 @@ def _client(*args: str) -> tuple[int, dict]:
 
 def test_registration_and_options(servers, module_broker):
     bootstrap = module_broker.bootstrap
-    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
-        for name in ("connect-in", "connect-out"):
-            assert admin.create_topics([NewTopic(name, 2, 1)])[name].ok
+    create_topics(bootstrap, ["connect-in", "connect-out"], 2)
     with Producer({"bootstrap.servers": bootstrap}) as producer:
         for i in range(6):
             producer.send("connect-in", b"v%d" % i, partition=0, headers=[("h", b"%d" % i)])

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from onceflow.client import config_admin, group_admin
+from onceflow.client import config_admin, group_admin, txn_admin
 from onceflow.client.admin_connections import (
     COORDINATOR_MOVED,
     GROUP_KEY,
@@ -33,6 +33,7 @@ from onceflow.client.config_admin import AlterOp, ConfigResource, ConfigsResult
 from onceflow.client.connection import BrokerConnection
 from onceflow.client.errors import UnsupportedVersionError, raise_for_error
 from onceflow.client.group_admin import GroupDescription, GroupListing
+from onceflow.client.txn_admin import TransactionListing
 from onceflow.common import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
@@ -428,6 +429,10 @@ class AdminClient:
     def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
         """Delete groups without members, with their offsets; an error code per group."""
         return group_admin.delete_groups(self._net, list(group_ids))
+
+    def list_transactions(self) -> list[TransactionListing]:
+        """Every transactional id the brokers' coordinators hold (ListTransactions, KIP-664)."""
+        return txn_admin.list_transactions(self._net)
 
     def _list_offsets_on(
         self,
