@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything onceflow needs on a fresh machine: a virtual environment in .venv with the
-# package, its Spark and Spark Connect extras and its test dependencies, Debian's kcat for the
-# interop tests, and a headless Java 17 runtime for PySpark when no `java` is on the PATH. Safe
-# to re-run.
+# package, its Spark extra and its test dependencies, Debian's kcat for the interop tests, and a
+# headless Java 17 runtime for PySpark when no `java` is on the PATH. Safe to re-run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,7 +10,7 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null
-.venv/bin/python -m pip install --quiet -e '.[test,spark,spark-connect]'
+.venv/bin/python -m pip install --quiet -e '.[test,spark,spark-connect]'  # spark-connect: Spark Connect tests
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -48,16 +48,6 @@ def test_create_describe_list_delete(admin):
     assert "b" not in admin.list_topics()
 
 
-def test_describe_topics_gives_topic_ids_new_after_recreation(admin):
-    admin.create_topics([NewTopic("again", 1, 1)])
-    first = admin.describe_topics(["again", "nope"])
-    assert first["again"].topic_id is not None
-    assert first["nope"].topic_id is None
-    assert admin.delete_topics(["again"])["again"].ok
-    assert admin.create_topics([NewTopic("again", 1, 1)])["again"].ok
-    assert admin.describe_topics(["again"])["again"].topic_id not in (None, first["again"].topic_id)
-
-
 def test_create_topic_validate_only_creates_nothing(admin):
     assert admin.create_topics([NewTopic("dry", 2, 1)], validate_only=True)["dry"].ok
     assert "dry" not in admin.list_topics()
