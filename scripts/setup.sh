@@ -11,7 +11,7 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null
-.venv/bin/python -m pip install --quiet -e '.[test,spark]'
+.venv/bin/python -m pip install --quiet -e '.[test,spark,spark-connect]'  # spark-connect: Spark Connect tests
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

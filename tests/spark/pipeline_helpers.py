@@ -49,8 +49,10 @@ class Pipeline:
                 assert result.ok, result
 
     def feed(self, count: int) -> None:
-        """`count` committed orders, with aborted transactions between them."""
-        result = feed_orders(self.bootstrap, self.input, count, txn_size=25)
+        """`count` committed orders (ids after those fed before), with aborted transactions
+        between them."""
+        first_id = max(self.committed_ids, default=-1) + 1
+        result = feed_orders(self.bootstrap, self.input, count, txn_size=25, first_id=first_id)
         self.committed_ids.extend(result.committed_ids)
 
     def driver(self, *extra: str, faults: str = "", master: str = "local[2]") -> DriverProcess:

@@ -10,23 +10,12 @@ import uuid
 
 import pytest
 from support.broker import BrokerProcess
+from support.topics import create_topics, produce
 
 from onceflow.client.admin import AdminClient, NewTopic
 from onceflow.client.producer import Producer
 
 pytestmark = pytest.mark.slow
-
-
-def _topic(bootstrap: str, name: str, partitions: int) -> None:
-    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
-        assert admin.create_topics([NewTopic(name, partitions, 1)])[name].ok
-
-
-def _produce(bootstrap: str, topic: str, values: list[bytes], partitions: int) -> None:
-    with Producer({"bootstrap.servers": bootstrap}) as producer:
-        for i, value in enumerate(values):
-            producer.send(topic, value, partition=i % partitions)
-        producer.flush(30)
 
 
 class Collector:
@@ -43,7 +32,9 @@ class Collector:
         return [row[3] for row in self.rows]
 
 
-def _start(session, bootstrap: str, topic: str, collector: Collector, tmp_path, **options):
+def _start(
+    session, bootstrap: str, topic: str, collector: Collector, tmp_path, checkpoint=None, **options
+):
     reader = (
         session.readStream.format("onceflow")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -55,16 +46,16 @@ def _start(session, bootstrap: str, topic: str, collector: Collector, tmp_path, 
     return (
         reader.load()
         .writeStream.foreachBatch(collector)
-        .option("checkpointLocation", str(tmp_path / f"cp-{uuid.uuid4().hex}"))
+        .option("checkpointLocation", str(checkpoint or tmp_path / f"cp-{uuid.uuid4().hex}"))
         .start()
     )
 
 
 def test_max_offsets_per_trigger_keeps_partition_order(session, module_broker, tmp_path):
     bootstrap = module_broker.bootstrap
-    _topic(bootstrap, "backlog", 3)
+    create_topics(bootstrap, ["backlog"], 3)
     values = [b"%d" % i for i in range(600)]
-    _produce(bootstrap, "backlog", values, 3)
+    produce(bootstrap, "backlog", values, 3)
     collector = Collector()
     query = _start(session, bootstrap, "backlog", collector, tmp_path, maxOffsetsPerTrigger="100")
     try:
@@ -81,15 +72,15 @@ def test_max_offsets_per_trigger_keeps_partition_order(session, module_broker, t
 
 def test_open_transaction_holds_the_stream(session, module_broker, tmp_path):
     bootstrap = module_broker.bootstrap
-    _topic(bootstrap, "held", 1)
-    _produce(bootstrap, "held", [b"before-%d" % i for i in range(10)], 1)
+    create_topics(bootstrap, ["held"], 1)
+    produce(bootstrap, "held", [b"before-%d" % i for i in range(10)], 1)
     txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": "holder"})
     txn.init_transactions(30)
     txn.begin_transaction()
     for i in range(5):
         txn.send("held", b"txn-%d" % i, partition=0)
     txn.flush(30)
-    _produce(bootstrap, "held", [b"after-%d" % i for i in range(10)], 1)  # committed, later
+    produce(bootstrap, "held", [b"after-%d" % i for i in range(10)], 1)  # committed, later
     collector = Collector()
     query = _start(session, bootstrap, "held", collector, tmp_path)
     try:
@@ -106,8 +97,8 @@ def test_open_transaction_holds_the_stream(session, module_broker, tmp_path):
 
 def test_new_partitions_are_read_from_the_start(session, module_broker, tmp_path):
     bootstrap = module_broker.bootstrap
-    _topic(bootstrap, "growing", 1)
-    _produce(bootstrap, "growing", [b"p0-%d" % i for i in range(5)], 1)
+    create_topics(bootstrap, ["growing"], 1)
+    produce(bootstrap, "growing", [b"p0-%d" % i for i in range(5)], 1)
     collector = Collector()
     query = _start(session, bootstrap, "growing", collector, tmp_path)
     try:
@@ -130,8 +121,8 @@ def test_new_partitions_are_read_from_the_start(session, module_broker, tmp_path
 def test_deleted_topic(session, module_broker, tmp_path, fail_on_data_loss):
     bootstrap = module_broker.bootstrap
     topic = f"doomed-{fail_on_data_loss}".lower()
-    _topic(bootstrap, topic, 2)
-    _produce(bootstrap, topic, [b"x"] * 6, 2)
+    create_topics(bootstrap, [topic], 2)
+    produce(bootstrap, topic, [b"x"] * 6, 2)
     collector = Collector()
     query = _start(
         session, bootstrap, topic, collector, tmp_path, failOnDataLoss=str(fail_on_data_loss)
@@ -190,3 +181,66 @@ def test_offsets_removed_by_retention(session, tmp_path):
         assert offsets and offsets[0] >= start and offsets == list(range(offsets[0], 100))
     finally:
         broker.stop()
+
+
+def _recreate(bootstrap: str, topic: str, partitions: int) -> None:
+    """Delete `topic` and create it again (a new topic id, offsets from 0)."""
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        assert admin.delete_topics([topic])[topic].ok
+        deadline = time.monotonic() + 30
+        while not admin.create_topics([NewTopic(topic, partitions, 1)])[topic].ok:
+            assert time.monotonic() < deadline, "the deleted topic could not be created again"
+            time.sleep(0.2)
+
+
+def test_recreated_topic_fails_the_query(session, module_broker, tmp_path):
+    """A topic recreated while the query was stopped stops the restarted query with
+    failOnDataLoss=true, naming the topic, partition and offsets: when the new offsets are
+    below the old ones, and when they are above them (only the topic id tells)."""
+    bootstrap = module_broker.bootstrap
+    create_topics(bootstrap, ["reborn"], 2)
+    produce(bootstrap, "reborn", [b"old-%d" % i for i in range(8)], 2)
+    collector = Collector()
+    checkpoint = tmp_path / "cp-reborn"
+    query = _start(session, bootstrap, "reborn", collector, tmp_path, checkpoint=checkpoint)
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert len(collector.rows) == 8
+    _recreate(bootstrap, "reborn", 2)
+    for count in (2, 10):  # 1 then 6 offsets per partition; the old topic had 4
+        produce(bootstrap, "reborn", [b"new-%d" % i for i in range(count)], 2)
+        query = _start(session, bootstrap, "reborn", collector, tmp_path, checkpoint=checkpoint)
+        try:
+            with pytest.raises(Exception, match="reborn-[01] up to offset 4") as failure:
+                query.processAllAvailable()
+            assert "recreated" in str(failure.value)
+            assert "failOnDataLoss=false" in str(failure.value)
+        finally:
+            query.stop()
+    assert len(collector.rows) == 8
+
+
+def test_recreated_topic_is_read_from_earliest(session, module_broker, tmp_path):
+    """failOnDataLoss=false: the query goes on with the new topic from its first offset, both
+    before and after the new topic's offsets pass the old ones."""
+    bootstrap = module_broker.bootstrap
+    create_topics(bootstrap, ["phoenix"], 2)
+    produce(bootstrap, "phoenix", [b"old-%d" % i for i in range(8)], 2)
+    collector = Collector()
+    query = _start(session, bootstrap, "phoenix", collector, tmp_path, failOnDataLoss="false")
+    try:
+        query.processAllAvailable()
+        _recreate(bootstrap, "phoenix", 2)
+        produce(bootstrap, "phoenix", [b"new-%d" % i for i in range(4)], 2)
+        query.processAllAvailable()
+        assert sorted(collector.values()) == sorted(
+            [b"old-%d" % i for i in range(8)] + [b"new-%d" % i for i in range(4)]
+        )
+        produce(bootstrap, "phoenix", [b"newer-%d" % i for i in range(8)], 2)
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    new = [b"new-%d" % i for i in range(4)] + [b"newer-%d" % i for i in range(8)]
+    assert sorted(collector.values()) == sorted([b"old-%d" % i for i in range(8)] + new)

@@ -35,7 +35,10 @@ from onceflow.client.admin import AdminClient, NewTopic
 from onceflow.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 
 FAULT_MODES = ("none", "driver", "broker", "all")
-DRIVER_FAULTS = ("task.midway@1", "driver.between_commits@2")
+# One task hangs at task.midway (partition 0), not all of them: on a cluster the other tasks run
+# in executors the driver's death does not stop at once, and a late one's fault file would be
+# taken for a crash of the next driver run.
+DRIVER_FAULTS = ("task.midway@1:0", "driver.between_commits@2")
 MAX_RESTARTS = 6
 
 
@@ -66,7 +69,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--keep", action="store_true", help="keep the data, checkpoint and logs, and say where"
     )
     parser.add_argument("--partitions", type=int, default=3, help="partitions of each topic")
-    parser.add_argument("--master", default="local[2]", help="Spark master of the driver")
+    parser.add_argument(
+        "--master",
+        default="local[2]",
+        help="Spark master of the driver: local[N], or spark://HOST:PORT for a standalone "
+        "cluster on this machine (docs/spark.md)",
+    )
     parser.add_argument(
         "--timeout", type=float, default=300.0, help="seconds for each phase or driver run"
     )

@@ -23,6 +23,7 @@ SUBCOMMAND_MODULES = (
     "users_cmd",
     "acls_cmd",
     "demo_cmd",
+    "spark_cmd",
 )
 
 

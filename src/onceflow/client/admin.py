@@ -13,11 +13,12 @@ ListOffsets and DeleteRecords, which go to each partition's leader as named by M
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from onceflow.client import config_admin, group_admin
+from onceflow.client import config_admin, group_admin, txn_admin
 from onceflow.client.admin_connections import (
     COORDINATOR_MOVED,
     GROUP_KEY,
@@ -32,6 +33,7 @@ from onceflow.client.config_admin import AlterOp, ConfigResource, ConfigsResult
 from onceflow.client.connection import BrokerConnection
 from onceflow.client.errors import UnsupportedVersionError, raise_for_error
 from onceflow.client.group_admin import GroupDescription, GroupListing
+from onceflow.client.txn_admin import TransactionListing
 from onceflow.common import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
@@ -83,12 +85,15 @@ class PartitionDescription:
 
 @dataclass(frozen=True)
 class TopicDescription:
-    """A topic as Metadata describes it (`error_code` is set for an unknown topic)."""
+    """A topic as Metadata describes it (`error_code` is set for an unknown topic).
+    `topic_id` is the topic's id (Metadata v10+, Kafka 2.8+); None when the broker sends
+    none. A topic deleted and created again under the same name gets a new id."""
 
     name: str
     error_code: ErrorCode
     is_internal: bool = False
     partitions: tuple[PartitionDescription, ...] = ()
+    topic_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)
@@ -425,6 +430,10 @@ class AdminClient:
         """Delete groups without members, with their offsets; an error code per group."""
         return group_admin.delete_groups(self._net, list(group_ids))
 
+    def list_transactions(self) -> list[TransactionListing]:
+        """Every transactional id the brokers' coordinators hold (ListTransactions, KIP-664)."""
+        return txn_admin.list_transactions(self._net)
+
     def _list_offsets_on(
         self,
         conn: BrokerConnection,
@@ -465,4 +474,11 @@ def _describe(topic: Any) -> TopicDescription:
         )
         for p in sorted(topic.partitions, key=lambda p: p.partition_index)
     )
-    return TopicDescription(topic.name, known_code(topic.error_code), topic.is_internal, partitions)
+    topic_id = getattr(topic, "topic_id", None)
+    return TopicDescription(
+        topic.name,
+        known_code(topic.error_code),
+        topic.is_internal,
+        partitions,
+        topic_id if topic_id and topic_id.int else None,
+    )

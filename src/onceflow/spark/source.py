@@ -41,12 +41,19 @@ from onceflow.spark.offsets import (
     OffsetRange,
     OffsetResolver,
     PartitionOffsets,
-    from_json,
     plan_ranges,
     rate_limit,
     to_json,
 )
 from onceflow.spark.options import SourceOptions
+from onceflow.spark.topic_ids import (
+    TopicIds,
+    current_topic_ids,
+    join_offsets,
+    recreated_topics,
+    restart_recreated,
+    split_offsets,
+)
 
 __all__ = ["KafkaBatchReader", "KafkaStreamReader", "read_range", "source_schema"]
 
@@ -215,13 +222,16 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now: PartitionOffsets | None = None
         self._last_trigger = time.monotonic()
         self._latest: PartitionOffsets | None = None
+        self._seen_ids: TopicIds | None = None  # by the last latestOffset
 
     def initialOffset(self) -> dict:
-        """startingOffsets (or startingTimestamp/startingOffsetsByTimestamp) resolved."""
+        """startingOffsets (or startingTimestamp/startingOffsetsByTimestamp) resolved, with
+        the ids of their topics."""
         opts = self.options
         partitions = self.resolver.partitions()
         offsets = self.resolver.resolve(opts.starting, opts.starting_timestamps, partitions)
-        return to_json(offsets)
+        ids = current_topic_ids(self.resolver, (t for t, _ in offsets))
+        return join_offsets(offsets, ids)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_offsets_per_trigger is not None:
@@ -238,29 +248,36 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         """The end of the next batch: the last stable offset of every partition (capped by
-        maxOffsetsPerTrigger / the AvailableNow target); partitions new since `start` begin
-        at offset 0. With minOffsetsPerTrigger, returns `start` (no batch) until enough
-        offsets are there or maxTriggerDelay has passed."""
-        begin = from_json(start)
+        maxOffsetsPerTrigger / the AvailableNow target); partitions new since `start`, and
+        those of a topic recreated since (a new topic id), begin at offset 0. With
+        minOffsetsPerTrigger, returns `start` (no batch) until enough offsets are there or
+        maxTriggerDelay has passed."""
+        begin, known_ids = split_offsets(start)
         if self._available_now is not None:
             latest = dict(self._available_now)
         else:
             latest = self._latest_available()
+        ids = current_topic_ids(self.resolver, {t for t, _ in [*begin, *latest]})
+        self._seen_ids = ids
+        opts = self.options
+        begin = restart_recreated(begin, known_ids, ids, latest, opts.fail_on_data_loss)
         self._check_lost_partitions(begin, latest)
-        for tp, offset in begin.items():  # never go back (a partition that disappeared)
-            latest[tp] = max(latest.get(tp, offset), offset)
+        for tp, offset in begin.items():  # a partition that disappeared keeps its offset
+            latest.setdefault(tp, offset)
+        latest = self._check_went_back(begin, latest)
         self._latest = latest
         if isinstance(limit, ReadMaxRows):
             latest = rate_limit(begin, latest, limit.max_rows)
-        minimum = self.options.min_offsets_per_trigger
+        minimum = opts.min_offsets_per_trigger
         if minimum is not None and self._available_now is None:
             available = sum(max(o - begin.get(tp, 0), 0) for tp, o in latest.items())
             waited_ms = (time.monotonic() - self._last_trigger) * 1000
-            if available < minimum and waited_ms < self.options.max_trigger_delay_ms:
+            if available < minimum and waited_ms < opts.max_trigger_delay_ms:
                 return start
-        if latest != begin:
+        end = join_offsets(latest, {**known_ids, **ids})
+        if end != start:
             self._last_trigger = time.monotonic()
-        return to_json(latest)
+        return end
 
     def _check_lost_partitions(self, begin: PartitionOffsets, latest: PartitionOffsets) -> None:
         gone = sorted(set(begin) - set(latest))
@@ -271,12 +288,50 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise DataLossError(message + ". Set failOnDataLoss=false to go on without them.")
         log.warning("%s; going on without them (failOnDataLoss=false)", message)
 
+    def _check_went_back(
+        self, begin: PartitionOffsets, latest: PartitionOffsets
+    ) -> PartitionOffsets:
+        """A partition whose latest offset is below the query's position, with the same topic
+        id (or none known): asked again (fetchOffset.numRetries, as Spark does for a broker
+        that lags behind), then data loss. With failOnDataLoss=false the query goes on from
+        the lower offset, as Spark's Kafka source does."""
+        opts = self.options
+        for _attempt in range(opts.fetch_offset_retries):
+            back = [tp for tp, o in begin.items() if latest[tp] < o]
+            if not back or self._available_now is not None:
+                break
+            time.sleep(opts.fetch_offset_retry_interval_ms / 1000)
+            latest = {**latest, **self.resolver.latest(back)}
+        back = [tp for tp, o in sorted(begin.items()) if latest[tp] < o]
+        if not back:
+            return latest
+        went = ", ".join(f"{t}-{p} from {begin[(t, p)]} to {latest[(t, p)]}" for t, p in back)
+        message = (
+            f"The latest offsets went back ({went}): records were truncated, or the topic was "
+            "recreated on a broker that reports no topic ids."
+        )
+        if opts.fail_on_data_loss:
+            raise DataLossError(
+                message + " Set failOnDataLoss=false to go on from the lower offsets."
+            )
+        log.warning("%s Going on from the lower offsets (failOnDataLoss=false).", message)
+        return latest
+
     def reportLatestOffset(self) -> dict | None:
         return None if self._latest is None else to_json(self._latest)
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        """Deterministic for the same offsets: a re-planned batch reads the same ranges."""
-        begin, until = from_json(start), from_json(end)
+        """Deterministic for the same offsets: a re-planned batch reads the same ranges. The
+        partitions of a topic recreated between `start` and `end` are read from offset 0;
+        a batch whose topic was recreated after it was planned (a restart re-plans it) is
+        data loss."""
+        begin, begin_ids = split_offsets(start)
+        until, until_ids = split_offsets(end)
+        gone = self._recreated_since_planned(until_ids, until)
+        until = {tp: o for tp, o in until.items() if tp[0] not in gone}
+        begin = {
+            tp: o for tp, o in begin.items() if tp[0] not in recreated_topics(begin_ids, until_ids)
+        }
         for tp, offset in until.items():
             if offset < begin.get(tp, 0):
                 message = (
@@ -291,6 +346,29 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
         return [KafkaInputPartition(r) for r in ranges]
 
+    def _recreated_since_planned(self, planned: TopicIds, until: PartitionOffsets) -> list[str]:
+        """The topics of a planned batch must still be the ones it was planned on: those that
+        are not are an error, or with failOnDataLoss=false returned (not read)."""
+        current = self._seen_ids
+        if current is None or any(current.get(t) != i for t, i in planned.items()):
+            current = current_topic_ids(self.resolver, planned)
+        self._seen_ids = None  # only the batch just planned by latestOffset may reuse them
+        recreated = recreated_topics(planned, current)
+        for topic in recreated:
+            message = (
+                f"Topic {topic} was recreated (topic id {planned[topic]} is now "
+                f"{current[topic]}) after this batch was planned; the batch's records of it "
+                f"(up to offsets {to_json({tp: o for tp, o in until.items() if tp[0] == topic})}) "
+                "are gone."
+            )
+            if self.options.fail_on_data_loss:
+                raise DataLossError(
+                    message + " Restart the query with failOnDataLoss=false to go on with the "
+                    "new topic from its first offset."
+                )
+            log.warning("%s Not reading them (failOnDataLoss=false).", message)
+        return recreated
+
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_range(self.options, partition.range)
 
@@ -302,7 +380,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         group = self.options.group_id
         if not group:
             return
-        offsets = {TopicPartition(t, p): (o, "") for (t, p), o in from_json(end).items()}
+        offsets = {TopicPartition(t, p): (o, "") for (t, p), o in split_offsets(end)[0].items()}
         try:
             errors = self.resolver.admin.alter_consumer_group_offsets(group, offsets)
         except (OSError, KafkaError, TimeoutError) as exc:
