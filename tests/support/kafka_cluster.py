@@ -8,6 +8,10 @@ the controllers form a static quorum (`controller.quorum.voters`). The jars come
 cluster (KIP-890 part 2), 1 the older protocol. Replicated internal topics follow the node count
 (3 nodes: replication factor 3, `min.insync.replicas` 2).
 
+With `sasl_ssl=SaslSsl(keystore, users)` every node also listens for SASL_SSL (SCRAM-SHA-512,
+server certificate and key from one PEM file; the users are created when the storage is
+formatted); `sasl_ssl_bootstrap` names those listeners.
+
 `kill(node_id)` is a kill -9, `restart(node_id)` starts the node again on the same ports and
 data; `log_text()` gives every node's log for a failure message. Nothing here is onceflow code:
 it only runs Kafka's own classes (`kafka.tools.StorageTool`, `kafka.Kafka`) and asks the
@@ -104,6 +108,15 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+@dataclass(frozen=True)
+class SaslSsl:
+    """A SASL_SSL listener on every node: SCRAM-SHA-512 users, TLS from a PEM keystore (the
+    certificate chain and an unencrypted PKCS#8 key in one file)."""
+
+    keystore: str
+    users: dict[str, str]  # name -> password
+
+
 @dataclass
 class KafkaNode:
     """One combined broker+controller JVM."""
@@ -112,6 +125,7 @@ class KafkaNode:
     port: int
     controller_port: int
     directory: Path
+    sasl_ssl_port: int = 0
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -150,15 +164,23 @@ class KafkaCluster:
         *,
         transaction_version: int = 2,
         extra_config: dict[str, object] | None = None,
+        sasl_ssl: SaslSsl | None = None,
     ) -> None:
         if nodes not in (1, 3):
             raise ValueError("a test cluster has 1 or 3 nodes")
         self.base_dir = Path(base_dir)
         self.transaction_version = transaction_version
         self.extra_config = dict(extra_config or {})
+        self.sasl_ssl = sasl_ssl
         self.cluster_id = _random_cluster_id()
         self.nodes = [
-            KafkaNode(i, free_port(), free_port(), self.base_dir / f"node{i}")
+            KafkaNode(
+                i,
+                free_port(),
+                free_port(),
+                self.base_dir / f"node{i}",
+                free_port() if sasl_ssl else 0,
+            )
             for i in range(1, nodes + 1)
         ]
 
@@ -166,6 +188,11 @@ class KafkaCluster:
     def bootstrap(self) -> str:
         """`bootstrap.servers` naming every node."""
         return ",".join(node.address for node in self.nodes)
+
+    @property
+    def sasl_ssl_bootstrap(self) -> str:
+        """`bootstrap.servers` of the SASL_SSL listeners."""
+        return ",".join(f"127.0.0.1:{node.sasl_ssl_port}" for node in self.nodes)
 
     @property
     def version(self) -> str:
@@ -331,8 +358,27 @@ class KafkaCluster:
             "group.min.session.timeout.ms": 500,
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
         }
+        if self.sasl_ssl is not None:
+            config.update(self._sasl_ssl_properties(node))
         config.update(self.extra_config)
         return "".join(f"{key}={_text(value)}\n" for key, value in config.items())
+
+    def _sasl_ssl_properties(self, node: KafkaNode) -> dict[str, object]:
+        assert self.sasl_ssl is not None
+        scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        return {
+            "listeners": f"PLAINTEXT://127.0.0.1:{node.port},"
+            f"CONTROLLER://127.0.0.1:{node.controller_port},"
+            f"SASL_SSL://127.0.0.1:{node.sasl_ssl_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port},"
+            f"SASL_SSL://127.0.0.1:{node.sasl_ssl_port}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,"
+            "SASL_SSL:SASL_SSL",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": scram,
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": self.sasl_ssl.keystore,
+        }
 
     def _format(self, node: KafkaNode) -> subprocess.Popen[bytes]:
         cmd = java_command(
@@ -344,11 +390,19 @@ class KafkaCluster:
             "--feature",
             f"transaction.version={self.transaction_version}",
             "--ignore-formatted",
+            *self._scram_arguments(),
             heap=["-Xmx256m"],
         )
         return subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
         )
+
+    def _scram_arguments(self) -> list[str]:
+        users = self.sasl_ssl.users if self.sasl_ssl is not None else {}
+        return [
+            f"--add-scram=SCRAM-SHA-512=[name={name},password={password}]"
+            for name, password in users.items()
+        ]
 
     def _spawn(self, node: KafkaNode) -> None:
         log4j = self.base_dir / "log4j2.yaml"
