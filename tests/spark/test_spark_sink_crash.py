@@ -153,7 +153,8 @@ from pathlib import Path
 import pyarrow as pa
 from onceflow.spark.options import parse_sink_options
 from onceflow.spark.orders import validated_value
-from onceflow.spark.twophase import TaskInfo, commit_batch, default_prefix, write_task
+from onceflow.spark.committer import commit_batch
+from onceflow.spark.twophase import TaskInfo, default_prefix, write_task
 from onceflow.spark.twophase import query_id_from_checkpoint
 
 bootstrap, output, checkpoint, go_file, ids = sys.argv[1:6]
