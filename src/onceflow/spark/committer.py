@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +41,7 @@ from onceflow.spark.twophase import (
     read_marker,
     settled_marker,
     timeout_s,
+    transaction_timeout_advice,
     transactional_id,
 )
 
@@ -253,14 +255,28 @@ def _commit_one(options: SinkOptions, message: PreparedTransaction) -> None:
         raise SinkCommitError(
             f"batch {message.batch_id}: could not commit the transaction of task partition "
             f"{message.partition_id} ({message.transactional_id}, producer id "
-            f"{message.producer_id}, epoch {message.producer_epoch}): {exc}. The broker "
-            "had already ended it: a later attempt of the same task started after Spark "
-            "accepted this one (an executor was lost and its task re-run, a stage was "
-            "re-attempted) and fenced it, or the transaction ran longer than the sink's "
-            "kafka.transaction.timeout.ms, or another writer uses the same transactional "
-            "id. Its rows are not in the output and the query stops; restart the query "
-            "from its checkpoint to write the batch again, exactly once."
+            f"{message.producer_id}, epoch {message.producer_epoch}): {exc}. "
+            f"{_why_ended(options, message)} Its rows are not in the output and the query "
+            "stops; restart the query from its checkpoint to write the batch again, exactly "
+            "once."
         ) from exc
+
+
+def _why_ended(options: SinkOptions, message: PreparedTransaction) -> str:
+    """Why the broker had ended a prepared transaction before the driver committed it."""
+    age = time.time() - message.opened_at
+    if message.opened_at and age * 1000 > options.transaction_timeout_ms:
+        return (
+            f"The transaction was open for {age:.0f} s (the executor's clock), longer than "
+            f"kafka.transaction.timeout.ms={options.transaction_timeout_ms}, and the broker "
+            "aborted it: a micro-batch, from its first task's first record to the driver's "
+            f"commit, must fit in that time. {transaction_timeout_advice(options)}"
+        )
+    return (
+        "The broker had already ended it: a later attempt of the same task started after "
+        "Spark accepted this one (an executor was lost and its task re-run, a stage was "
+        "re-attempted) and fenced it, or another writer uses the same transactional id."
+    )
 
 
 def abort_batch(

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,7 @@ from onceflow.spark.markers import (
     task_group,
 )
 from onceflow.spark.options import SinkOptions
+from onceflow.spark.spool import Spool
 
 __all__ = [
     "AlreadyCommitted",
@@ -55,6 +57,7 @@ __all__ = [
     "PreparedTransaction",
     "Settled",
     "TaskInfo",
+    "TransactionTimeoutError",
     "admin_for",
     "fence",
     "read_marker",
@@ -62,6 +65,7 @@ __all__ = [
     "producer_config",
     "settled_marker",
     "timeout_s",
+    "transaction_timeout_advice",
     "transactional_id",
     "write_task",
 ]
@@ -94,6 +98,11 @@ class PreparedTransaction(WriterCommitMessage):
     records: int
     query_id: str = ""
     prefix: str | None = None
+    opened_at: float = 0.0  # time.time() when the transaction's first record was sent
+
+
+class TransactionTimeoutError(RuntimeError):
+    """A transaction outlived `transaction.timeout.ms`: the broker aborts it."""
 
 
 @dataclass(frozen=True)
@@ -211,14 +220,21 @@ def write_task(
         )  # fmt: skip
 
     fault("task.start")
-    rows = _non_empty(batches)
-    first = next(rows, None)
     if not options.exactly_once:
+        rows = _non_empty(batches)
+        first = next(rows, None)
         if first is None:
             return NothingToCommit(info.partition_id, 0)
         return _write_at_least_once(options, info, first, rows)
-    if first is None:
-        return _empty_task(options, info, prefix)
+    with Spool(batches) as spool:  # all rows read before the transaction's clock starts
+        if not spool.rows:
+            return _empty_task(options, info, prefix)
+        return _write_in_transaction(options, info, prefix, spool, fault)
+
+
+def _write_in_transaction(
+    options: SinkOptions, info: TaskInfo, prefix: str, spool: Spool, fault: Any
+) -> WriterCommitMessage:
     txn_id = transactional_id(prefix, info.partition_id)
     timeout = timeout_s(options)
     producer = Producer(producer_config(options, txn_id))
@@ -231,24 +247,26 @@ def write_task(
         check_task_marker(marker, info.query_id, info.batch_id, info.partition_id, prefix)
         if marker is not None and marker.batch_id == info.batch_id:
             digest = RowDigest()
-            for batch in (first, *rows):  # read, do not write: compare with what was committed
+            for batch in spool:  # read, do not write: compare with what was committed
                 send_arrow_batch(batch, options.topic, digest.add)
             check_same_share(marker, digest, options.topic or "", info.partition_id)
             log.info("%s: batch %d already committed; writing nothing", txn_id, info.batch_id)
             return AlreadyCommitted(txn_id, info.batch_id, info.partition_id, info.query_id, prefix)
         producer.begin_transaction()
+        opened_at = time.time()
         digest = RowDigest()
 
         def send(topic: str, value: Any, key: Any, partition: Any, headers: Any) -> None:
             digest.add(topic, value, key, partition, headers)
             producer.send(topic, value, key, partition, headers)
 
-        count = send_arrow_batch(first, options.topic, send)
-        if options.faults:
-            producer.flush(timeout)  # so that a crash at task.midway leaves records behind
-        fault("task.midway")
-        for batch in rows:
-            count += send_arrow_batch(batch, options.topic, send)
+        for n, batch in enumerate(spool):
+            send_arrow_batch(batch, options.topic, send)
+            _check_age(options, txn_id, opened_at)
+            if n == 0:
+                if options.faults:
+                    producer.flush(timeout)  # so that a crash at task.midway leaves records
+                fault("task.midway")
         # the marker joins the transaction (AddOffsetsToTxn, TxnOffsetCommit) while the
         # records are still being produced, then the flush waits for the records
         marker = TaskMarker(
@@ -262,16 +280,39 @@ def write_task(
         )
         producer.flush(timeout)
         _raise_if_abortable(producer)
+        _check_age(options, txn_id, opened_at)
         fault("task.prepared")
         return PreparedTransaction(
             txn_id, producer.producer_id, producer.producer_epoch, info.batch_id,
-            info.partition_id, count, info.query_id, prefix,
+            info.partition_id, digest.rows, info.query_id, prefix, opened_at,
         )  # fmt: skip
     except BaseException:
         _abort_quietly(producer)
         raise
     finally:
         producer.close(timeout=0)
+
+
+def transaction_timeout_advice(options: SinkOptions) -> str:
+    return (
+        f"Raise the sink option kafka.transaction.timeout.ms (now "
+        f"{options.transaction_timeout_ms}), up to the broker's transaction.max.timeout.ms "
+        "(900000 by default; the broker refuses more), or make batches smaller "
+        "(maxOffsetsPerTrigger) or with fewer task waves (more executor cores)."
+    )
+
+
+def _check_age(options: SinkOptions, txn_id: str, opened_at: float) -> None:
+    """Fail fast once the transaction is older than its timeout: the broker aborts it, and
+    every retry of a task this slow would fail the same way."""
+    age = time.time() - opened_at
+    if age * 1000 > options.transaction_timeout_ms:
+        raise TransactionTimeoutError(
+            f"{txn_id}: the task's transaction has been open for {age:.1f} s, longer than "
+            f"kafka.transaction.timeout.ms={options.transaction_timeout_ms}: the broker "
+            "aborts it. A task must send its share and the driver commit the batch within "
+            f"that time. {transaction_timeout_advice(options)}"
+        )
 
 
 def _empty_task(options: SinkOptions, info: TaskInfo, prefix: str) -> NothingToCommit:
