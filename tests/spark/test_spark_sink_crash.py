@@ -188,7 +188,7 @@ import pyarrow as pa
 from onceflow.spark.options import parse_sink_options
 from onceflow.spark.orders import validated_value
 from onceflow.spark.committer import commit_batch
-from onceflow.spark.twophase import TaskInfo, default_prefix, write_task
+from onceflow.spark.twophase import TaskInfo, default_prefix, write_share
 from onceflow.spark.twophase import query_id_from_checkpoint
 
 bootstrap, output, checkpoint, go_file, ids = sys.argv[1:6]
@@ -207,8 +207,8 @@ def rows():
     yield pa.RecordBatch.from_pydict({"key": keys[half:], "value": values[half:]})
 
 info = TaskInfo(query_id, batch_id=1, partition_id=0, attempt=0)
-try:
-    message = write_task(options, info, default_prefix(query_id), rows())
+try:  # write_share, not write_task: the pause must fall while the rows are being sent
+    message = write_share(options, info, default_prefix(query_id), rows())
     commit_batch(options, [message], 1)
     print("zombie committed", flush=True)
 except Exception as exc:

@@ -113,7 +113,7 @@ class _QueryLedger:
             self._check_committed_replay(known, batch_id, messages)
             return False
         self._settle_beyond(tasks, known.tasks, batch_id)
-        if tasks > known.tasks:  # before any share can commit: ids up to `tasks` may
+        if tasks > known.tasks:  # before any share commits: ids below `tasks` may hold one
             marker = QueryMarker(self.query_id, known.batch_id, tasks)
             write_query_marker(admin, self.prefix, self.where, marker, self.timeout)
         return True

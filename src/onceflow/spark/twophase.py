@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -67,6 +67,7 @@ __all__ = [
     "timeout_s",
     "transaction_timeout_advice",
     "transactional_id",
+    "write_share",
     "write_task",
 ]
 
@@ -229,12 +230,18 @@ def write_task(
     with Spool(batches) as spool:  # all rows read before the transaction's clock starts
         if not spool.rows:
             return _empty_task(options, info, prefix)
-        return _write_in_transaction(options, info, prefix, spool, fault)
+        return write_share(options, info, prefix, spool, fault)
 
 
-def _write_in_transaction(
-    options: SinkOptions, info: TaskInfo, prefix: str, spool: Spool, fault: Any
+def write_share(
+    options: SinkOptions,
+    info: TaskInfo,
+    prefix: str,
+    spool: Iterable[Any],
+    fault: Callable[[str], None] = lambda point: None,
 ) -> WriterCommitMessage:
+    """Steps 1-3 of the module docstring for a task's rows (`spool`: non-empty record
+    batches, iterated once, already read from Spark)."""
     txn_id = transactional_id(prefix, info.partition_id)
     timeout = timeout_s(options)
     producer = Producer(producer_config(options, txn_id))
