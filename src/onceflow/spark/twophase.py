@@ -49,6 +49,7 @@ from onceflow.spark.markers import (
     task_group,
 )
 from onceflow.spark.options import SinkOptions
+from onceflow.spark.rows import Delivery, non_empty, send_arrow_batch
 from onceflow.spark.spool import Spool
 
 __all__ = [
@@ -150,62 +151,6 @@ def timeout_s(options: SinkOptions) -> float:
     return options.transaction_timeout_ms / 1000
 
 
-# ---------------------------------------------------------------------------------- rows
-
-
-RowSink = Any  # a callable send(topic, value, key, partition, headers)
-
-
-def send_arrow_batch(batch: Any, default_topic: str | None, send: RowSink) -> int:
-    """Send every row of an Arrow record batch with Spark's Kafka sink columns."""
-    names = batch.schema.names
-    n = batch.num_rows
-    values = batch.column(names.index("value")).to_pylist()
-    keys = batch.column(names.index("key")).to_pylist() if "key" in names else [None] * n
-    if "topic" in names:
-        topics = batch.column(names.index("topic")).to_pylist()
-    else:
-        topics = [default_topic] * n
-    if default_topic is not None and "topic" in names:
-        topics = [default_topic] * n  # the option overrides the column, as in Spark
-    partitions = (
-        batch.column(names.index("partition")).to_pylist() if "partition" in names else [None] * n
-    )
-    if "headers" in names:
-        headers = [
-            [(h["key"], h["value"]) for h in row] if row else None
-            for row in batch.column(names.index("headers")).to_pylist()
-        ]
-    else:
-        headers = [None] * n
-    for topic, value, key, partition, row_headers in zip(
-        topics, values, keys, partitions, headers, strict=True
-    ):
-        if topic is None:
-            raise ValueError("a row has a null topic and no 'topic' option is set")
-        send(topic, value, key, partition, row_headers)
-    return n
-
-
-def _non_empty(batches: Iterable[Any]) -> Iterator[Any]:
-    return (b for b in batches if b.num_rows)
-
-
-class _Delivery:
-    """Collects the first delivery failure of a task's records."""
-
-    def __init__(self) -> None:
-        self.error: BaseException | None = None
-
-    def __call__(self, error: Any, _metadata: Any) -> None:
-        if error is not None and self.error is None:
-            self.error = error
-
-    def check(self) -> None:
-        if self.error is not None:
-            raise RuntimeError(f"a record could not be written: {self.error}") from self.error
-
-
 # ---------------------------------------------------------------------------------- tasks
 
 
@@ -222,7 +167,7 @@ def write_task(
 
     fault("task.start")
     if not options.exactly_once:
-        rows = _non_empty(batches)
+        rows = non_empty(batches)
         first = next(rows, None)
         if first is None:
             return NothingToCommit(info.partition_id, 0)
@@ -337,7 +282,7 @@ def _write_at_least_once(
 ) -> NothingToCommit:
     """deliveryGuarantee=at_least_once: an idempotent producer, flushed before returning."""
     timeout = timeout_s(options)
-    delivery = _Delivery()
+    delivery = Delivery()
     with Producer(producer_config(options, None)) as producer:
 
         def send(topic: str, value: Any, key: Any, partition: Any, headers: Any) -> None:
