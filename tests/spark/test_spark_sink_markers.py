@@ -8,6 +8,8 @@ an error naming what changed."""
 from __future__ import annotations
 
 import contextlib
+import time
+import types
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
@@ -18,12 +20,14 @@ from support.broker import BrokerProcess
 from onceflow.client.admin import AdminClient, NewTopic
 from onceflow.spark.committer import SinkCommitError, abort_batch, commit_batch
 from onceflow.spark.faults import FaultInjected
+from onceflow.spark.keepalive import MarkerKeepAlive
+from onceflow.spark.markers import query_group
 from onceflow.spark.options import parse_sink_options
 from onceflow.spark.orders import end_offsets, read_committed
 from onceflow.spark.twophase import TaskInfo, write_task
 
 TOPICS = ("mk-layout", "mk-shrink", "mk-vanish", "mk-foreign", "mk-expiry", "mk-moved")
-TOPICS += ("mk-moved-progress", "mk-late", "mk-timeout")
+TOPICS += ("mk-moved-progress", "mk-late", "mk-alive")
 
 
 @pytest.fixture(scope="module")
@@ -93,9 +97,10 @@ def _assert_exactly(bootstrap: str, topic: str, ids: Iterable[int]) -> None:
     assert lso == hw, f"open transactions left on {topic}: LSO {lso} != HW {hw}"
 
 
-def _delete_groups(bootstrap: str, prefix: str) -> None:
+def _delete_groups(bootstrap: str, prefix: str, only: str | None = None) -> None:
     with AdminClient({"bootstrap.servers": bootstrap}) as admin:
         groups = [g.group_id for g in admin.list_groups() if prefix in g.group_id]
+        groups = [g for g in groups if only is None or g == only]
         assert groups
         admin.delete_groups(groups)
 
@@ -208,3 +213,34 @@ def test_a_late_attempt_that_fences_the_accepted_one(bootstrap):
     _assert_exactly(bootstrap, topic, [])
     assert _run_batch(options, "q-late", 0, prefix, [range(0, 10)]) is None
     _assert_exactly(bootstrap, topic, range(0, 10))
+
+
+def test_an_idle_query_kept_alive_runs_its_next_batch(bootstrap):
+    """A query committed batches 0 and 1, then its input went quiet for longer than
+    offsets.retention.minutes: the driver's query marker expired (deleted here). Without a
+    keep-alive the next batch is refused ("gone") until restarted with the documented
+    recreateMarkersAtBatch; with MarkerKeepAlive running while the query is idle, the next
+    batches run."""
+    topic, prefix = "mk-alive", "t-alive"
+    options = _options(bootstrap, topic)
+    sink_options = {"kafka.bootstrap.servers": bootstrap, "topic": topic}
+    sink_options["transactional.id.prefix"] = prefix
+    for batch in range(2):
+        ids = range(batch * 10, batch * 10 + 10)
+        assert _run_batch(options, "q-alive", batch, prefix, [ids, []]) is None
+    _delete_groups(bootstrap, prefix, only=query_group(prefix))
+    error = _run_batch(options, "q-alive", 2, prefix, [range(20, 30), []])
+    assert error is not None and "gone" in str(error), error
+    recover = _options(bootstrap, topic, recreateMarkersAtBatch="2")
+    assert _run_batch(recover, "q-alive", 2, prefix, [range(20, 30), []]) is None
+    query = types.SimpleNamespace(id="q-alive", isActive=True)
+    with MarkerKeepAlive(query, sink_options, interval_s=0.05) as keeper:
+        deadline = time.monotonic() + 30
+        while keeper.refreshed == 0:
+            assert time.monotonic() < deadline, "the keep-alive never refreshed the marker"
+            time.sleep(0.05)
+    _delete_groups(bootstrap, prefix, only=query_group(prefix))  # expired; the copy lives
+    for batch in (3, 4):
+        ids = range(batch * 10, batch * 10 + 10)
+        assert _run_batch(options, "q-alive", batch, prefix, [ids, []]) is None
+    _assert_exactly(bootstrap, topic, range(0, 50))

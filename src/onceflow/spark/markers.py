@@ -12,7 +12,10 @@ Markers are committed consumer-group offsets on partition 0 of the marker topic
 - the query marker, group `...query`: offset `N + 1` once every share of batch N is committed,
   with the query id and `tasks`, the number of task partitions that may hold a committed share
   of batch N + 1 (no task id at or above it does). The driver commits it after the shares of
-  a batch, and before them when the batch has more task partitions than `tasks`.
+  a batch, and before them when the batch has more task partitions than `tasks`. For a fixed
+  batch `tasks` only grows, so of two copies the later is the one with the larger (batch,
+  tasks). `MarkerKeepAlive` (`onceflow.spark.keepalive`) keeps a copy alive in group `...alive`
+  while the query is idle.
 
 A re-run task whose marker covers its batch compares fingerprints (`check_same_share`); the
 driver compares the query marker with the batch it commits (`check_query_marker`). Every
@@ -38,9 +41,11 @@ __all__ = [
     "TaskMarker",
     "check_query_marker",
     "check_same_share",
+    "alive_group",
     "check_task_marker",
     "query_group",
     "read_query_marker",
+    "refresh_query_marker",
     "read_task_marker",
     "task_group",
     "write_query_marker",
@@ -63,6 +68,11 @@ def task_group(prefix: str, partition_id: int) -> str:
 
 def query_group(prefix: str) -> str:
     return f"{GROUP_PREFIX}{prefix}.query"
+
+
+def alive_group(prefix: str) -> str:
+    """The keep-alive's copy of the query marker."""
+    return f"{GROUP_PREFIX}{prefix}.alive"
 
 
 class RowDigest:
@@ -172,12 +182,9 @@ def read_task_marker(
     return None if committed is None else TaskMarker.parse(group, committed[1])
 
 
-def read_query_marker(
-    admin: AdminClient, prefix: str, timeout: float
+def _read_one(
+    admin: AdminClient, group: str, timeout: float
 ) -> tuple[TopicPartition, QueryMarker] | None:
-    """The query marker and the partition it is on (looked up on every partition, so that a
-    changed `topic` or `progressTopic` shows as markers elsewhere, not as no markers)."""
-    group = query_group(prefix)
     found = admin.list_consumer_group_offsets(group, None, require_stable=True, timeout=timeout)
     for tp, committed in sorted(found.items()):
         if committed is not None:
@@ -185,16 +192,46 @@ def read_query_marker(
     return None
 
 
+def read_query_marker(
+    admin: AdminClient, prefix: str, timeout: float
+) -> tuple[TopicPartition, QueryMarker] | None:
+    """The query marker and the partition it is on (looked up on every partition, so that a
+    changed `topic` or `progressTopic` shows as markers elsewhere, not as no markers): the
+    later of the driver's copy and the keep-alive's (`refresh_query_marker`)."""
+    copies = [_read_one(admin, g, timeout) for g in (query_group(prefix), alive_group(prefix))]
+    found = [c for c in copies if c is not None]
+    return max(found, key=lambda c: (c[1].batch_id, c[1].tasks)) if found else None
+
+
 def write_query_marker(
-    admin: AdminClient, prefix: str, where: TopicPartition, marker: QueryMarker, timeout: float
+    admin: AdminClient,
+    prefix: str,
+    where: TopicPartition,
+    marker: QueryMarker,
+    timeout: float,
+    group: str | None = None,
 ) -> None:
-    """Commit the query marker (OffsetCommit for a group without members)."""
-    result = admin.alter_consumer_group_offsets(
-        query_group(prefix), {where: marker.committed()}, timeout=timeout
-    )
+    """Commit the query marker (OffsetCommit for a group without members) to the driver's
+    group, or to `group`."""
+    group = group or query_group(prefix)
+    result = admin.alter_consumer_group_offsets(group, {where: marker.committed()}, timeout)
     code = result.get(where)
     if code is None or code.name != "NONE":
-        raise RuntimeError(f"could not commit the query marker of {prefix}: {code}")
+        raise RuntimeError(f"could not commit the query marker to {group}: {code}")
+
+
+def refresh_query_marker(admin: AdminClient, prefix: str, timeout: float) -> QueryMarker | None:
+    """Keep the query marker alive: commit the current one (the later of the two copies) to
+    the keep-alive's own group. Never to the driver's group, which the driver's commits may be
+    moving on meanwhile; the keep-alive's copy may lag, and readers take the later copy, so
+    the race costs nothing. Returns the marker committed (None before the query's first
+    commit)."""
+    found = read_query_marker(admin, prefix, timeout)
+    if found is None:
+        return None
+    where, marker = found
+    write_query_marker(admin, prefix, where, marker, timeout, alive_group(prefix))
+    return marker
 
 
 # ---------------------------------------------------------------------------------- checks
