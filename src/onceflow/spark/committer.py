@@ -207,6 +207,8 @@ def _commit_all(
 
     with ThreadPoolExecutor(min(len(prepared), COMMIT_THREADS)) as pool:
         list(pool.map(commit, prepared))
+    if len(prepared) == 1 and options.faults:  # no other commit to stop before: stop after it
+        fault_point(options.faults, options.faults_dir, "driver.between_commits", batch_id)
 
 
 class _Committers:

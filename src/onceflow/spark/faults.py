@@ -16,7 +16,8 @@ and progress marker written, transaction left open), `driver.before_commit`,
 `driver.between_commits` (in the driver's commit pool, on the way to committing one task
 partition's transaction, once the first prepared task's commit has finished: with no partition
 every other task's commit stops there, with `:p` only task partition p's while the pool commits
-the rest), `driver.after_commit` (all committed, before Spark records the batch as done).
+the rest; a batch with one prepared transaction stops after its commit),
+`driver.after_commit` (all committed, before Spark records the batch as done).
 """
 
 from __future__ import annotations
