@@ -27,7 +27,7 @@ from onceflow.spark.orders import end_offsets, read_committed
 from onceflow.spark.twophase import TaskInfo, write_task
 
 TOPICS = ("mk-layout", "mk-shrink", "mk-vanish", "mk-foreign", "mk-expiry", "mk-moved")
-TOPICS += ("mk-moved-progress", "mk-late", "mk-alive")
+TOPICS += ("mk-moved-progress", "mk-late", "mk-alive", "mk-retarget-a", "mk-retarget-b")
 
 
 @pytest.fixture(scope="module")
@@ -196,6 +196,27 @@ def test_markers_moved_by_a_changed_progress_topic_is_an_error(bootstrap):
     assert error is not None and "mk-moved-progress" in str(error), error
     assert _run_batch(options, "q-moved", 1, prefix, [range(10, 20)]) is None
     _assert_exactly(bootstrap, topic, range(0, 20))
+
+
+def test_a_changed_topic_option_is_an_error(bootstrap):
+    """Batch 1 committed to topic mk-retarget-a (markers on progressTopic mk-moved-progress),
+    the driver died before Spark recorded it, and the query restarts with topic
+    mk-retarget-b: the committed shares must not be written again to the new topic."""
+    prefix, progress = "t-retarget", {"progressTopic": "mk-moved-progress"}
+    old = _options(bootstrap, "mk-retarget-a", **progress)
+    assert _run_batch(old, "q-retarget", 0, prefix, [range(0, 10)]) is None
+    faulty = _options(
+        bootstrap, "mk-retarget-a", **progress, **{"onceflow.faults": "driver.after_commit@1=raise"}
+    )
+    _crash_after_commit(faulty, "q-retarget", 1, prefix, [range(10, 20)])
+    new = _options(bootstrap, "mk-retarget-b", **progress)
+    error = _run_batch(new, "q-retarget", 1, prefix, [range(10, 20)])
+    assert error is not None and "'mk-retarget-a', now 'mk-retarget-b'" in str(error), error
+    _assert_exactly(bootstrap, "mk-retarget-b", [])
+    assert _run_batch(old, "q-retarget", 1, prefix, [range(10, 20)]) is None
+    assert _run_batch(new, "q-retarget", 2, prefix, [range(20, 30)]) is None  # changed after
+    _assert_exactly(bootstrap, "mk-retarget-a", range(0, 20))
+    _assert_exactly(bootstrap, "mk-retarget-b", range(20, 30))
 
 
 def test_a_late_attempt_that_fences_the_accepted_one(bootstrap):
