@@ -32,6 +32,7 @@ from typing import Any
 
 from onceflow.client.admin import AdminClient, TopicPartition
 from onceflow.client.offsets import OffsetAndMetadata
+from onceflow.protocol.errors import ErrorCode
 
 __all__ = [
     "GROUP_PREFIX",
@@ -216,7 +217,7 @@ def write_query_marker(
     group = group or query_group(prefix)
     result = admin.alter_consumer_group_offsets(group, {where: marker.committed()}, timeout)
     code = result.get(where)
-    if code is None or code.name != "NONE":
+    if code != ErrorCode.NONE:
         raise RuntimeError(f"could not commit the query marker to {group}: {code}")
 
 
