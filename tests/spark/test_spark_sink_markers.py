@@ -26,7 +26,15 @@ from onceflow.spark.options import parse_sink_options
 from onceflow.spark.orders import end_offsets, read_committed
 from onceflow.spark.twophase import TaskInfo, write_task
 
-TOPICS = ("mk-layout", "mk-shrink", "mk-vanish", "mk-foreign", "mk-expiry", "mk-moved")
+TOPICS = (
+    "mk-layout",
+    "mk-emptied",
+    "mk-shrink",
+    "mk-vanish",
+    "mk-foreign",
+    "mk-expiry",
+    "mk-moved",
+)
 TOPICS += ("mk-moved-progress", "mk-late", "mk-alive", "mk-retarget-a", "mk-retarget-b")
 
 
@@ -123,6 +131,23 @@ def test_replay_with_another_task_layout_is_an_error_not_duplicates(bootstrap):
     # the documented recovery: restart with the layout the batch was first planned with
     assert _run_batch(options, "q-layout", 0, prefix, [range(0, 20), range(20, 40)]) is None
     _assert_exactly(bootstrap, topic, range(0, 40))
+
+
+def test_a_task_that_committed_rows_and_is_empty_in_the_replay(bootstrap):
+    """Task 0 committed its 10 rows of batch 0 before the crash; after the restart all 20
+    rows of the batch land in task 1 and task 0 has none. Task 0 writes nothing either way,
+    but it must not let task 1 write its rows a second time."""
+    topic, prefix = "mk-emptied", "t-emptied"
+    faulty = _options(bootstrap, topic, **{"onceflow.faults": "driver.between_commits@0=raise"})
+    first = _tasks(faulty, "q-emptied", 0, prefix, [range(0, 10), range(10, 20)])
+    with pytest.raises(FaultInjected):
+        commit_batch(faulty, first, 0)
+    options = _options(bootstrap, topic)
+    error = _run_batch(options, "q-emptied", 0, prefix, [[], range(0, 20)])
+    _assert_exactly(bootstrap, topic, range(0, 10))
+    assert error is not None and "it committed 10 rows, the re-run has 0 rows" in str(error)
+    assert _run_batch(options, "q-emptied", 0, prefix, [range(0, 10), range(10, 20)]) is None
+    _assert_exactly(bootstrap, topic, range(0, 20))
 
 
 def test_replay_with_fewer_tasks_after_all_commits_is_an_error(bootstrap):
