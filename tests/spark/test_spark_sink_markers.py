@@ -23,7 +23,7 @@ from onceflow.spark.faults import FaultInjected
 from onceflow.spark.keepalive import MarkerKeepAlive
 from onceflow.spark.markers import query_group
 from onceflow.spark.options import parse_sink_options
-from onceflow.spark.orders import end_offsets, read_committed
+from onceflow.spark.orders import end_offsets, read_committed, wait_until_stable
 from onceflow.spark.twophase import TaskInfo, write_task
 
 TOPICS = (
@@ -94,6 +94,7 @@ def _output(bootstrap: str, topic: str) -> Counter:
 
 
 def _assert_exactly(bootstrap: str, topic: str, ids: Iterable[int]) -> None:
+    wait_until_stable(bootstrap, topic, 2)
     got = _output(bootstrap, topic)
     duplicates = sorted(i for i, n in got.items() if n > 1)
     missing = sorted(set(ids) - set(got))

@@ -15,7 +15,7 @@ from support.broker import BrokerProcess
 from onceflow.client.admin import AdminClient, NewTopic
 from onceflow.spark.committer import SinkCommitError, abort_batch, commit_batch
 from onceflow.spark.options import parse_sink_options
-from onceflow.spark.orders import end_offsets, read_committed
+from onceflow.spark.orders import read_committed, wait_until_stable
 from onceflow.spark.twophase import TaskInfo, write_task
 
 TIMEOUT_MS = 1000
@@ -47,6 +47,7 @@ def _batch(ids: range):
 
 
 def _values(bootstrap: str, topic: str) -> Counter:
+    assert wait_until_stable(bootstrap, topic, 1), f"a transaction stays open on {topic}"
     return Counter(int(r.value) for r in read_committed(bootstrap, topic, 1))
 
 
@@ -72,12 +73,8 @@ def test_a_batch_longer_than_the_timeout_fails_naming_the_settings(bootstrap):
     batch writes it exactly once."""
     options = _options(bootstrap, "to-slow-batch")
     message = write_task(options, TaskInfo("q-slow", 0, 0, 0), "t-slow", iter([_batch(range(5))]))
-    deadline = time.monotonic() + 30
-    while end_offsets(bootstrap, "to-slow-batch", 1, True) != end_offsets(
-        bootstrap, "to-slow-batch", 1, False
-    ):  # until the broker has aborted the transaction
-        assert time.monotonic() < deadline, "the broker never aborted the transaction"
-        time.sleep(0.1)
+    # until the broker has aborted the transaction
+    assert wait_until_stable(bootstrap, "to-slow-batch", 1), "the transaction was never aborted"
     with pytest.raises(SinkCommitError) as raised:
         commit_batch(options, [message], 0)
     text = str(raised.value)
