@@ -205,13 +205,49 @@ def test_local_cluster_separate_executors(pipeline: Pipeline) -> None:
     assert_exactly_once(p)
 
 
+def test_driver_killed_while_the_commit_pool_has_committed_some(pipeline: Pipeline) -> None:
+    """The production commit path: the driver's pool commits batch 1's transactions in
+    parallel, and the driver is killed while task partition 2's commit is held back and the
+    others are committed. The output shows part of batch 1, no duplicate; the restart
+    finishes exactly once."""
+    p = pipeline
+    _expect_fault(p, "driver.between_commits@1:2", "driver.between_commits@1:2")
+    batch_0 = {order_id for _, order_id in p.input_ids({}, p.batch_end_offsets(0))}
+    batch_1 = {
+        order_id for _, order_id in p.input_ids(p.batch_end_offsets(0), p.batch_end_offsets(1))
+    }
+    visible = p.output_ids()
+    assert len(visible) == len(set(visible)), "duplicates after the crash"
+    assert batch_0 < set(visible) < batch_0 | batch_1, "not a partly committed batch 1"
+    _finish(p)
+    assert_exactly_once(p)
+
+
+@pytest.mark.parametrize("pipeline", [ONCEFLOW], indirect=True)  # the sink's own check
+def test_restart_with_another_task_layout_is_refused(pipeline: Pipeline) -> None:
+    """Killed between the commits of batch 1 (task partition 0's share committed), then
+    restarted with maxRecordsPerPartition, which cuts batch 1 into other tasks: the query
+    stops with an error naming the change instead of writing duplicates (on the old markers
+    it wrote hundreds). Restarted as first planned, it finishes exactly once."""
+    p = pipeline
+    _expect_fault(p, "driver.between_commits@1", "driver.between_commits@1")
+    outcome = p.run(*PER_TRIGGER, "--max-records-per-partition", "40")
+    assert outcome.exit_code not in (0, None), (outcome, p.log_tail())
+    assert "the re-run is not the same" in p.log.read_text(errors="replace"), p.log_tail()
+    records = read_output(p.bootstrap, p.output, p.partitions)
+    assert not output_problems(records, p.committed_ids, complete=False)
+    _finish(p)
+    assert_exactly_once(p)
+
+
 ZOMBIE = """
 import json, sys, time
 from pathlib import Path
 import pyarrow as pa
 from onceflow.spark.options import parse_sink_options
 from onceflow.spark.orders import validated_value
-from onceflow.spark.twophase import TaskInfo, commit_batch, default_prefix, write_task
+from onceflow.spark.committer import commit_batch
+from onceflow.spark.twophase import TaskInfo, default_prefix, write_share
 from onceflow.spark.twophase import query_id_from_checkpoint
 
 bootstrap, output, checkpoint, go_file, ids = sys.argv[1:6]
@@ -230,8 +266,8 @@ def rows():
     yield pa.RecordBatch.from_pydict({"key": keys[half:], "value": values[half:]})
 
 info = TaskInfo(query_id, batch_id=1, partition_id=0, attempt=0)
-try:
-    message = write_task(options, info, default_prefix(query_id), rows())
+try:  # write_share, not write_task: the pause must fall while the rows are being sent
+    message = write_share(options, info, default_prefix(query_id), rows())
     commit_batch(options, [message], 1)
     print("zombie committed", flush=True)
 except Exception as exc:

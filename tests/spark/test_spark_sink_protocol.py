@@ -20,6 +20,7 @@ from support.broker import BrokerProcess
 
 import onceflow.spark
 from onceflow.client.admin import AdminClient, NewTopic
+from onceflow.spark.committer import SinkCommitError, abort_batch, commit_batch
 from onceflow.spark.options import OptionError, parse_sink_options
 from onceflow.spark.orders import end_offsets, read_committed
 from onceflow.spark.sink import validate_sink_schema
@@ -27,10 +28,7 @@ from onceflow.spark.twophase import (
     AlreadyCommitted,
     NothingToCommit,
     PreparedTransaction,
-    SinkCommitError,
     TaskInfo,
-    abort_batch,
-    commit_batch,
     write_task,
 )
 
@@ -125,7 +123,7 @@ def test_commit_refuses_a_batch_with_a_failed_task(sink_broker):
 def test_empty_task_opens_no_transaction(sink_broker):
     options = _options(sink_broker.bootstrap, "sink-c")
     message = write_task(options, TaskInfo("q3", 0, 0, 0), "test-q3", iter([]))
-    assert message == NothingToCommit(0, 0)
+    assert message == NothingToCommit(0, 0, None, "q3", "test-q3")
 
 
 def test_transaction_timeout_above_the_broker_maximum_is_a_clear_error(sink_broker):

@@ -13,7 +13,10 @@ a listed point in that batch (and task partition), it acts:
 Task points fire on a task's first attempt only, so a retried task goes through. The points:
 `task.start`, `task.midway` (after the first Arrow batch was sent), `task.prepared` (records
 and progress marker written, transaction left open), `driver.before_commit`,
-`driver.between_commits` (after the first task's transaction committed),
+`driver.between_commits` (in the driver's commit pool, on the way to committing one task
+partition's transaction, once the first prepared task's commit has finished: with no partition
+every other task's commit stops there, with `:p` only task partition p's while the pool commits
+the rest; a batch with one prepared transaction stops after its commit),
 `driver.after_commit` (all committed, before Spark records the batch as done).
 """
 

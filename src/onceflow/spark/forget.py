@@ -3,7 +3,7 @@
 The exactly-once sink gives each write task partition `p` a transactional id `<prefix>-<p>`
 (`onceflow.spark.twophase`; the prefix is the sink's `transactional.id.prefix`, else
 `onceflow-<query id>`) and progress-marker groups named after the prefix (see
-`MARKER_GROUP_PREFIX`). Nothing removes them when a query is retired: the groups stay in group
+`GROUP_PREFIX`). Nothing removes them when a query is retired: the groups stay in group
 listings until `offsets.retention.minutes` passes, and a transaction the query left open holds
 back read_committed readers of its output until `transaction.timeout.ms` passes.
 
@@ -29,6 +29,7 @@ from onceflow.client.admin import AdminClient
 from onceflow.client.errors import KafkaError, UnsupportedVersionError
 from onceflow.client.producer import Producer
 from onceflow.protocol.errors import ErrorCode
+from onceflow.spark.markers import GROUP_PREFIX
 from onceflow.spark.twophase import default_prefix, query_id_from_checkpoint, transactional_id
 
 __all__ = ["QueryState", "find_query_state", "forget_query_state", "prefix_of_checkpoint"]
@@ -61,11 +62,9 @@ def prefix_of_checkpoint(checkpoint: str) -> str:
     return default_prefix(query_id)
 
 
-# Marker groups named `onceflow-markers.<prefix>.<kind>` (task-<p>, query, alive): the format
-# that onceflow.spark.markers.GROUP_PREFIX introduces on the issue-19 markers branch; import that
-# constant instead once both branches are merged. Older sinks named each task's marker group
-# like its transactional id, `<prefix>-<p>`; both are recognised.
-MARKER_GROUP_PREFIX = "onceflow-markers."
+# Marker groups are named `onceflow-markers.<prefix>.<kind>` (task-<p>, query, alive:
+# onceflow.spark.markers). Older sinks named each task's marker group like its transactional
+# id, `<prefix>-<p>`; both are recognised.
 
 
 def _task_partition(name: str, prefix: str) -> int | None:
@@ -77,7 +76,7 @@ def _task_partition(name: str, prefix: str) -> int | None:
 
 
 def _is_marker_group(name: str, prefix: str) -> bool:
-    return name.startswith(f"{MARKER_GROUP_PREFIX}{prefix}.") or (
+    return name.startswith(f"{GROUP_PREFIX}{prefix}.") or (
         _task_partition(name, prefix) is not None
     )
 

@@ -280,6 +280,7 @@ class SinkOptions:
     checkpoint_location: str | None  # only when set with .option("checkpointLocation", ...)
     faults: str  # test fault points (onceflow.spark.faults); empty in production
     faults_dir: str | None
+    recreate_markers_at_batch: int | None = None  # recovery after markers expired
 
     @property
     def exactly_once(self) -> bool:
@@ -311,4 +312,5 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         checkpoint_location=options.get("checkpointlocation"),
         faults=options.get("onceflow.faults", ""),
         faults_dir=options.get("onceflow.faults.dir"),
+        recreate_markers_at_batch=_int(options, "recreatemarkersatbatch", minimum=1),
     )

@@ -29,6 +29,7 @@ __all__ = [
     "order_value",
     "read_committed",
     "validated_value",
+    "wait_until_stable",
 ]
 
 ABORTED_BASE = 1_000_000_000  # orders written in aborted transactions have ids from here
@@ -122,6 +123,21 @@ def end_offsets(bootstrap: str, topic: str, partitions: int, read_committed: boo
             isolation_level=1 if read_committed else 0,
         )
     return [results[TopicPartition(topic, p)].offset for p in range(partitions)]
+
+
+def wait_until_stable(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> bool:
+    """Wait until no transaction is open on `topic` (LSO == high watermark on every
+    partition): Kafka writes a commit's transaction markers after EndTxn has answered, so a
+    read right after a commit may not see it yet. False when `timeout` passed first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if end_offsets(bootstrap, topic, partitions, True) == end_offsets(
+            bootstrap, topic, partitions, False
+        ):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
 
 
 def read_committed(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> list:

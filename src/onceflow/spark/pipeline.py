@@ -41,6 +41,8 @@ def build_query(spark: Any, args: argparse.Namespace) -> Any:
     )
     if args.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", args.max_offsets_per_trigger)
+    if args.max_records_per_partition:
+        reader = reader.option("maxRecordsPerPartition", args.max_records_per_partition)
     orders = reader.load().select(
         "key", F.from_json(F.col("value").cast("string"), ORDER_SCHEMA).alias("o")
     )
@@ -124,6 +126,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--master", default="local[2]")
     p.add_argument("--remote", default="", help="a Spark Connect server (sc://HOST:PORT)")
     p.add_argument("--max-offsets-per-trigger", type=int, default=0)
+    p.add_argument("--max-records-per-partition", type=int, default=0)
     p.add_argument("--trigger", default="available-now", help="available-now or an interval")
     p.add_argument("--delivery-guarantee", default="exactly_once")
     p.add_argument("--faults", default="", help="sink fault points (onceflow.spark.faults)")

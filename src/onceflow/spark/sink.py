@@ -6,7 +6,8 @@ string), `topic` (string; the `topic` option overrides it), `partition` (int), `
 column fails the query when it starts.
 
 `KafkaStreamWriter` (streaming) and `KafkaBatchWriter` (batch) are Arrow writers: each task
-gets `pyarrow.RecordBatch`es. The protocol itself is in `twophase`.
+gets `pyarrow.RecordBatch`es. The protocol itself is in `twophase` (tasks), `committer`
+(driver) and `markers`.
 """
 
 from __future__ import annotations
@@ -23,11 +24,10 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
+from onceflow.spark.committer import abort_batch, commit_batch
 from onceflow.spark.options import OptionError, SinkOptions
 from onceflow.spark.twophase import (
     TaskInfo,
-    abort_batch,
-    commit_batch,
     default_prefix,
     query_id_from_checkpoint,
     write_task,
@@ -132,7 +132,7 @@ class KafkaBatchWriter(DataSourceArrowWriter):
         return write_task(self.options, _task_info(batch_id=0), self.prefix, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        commit_batch(self.options, messages, 0)
+        commit_batch(self.options, messages, 0, streaming=False)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         abort_batch(self.options, messages, 0, self.prefix)

@@ -1,26 +1,24 @@
-"""The exactly-once sink's two-phase commit between write tasks and the Spark driver.
+"""Phase one of the exactly-once sink's two-phase commit: what a write task does.
 
-Phase one runs in each write task (`write_task`), under the transactional id
-`<prefix>-<task partition>` (prefix: the `transactional.id.prefix` option, else
-`onceflow-<Spark query id>`, which survives restarts from the same checkpoint):
+Each task runs under the transactional id `<prefix>-<task partition>` (prefix: the
+`transactional.id.prefix` option, else `onceflow-<Spark query id>`, which survives restarts
+from the same checkpoint):
 
 1. `init_transactions`: fences every earlier attempt of this task partition (a retried, replaced
    or zombie attempt, a previous run of the query) and aborts what it left open.
-2. Read the task's progress marker: the offset the consumer group `<transactional id>` has
-   committed on partition 0 of the marker topic (OffsetFetch with requireStable). The marker is
-   `batch id + 1` of the last batch whose share this task partition committed. If it already
-   covers this batch, the task writes nothing (`AlreadyCommitted`): a batch re-run after a
-   driver crash leaves committed shares alone.
-3. Open a transaction, send the rows, add the marker `batch id + 1` to the same transaction
-   (`send_offsets_to_transaction`, while the rows are still in flight), flush, and return
-   `PreparedTransaction` (transactional id, producer id, epoch) **without committing**.
+2. Read the task's progress marker (`onceflow.spark.markers`, OffsetFetch with requireStable).
+   A marker of another query or of a later batch is an error. A marker of this batch means the
+   share was committed before a restart: the task reads its rows without writing them, and
+   reports `AlreadyCommitted` when they are the rows committed (same count and digest), else
+   fails naming what changed.
+3. Open a transaction, send the rows, add the marker with the share's fingerprint to the same
+   transaction (`send_offsets_to_transaction`, while the rows are still in flight), flush, and
+   return `PreparedTransaction` (transactional id, producer id, epoch) **without committing**.
    Nothing is visible to read_committed consumers yet.
 
-Phase two runs on the driver once Spark has decided the batch (`commit_batch`): every
-prepared transaction is committed with `Producer.resume_transaction(id, epoch)` and EndTxn,
-which is idempotent (a transaction already committed with that id and epoch answers success).
-`abort_batch` aborts what a failed batch left open by running InitProducerId on every task
-partition's transactional id. The records and the marker commit or abort together, so a task's
+A task with no rows opens no transaction, but still checks its marker: a share committed
+before a restart must not vanish into other tasks. Phase two, on the driver, is in
+`onceflow.spark.committer`. The records and the marker commit or abort together, so a task's
 share of a batch is in the output exactly once, whichever crash happened where.
 """
 
@@ -28,41 +26,56 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pyspark.sql.datasource import WriterCommitMessage
 
 from onceflow.client.admin import AdminClient, TopicPartition
-from onceflow.client.errors import IllegalStateError, KafkaError, ProducerFencedError
-from onceflow.client.offsets import OffsetAndMetadata
+from onceflow.client.errors import KafkaError
 from onceflow.client.producer import Producer
 from onceflow.client.producer.txn.states import TxnApi
 from onceflow.protocol.errors import ErrorCode
 from onceflow.spark.faults import fault_point
+from onceflow.spark.markers import (
+    RowDigest,
+    TaskMarker,
+    check_same_share,
+    check_task_marker,
+    read_task_marker,
+    task_group,
+)
 from onceflow.spark.options import SinkOptions
+from onceflow.spark.rows import Delivery, non_empty, send_arrow_batch
+from onceflow.spark.spool import Spool
 
 __all__ = [
     "AlreadyCommitted",
     "NothingToCommit",
     "PreparedTransaction",
+    "Settled",
     "TaskInfo",
-    "abort_batch",
-    "commit_batch",
+    "TransactionTimeoutError",
+    "admin_for",
+    "fence",
+    "read_marker",
+    "marker_partition",
+    "producer_config",
+    "settled_marker",
+    "timeout_s",
+    "transaction_timeout_advice",
+    "transactional_id",
+    "write_share",
     "write_task",
 ]
 
 log = logging.getLogger(__name__)
 
 MARKER_PARTITION = 0
-MARKER_METADATA = "onceflow spark sink: batch {batch}"
-COMMIT_THREADS = 8
-COMMITTERS_KEPT = 32  # committing producers a driver worker keeps between batches
+UNSTABLE_WAIT_S = 2.0  # how long an empty task waits for a pending marker before fencing
 
 
 @dataclass(frozen=True)
@@ -85,15 +98,25 @@ class PreparedTransaction(WriterCommitMessage):
     batch_id: int
     partition_id: int
     records: int
+    query_id: str = ""
+    prefix: str | None = None
+    opened_at: float = 0.0  # time.time() when the transaction's first record was sent
+
+
+class TransactionTimeoutError(RuntimeError):
+    """A transaction outlived `transaction.timeout.ms`: the broker aborts it."""
 
 
 @dataclass(frozen=True)
 class AlreadyCommitted(WriterCommitMessage):
-    """A re-run task whose share of the batch was committed before (its marker says so)."""
+    """A re-run task whose share of the batch was committed before (its marker says so, and
+    its rows are the ones committed)."""
 
     transactional_id: str
     batch_id: int
     partition_id: int
+    query_id: str = ""
+    prefix: str | None = None
 
 
 @dataclass(frozen=True)
@@ -103,11 +126,8 @@ class NothingToCommit(WriterCommitMessage):
     partition_id: int
     records: int
     transactional_id: str | None = None
-
-
-class SinkCommitError(RuntimeError):
-    """The driver could not commit a prepared transaction; the batch's share is not in the
-    output, and the query must restart from its checkpoint to write it again."""
+    query_id: str = ""
+    prefix: str | None = None
 
 
 def transactional_id(prefix: str, partition_id: int) -> str:
@@ -126,65 +146,9 @@ def producer_config(options: SinkOptions, txn_id: str | None) -> dict[str, Any]:
     return config
 
 
-def _timeout_s(options: SinkOptions) -> float:
+def timeout_s(options: SinkOptions) -> float:
     """How long one step (init, flush, commit) may wait: the transaction's own timeout."""
     return options.transaction_timeout_ms / 1000
-
-
-# ---------------------------------------------------------------------------------- rows
-
-
-RowSink = Any  # a callable send(topic, value, key, partition, headers)
-
-
-def send_arrow_batch(batch: Any, default_topic: str | None, send: RowSink) -> int:
-    """Send every row of an Arrow record batch with Spark's Kafka sink columns."""
-    names = batch.schema.names
-    n = batch.num_rows
-    values = batch.column(names.index("value")).to_pylist()
-    keys = batch.column(names.index("key")).to_pylist() if "key" in names else [None] * n
-    if "topic" in names:
-        topics = batch.column(names.index("topic")).to_pylist()
-    else:
-        topics = [default_topic] * n
-    if default_topic is not None and "topic" in names:
-        topics = [default_topic] * n  # the option overrides the column, as in Spark
-    partitions = (
-        batch.column(names.index("partition")).to_pylist() if "partition" in names else [None] * n
-    )
-    if "headers" in names:
-        headers = [
-            [(h["key"], h["value"]) for h in row] if row else None
-            for row in batch.column(names.index("headers")).to_pylist()
-        ]
-    else:
-        headers = [None] * n
-    for topic, value, key, partition, row_headers in zip(
-        topics, values, keys, partitions, headers, strict=True
-    ):
-        if topic is None:
-            raise ValueError("a row has a null topic and no 'topic' option is set")
-        send(topic, value, key, partition, row_headers)
-    return n
-
-
-def _non_empty(batches: Iterable[Any]) -> Iterator[Any]:
-    return (b for b in batches if b.num_rows)
-
-
-class _Delivery:
-    """Collects the first delivery failure of a task's records."""
-
-    def __init__(self) -> None:
-        self.error: BaseException | None = None
-
-    def __call__(self, error: Any, _metadata: Any) -> None:
-        if error is not None and self.error is None:
-            self.error = error
-
-    def check(self) -> None:
-        if self.error is not None:
-            raise RuntimeError(f"a record could not be written: {self.error}") from self.error
 
 
 # ---------------------------------------------------------------------------------- tasks
@@ -202,40 +166,77 @@ def write_task(
         )  # fmt: skip
 
     fault("task.start")
-    rows = _non_empty(batches)
-    first = next(rows, None)
-    if first is None:
-        return NothingToCommit(info.partition_id, 0)
     if not options.exactly_once:
+        rows = non_empty(batches)
+        first = next(rows, None)
+        if first is None:
+            return NothingToCommit(info.partition_id, 0)
         return _write_at_least_once(options, info, first, rows)
+    with Spool(batches) as spool:  # all rows read before the transaction's clock starts
+        if not spool.rows:
+            return _empty_task(options, info, prefix)
+        return write_share(options, info, prefix, spool, fault)
+
+
+def write_share(
+    options: SinkOptions,
+    info: TaskInfo,
+    prefix: str,
+    spool: Iterable[Any],
+    fault: Callable[[str], None] = lambda point: None,
+) -> WriterCommitMessage:
+    """Steps 1-3 of the module docstring for a task's rows (`spool`: non-empty record
+    batches, iterated once, already read from Spark)."""
     txn_id = transactional_id(prefix, info.partition_id)
-    timeout = _timeout_s(options)
+    timeout = timeout_s(options)
     producer = Producer(producer_config(options, txn_id))
     try:
         try:
             producer.init_transactions(timeout)
         except KafkaError as exc:
             raise _init_error(exc, options, txn_id) from exc
-        if _already_committed(options, txn_id, info.batch_id, timeout):
+        marker = read_marker(options, prefix, info.partition_id, timeout)
+        check_task_marker(marker, info.query_id, info.batch_id, info.partition_id, prefix)
+        if marker is not None and marker.batch_id == info.batch_id:
+            digest = RowDigest()
+            for batch in spool:  # read, do not write: compare with what was committed
+                send_arrow_batch(batch, options.topic, digest.add)
+            check_same_share(marker, digest, options.topic or "", info.partition_id)
             log.info("%s: batch %d already committed; writing nothing", txn_id, info.batch_id)
-            return AlreadyCommitted(txn_id, info.batch_id, info.partition_id)
+            return AlreadyCommitted(txn_id, info.batch_id, info.partition_id, info.query_id, prefix)
         producer.begin_transaction()
-        count = send_arrow_batch(first, options.topic, producer.send)
-        if options.faults:
-            producer.flush(timeout)  # so that a crash at task.midway leaves records behind
-        fault("task.midway")
-        for batch in rows:
-            count += send_arrow_batch(batch, options.topic, producer.send)
+        opened_at = time.time()
+        digest = RowDigest()
+
+        def send(topic: str, value: Any, key: Any, partition: Any, headers: Any) -> None:
+            digest.add(topic, value, key, partition, headers)
+            producer.send(topic, value, key, partition, headers)
+
+        for n, batch in enumerate(spool):
+            send_arrow_batch(batch, options.topic, send)
+            _check_age(options, txn_id, opened_at)
+            if n == 0:
+                if options.faults:
+                    producer.flush(timeout)  # so that a crash at task.midway leaves records
+                fault("task.midway")
         # the marker joins the transaction (AddOffsetsToTxn, TxnOffsetCommit) while the
         # records are still being produced, then the flush waits for the records
-        marker = OffsetAndMetadata(info.batch_id + 1, MARKER_METADATA.format(batch=info.batch_id))
-        producer.send_offsets_to_transaction({marker_partition(options): marker}, txn_id, timeout)
+        marker = TaskMarker(
+            info.query_id, info.batch_id, digest.rows, digest.hexdigest, options.topic or "",
+            (producer.producer_id, producer.producer_epoch),
+        )  # fmt: skip
+        producer.send_offsets_to_transaction(
+            {marker_partition(options): marker.committed()},
+            task_group(prefix, info.partition_id),
+            timeout,
+        )
         producer.flush(timeout)
         _raise_if_abortable(producer)
+        _check_age(options, txn_id, opened_at)
         fault("task.prepared")
         return PreparedTransaction(
             txn_id, producer.producer_id, producer.producer_epoch, info.batch_id,
-            info.partition_id, count,
+            info.partition_id, digest.rows, info.query_id, prefix, opened_at,
         )  # fmt: skip
     except BaseException:
         _abort_quietly(producer)
@@ -244,12 +245,44 @@ def write_task(
         producer.close(timeout=0)
 
 
+def transaction_timeout_advice(options: SinkOptions) -> str:
+    return (
+        f"Raise the sink option kafka.transaction.timeout.ms (now "
+        f"{options.transaction_timeout_ms}), up to the broker's transaction.max.timeout.ms "
+        "(900000 by default; the broker refuses more), or make batches smaller "
+        "(maxOffsetsPerTrigger) or with fewer task waves (more executor cores)."
+    )
+
+
+def _check_age(options: SinkOptions, txn_id: str, opened_at: float) -> None:
+    """Fail fast once the transaction is older than its timeout: the broker aborts it, and
+    every retry of a task this slow would fail the same way."""
+    age = time.time() - opened_at
+    if age * 1000 > options.transaction_timeout_ms:
+        raise TransactionTimeoutError(
+            f"{txn_id}: the task's transaction has been open for {age:.1f} s, longer than "
+            f"kafka.transaction.timeout.ms={options.transaction_timeout_ms}: the broker "
+            "aborts it. A task must send its share and the driver commit the batch within "
+            f"that time. {transaction_timeout_advice(options)}"
+        )
+
+
+def _empty_task(options: SinkOptions, info: TaskInfo, prefix: str) -> NothingToCommit:
+    """A task without rows opens no transaction, but its marker must not say that it
+    committed rows in this batch before a restart: they would now be in other tasks."""
+    marker = settled_marker(options, prefix, info.partition_id).marker
+    check_task_marker(marker, info.query_id, info.batch_id, info.partition_id, prefix)
+    if marker is not None and marker.batch_id == info.batch_id:
+        check_same_share(marker, RowDigest(), options.topic or "", info.partition_id)
+    return NothingToCommit(info.partition_id, 0, None, info.query_id, prefix)
+
+
 def _write_at_least_once(
     options: SinkOptions, info: TaskInfo, first: Any, rows: Iterator[Any]
 ) -> NothingToCommit:
     """deliveryGuarantee=at_least_once: an idempotent producer, flushed before returning."""
-    timeout = _timeout_s(options)
-    delivery = _Delivery()
+    timeout = timeout_s(options)
+    delivery = Delivery()
     with Producer(producer_config(options, None)) as producer:
 
         def send(topic: str, value: Any, key: Any, partition: Any, headers: Any) -> None:
@@ -275,7 +308,7 @@ def marker_partition(options: SinkOptions) -> tuple[str, int]:
 _admins: dict[tuple[tuple[str, str], ...], AdminClient] = {}  # per worker process
 
 
-def _admin(options: SinkOptions) -> AdminClient:
+def admin_for(options: SinkOptions) -> AdminClient:
     """An AdminClient kept for the life of the Python worker: Spark reuses workers across
     batches, so the connection and the coordinator lookup are paid once, not per task."""
     key = tuple(sorted(options.client.items()))
@@ -285,21 +318,49 @@ def _admin(options: SinkOptions) -> AdminClient:
     return admin
 
 
-def _already_committed(options: SinkOptions, txn_id: str, batch_id: int, timeout: float) -> bool:
-    topic, partition = marker_partition(options)
-    tp = TopicPartition(topic, partition)
-    admin = _admin(options)
+def read_marker(
+    options: SinkOptions, prefix: str, partition_id: int, timeout: float, stable: bool = True
+) -> TaskMarker | None:
+    """The task partition's marker (`markers.read_task_marker`), on this worker's admin."""
+    where = TopicPartition(*marker_partition(options))
+    admin = admin_for(options)
     try:
-        committed = admin.list_consumer_group_offsets(
-            txn_id, [tp], require_stable=True, timeout=timeout
-        )
-    except (OSError, KafkaError):  # a connection kept from an earlier batch may be stale
+        return read_task_marker(admin, prefix, partition_id, where, timeout, stable)
+    except (OSError, KafkaError) as exc:  # a connection kept from an earlier batch may be stale
+        if isinstance(exc, KafkaError) and exc.code == ErrorCode.UNSTABLE_OFFSET_COMMIT:
+            raise
         admin.close()
-        committed = admin.list_consumer_group_offsets(
-            txn_id, [tp], require_stable=True, timeout=timeout
-        )
-    marker = committed.get(tp)
-    return marker is not None and marker[0] >= batch_id + 1
+        return read_task_marker(admin, prefix, partition_id, where, timeout, stable)
+
+
+class Settled(NamedTuple):
+    marker: TaskMarker | None
+    was_open: bool  # a transaction held a marker pending, and was aborted
+
+
+def settled_marker(options: SinkOptions, prefix: str, partition_id: int) -> Settled:
+    """The task partition's marker, without an InitProducerId when no transaction holds one
+    pending; when one does (an attempt or a run that died with its share prepared), the
+    transactional id is fenced first, which aborts it."""
+    try:
+        return Settled(read_marker(options, prefix, partition_id, UNSTABLE_WAIT_S), False)
+    except KafkaError as exc:
+        if exc.code != ErrorCode.UNSTABLE_OFFSET_COMMIT:
+            raise
+    fence(options, transactional_id(prefix, partition_id))
+    return Settled(read_marker(options, prefix, partition_id, timeout_s(options)), True)
+
+
+def fence(options: SinkOptions, txn_id: str) -> None:
+    """InitProducerId on `txn_id`: a new epoch, and whatever transaction it left open aborted.
+    Failures are logged: the transaction then ends by its timeout."""
+    producer = Producer(producer_config(options, txn_id))
+    try:
+        producer.init_transactions(timeout_s(options))
+    except KafkaError as exc:
+        log.warning("could not abort the transaction of %s: %s", txn_id, exc)
+    finally:
+        producer.close(timeout=0)
 
 
 def _init_error(exc: KafkaError, options: SinkOptions, txn_id: str) -> BaseException:
@@ -330,119 +391,6 @@ def _abort_quietly(producer: Producer) -> None:
             producer.abort_transaction(5)
     except Exception as exc:  # noqa: BLE001 - best effort; the original error matters
         log.warning("could not abort %s: %s", producer.transactional_id, exc)
-
-
-# ---------------------------------------------------------------------------------- driver
-
-
-def commit_batch(options: SinkOptions, messages: Sequence[Any], batch_id: int) -> None:
-    """Phase two: commit every prepared transaction of the batch (idempotent, so Spark may
-    call it again for the same batch after a driver restart)."""
-    fault_point(options.faults, options.faults_dir, "driver.before_commit", batch_id)
-    missing = [i for i, m in enumerate(messages) if m is None]
-    if missing:
-        raise SinkCommitError(f"batch {batch_id}: no commit message from tasks {missing}")
-    prepared = [m for m in messages if isinstance(m, PreparedTransaction)]
-    if not prepared:
-        return
-    rest = prepared
-    if options.faults:  # commit one alone first, so a fault can fall between two commits
-        _commit_one(options, prepared[0])
-        fault_point(options.faults, options.faults_dir, "driver.between_commits", batch_id)
-        rest = prepared[1:]
-    if rest:
-        with ThreadPoolExecutor(min(len(rest), COMMIT_THREADS)) as pool:
-            list(pool.map(lambda m: _commit_one(options, m), rest))
-    fault_point(options.faults, options.faults_dir, "driver.after_commit", batch_id)
-
-
-class _Committers:
-    """The driver's committing producers, one per transactional id, kept between batches
-    (Spark's Python workers live on): a batch's commit is then one EndTxn round trip per task
-    partition instead of a new producer, connection and coordinator lookup each. At most
-    `size` are kept (least recently used closed first); one that failed is closed."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.lock = threading.Lock()
-        self.idle: OrderedDict[tuple[Any, ...], Producer] = OrderedDict()
-
-    def take(self, options: SinkOptions, txn_id: str) -> tuple[tuple[Any, ...], Producer]:
-        key = (txn_id, *sorted(options.client.items()))
-        with self.lock:
-            producer = self.idle.pop(key, None)
-        return key, producer or Producer(producer_config(options, txn_id))
-
-    def give_back(self, key: tuple[Any, ...], producer: Producer) -> None:
-        with self.lock:
-            self.idle[key] = producer
-            evicted = self.idle.popitem(last=False)[1] if len(self.idle) > self.size else None
-        if evicted is not None:
-            evicted.close(timeout=0)
-
-
-_committers = _Committers(COMMITTERS_KEPT)
-
-
-def _commit_one(options: SinkOptions, message: PreparedTransaction) -> None:
-    key, producer = _committers.take(options, message.transactional_id)
-    try:
-        try:
-            producer.resume_transaction(message.producer_id, message.producer_epoch)
-        except IllegalStateError:  # a kept producer that cannot resume: start afresh
-            producer.close(timeout=0)
-            producer = Producer(producer_config(options, message.transactional_id))
-            producer.resume_transaction(message.producer_id, message.producer_epoch)
-        producer.commit_transaction(_timeout_s(options))
-        _committers.give_back(key, producer)
-    except BaseException as exc:
-        producer.close(timeout=0)
-        if not isinstance(exc, (ProducerFencedError, KafkaError)):
-            raise
-        raise SinkCommitError(
-            f"batch {message.batch_id}: could not commit the transaction of task partition "
-            f"{message.partition_id} ({message.transactional_id}, producer id "
-            f"{message.producer_id}, epoch {message.producer_epoch}): {exc}. It was aborted "
-            "before the driver committed it: the transaction took longer than the sink's "
-            "kafka.transaction.timeout.ms, or another writer uses the same transactional id. "
-            "Its records are not in the output; restart the query from its checkpoint to "
-            "write the batch again."
-        ) from exc
-
-
-def abort_batch(
-    options: SinkOptions, messages: Sequence[Any], batch_id: int, prefix: str | None
-) -> None:
-    """Spark gave the batch up: abort every transaction its tasks may have left open, by
-    InitProducerId on each task partition's transactional id (that also fences an attempt
-    still running). `prefix` names the ids of tasks that returned no message."""
-    ids = set()
-    for i, message in enumerate(messages):
-        txn_id = getattr(message, "transactional_id", None)
-        if txn_id is None and prefix is not None:
-            txn_id = transactional_id(prefix, i)
-        if txn_id is not None:
-            ids.add(txn_id)
-    if not options.exactly_once or not ids:
-        if options.exactly_once and messages:
-            log.warning(
-                "batch %d aborted; its tasks' transactional ids are unknown here, so open "
-                "transactions end by transaction.timeout.ms or when the query restarts",
-                batch_id,
-            )
-        return
-    with ThreadPoolExecutor(min(len(ids), COMMIT_THREADS)) as pool:
-        list(pool.map(lambda txn_id: _fence(options, txn_id), sorted(ids)))
-
-
-def _fence(options: SinkOptions, txn_id: str) -> None:
-    producer = Producer(producer_config(options, txn_id))
-    try:
-        producer.init_transactions(_timeout_s(options))
-    except KafkaError as exc:
-        log.warning("could not abort the transaction of %s: %s", txn_id, exc)
-    finally:
-        producer.close(timeout=0)
 
 
 def query_id_from_checkpoint(checkpoint_location: str | None) -> str | None:
