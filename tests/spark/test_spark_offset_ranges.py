@@ -112,3 +112,65 @@ def test_max_records_per_partition_option_is_parsed_and_checked():
     for bad in ("0", "-3", "many"):
         with pytest.raises(OptionError):
             parse_source_options({**base, "maxRecordsPerPartition": bad}, batch=True)
+
+
+class _ScriptedAdmin:
+    """An AdminClient stand-in: each list_offsets call answers the next error code for every
+    partition (NONE: offset 7), as a topic being deleted and created again does."""
+
+    def __init__(self, codes):
+        self.codes = list(codes)
+        self.describes = 0
+
+    def describe_topics(self, names):
+        from onceflow.client.admin import PartitionDescription, TopicDescription
+        from onceflow.protocol.errors import ErrorCode
+
+        self.describes += 1
+        part = PartitionDescription(0, 1, (1,), (1,))
+        return {n: TopicDescription(n, ErrorCode.NONE, partitions=(part,)) for n in names}
+
+    def list_offsets(self, specs, isolation_level=0):
+        from onceflow.client.admin import ListOffsetsResult
+
+        code = self.codes.pop(0)
+        return {tp: ListOffsetsResult(code, 7 if code == 0 else -1) for tp in specs}
+
+    def close(self):
+        pass
+
+
+def _resolver(codes, retries="3"):
+    from onceflow.spark.offsets import OffsetResolver
+
+    options = parse_source_options(
+        {"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t",
+         "fetchoffset.numretries": retries, "fetchoffset.retryintervalms": "1"},
+        batch=False,
+    )  # fmt: skip
+    resolver = OffsetResolver(options)
+    resolver._admin = _ScriptedAdmin(codes)
+    return resolver
+
+
+def test_latest_offsets_ask_again_when_a_partition_vanishes_between_metadata_and_offsets():
+    """A topic deleted (and created again) between the metadata and ListOffsets gives
+    UNKNOWN_TOPIC_OR_PARTITION once: the partitions and offsets are asked again, instead of
+    failing the query with a data-loss error (seen with failOnDataLoss=false)."""
+    from onceflow.protocol.errors import ErrorCode
+
+    resolver = _resolver([ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NONE])
+    assert resolver.latest_offsets() == {("t", 0): 7}
+    assert resolver._admin.describes == 2
+
+
+def test_latest_offsets_give_up_after_the_retries():
+    from onceflow.protocol.errors import ErrorCode
+    from onceflow.spark.offsets import DataLossError
+
+    resolver = _resolver([ErrorCode.UNKNOWN_TOPIC_OR_PARTITION] * 3, retries="2")
+    with pytest.raises(DataLossError, match="UNKNOWN_TOPIC_OR_PARTITION"):
+        resolver.latest_offsets()
+    other = _resolver([ErrorCode.OFFSET_NOT_AVAILABLE, ErrorCode.NONE])
+    with pytest.raises(DataLossError, match="OFFSET_NOT_AVAILABLE"):  # not a vanished partition
+        other.latest_offsets()

@@ -47,6 +47,20 @@ class DataLossError(RuntimeError):
     """Offsets the query needs are gone (retention, DeleteRecords, a deleted topic)."""
 
 
+class PartitionGoneError(DataLossError):
+    """ListOffsets answered UNKNOWN_TOPIC_OR_PARTITION (or no leader) for a partition the
+    metadata had just listed: its topic is being deleted or recreated. `latest_offsets`
+    lists the partitions again before it gives up."""
+
+
+# errors of a partition that may pass once the metadata has caught up
+_TRANSIENT = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+}
+
+
 def to_json(offsets: Mapping[tuple[str, int], int]) -> dict[str, dict[str, int]]:
     """Spark's Kafka offset JSON (partitions as strings, topics and partitions sorted)."""
     out: dict[str, dict[str, int]] = {}
@@ -193,11 +207,26 @@ class OffsetResolver:
         out = {}
         for tp, result in results.items():
             if result.error_code != ErrorCode.NONE:
-                raise DataLossError(
+                error = PartitionGoneError if result.error_code in _TRANSIENT else DataLossError
+                raise error(
                     f"cannot list offsets of {tp.topic}-{tp.partition}: {result.error_code.name}"
                 )
             out[(tp.topic, tp.partition)] = result.offset
         return out
+
+    def latest_offsets(self) -> PartitionOffsets:
+        """`latest()` of every current partition. When a partition disappears between the
+        metadata and ListOffsets (a topic deleted or recreated at that moment), both are asked
+        again, up to fetchOffset.numRetries times, fetchOffset.retryIntervalMs apart."""
+        for attempt in range(self.options.fetch_offset_retries + 1):
+            try:
+                return self.latest(self.partitions())
+            except PartitionGoneError as exc:
+                if attempt == self.options.fetch_offset_retries:
+                    raise
+                log.warning("%s; listing the partitions again", exc)
+                time.sleep(self.options.fetch_offset_retry_interval_ms / 1000)
+        raise AssertionError("unreachable")
 
     def earliest(self, partitions: Iterable[tuple[str, int]]) -> PartitionOffsets:
         return self.list_offsets(partitions, OffsetSpec.earliest())

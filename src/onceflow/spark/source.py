@@ -243,8 +243,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now = self._latest_available()
 
     def _latest_available(self) -> PartitionOffsets:
-        partitions = self.resolver.partitions()
-        return self.resolver.latest(partitions)
+        return self.resolver.latest_offsets()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         """The end of the next batch: the last stable offset of every partition (capped by
