@@ -35,7 +35,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(ROOT / "tests"))  # support.kafka_cluster: Kafka's own classes, started
 from broker_throughput import append_result, machine, ratio  # noqa: E402
 from support.kafka_cluster import KafkaCluster, kafka_version  # noqa: E402
-from transactions_cost import consume, produce_idempotent, produce_transactional  # noqa: E402
+from transactions_cost import (  # noqa: E402
+    add_load_arguments,
+    consume,
+    produce_idempotent,
+    produce_transactional,
+)
 
 from onceflow.cli.demo_cmd import EmbeddedBroker  # noqa: E402
 from onceflow.client.admin import AdminClient, NewTopic  # noqa: E402
@@ -72,14 +77,7 @@ def produce_round(bootstrap: str, target: str, args: argparse.Namespace, value: 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=8.0, help="per produce run")
-    parser.add_argument("--commit-ms", type=int, default=100)
-    parser.add_argument("--record-size", type=int, default=1024)
-    parser.add_argument("--partitions", type=int, default=3)
-    parser.add_argument("--linger-ms", type=int, default=5)
-    parser.add_argument("--batch-size", type=int, default=1_000_000)
-    parser.add_argument("--queue-kbytes", type=int, default=16 * 1024)
+    add_load_arguments(parser)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
 

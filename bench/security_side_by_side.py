@@ -29,9 +29,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(ROOT / "tests"))  # support.kafka_cluster
-from broker_throughput import append_result, consume, machine, parse_size, ratio  # noqa: E402
+from broker_throughput import append_result, consume, machine, ratio  # noqa: E402
 from idempotence_cost import produce_run  # noqa: E402
-from security_throughput import PASSWORD, USER, free_port, make_certificates  # noqa: E402
+from security_throughput import (  # noqa: E402
+    PASSWORD,
+    USER,
+    add_load_arguments,
+    free_port,
+    make_certificates,
+)
 from support.kafka_cluster import KafkaCluster, SaslSsl, kafka_version  # noqa: E402
 
 from onceflow.cli.embedded_broker import EmbeddedBroker  # noqa: E402
@@ -91,13 +97,7 @@ def run_pair(bootstrap: str, security: dict, topic: str, args, pid: int) -> dict
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--bytes", type=parse_size, default=256 << 20, help="per run")
-    parser.add_argument("--record-size", type=int, default=1024)
-    parser.add_argument("--partitions", type=int, default=3)
-    parser.add_argument("--linger-ms", type=int, default=5)
-    parser.add_argument("--batch-size", type=int, default=1_000_000)
-    parser.add_argument("--seconds", type=float, default=60.0, help="consume time bound / 2")
+    add_load_arguments(parser)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
 

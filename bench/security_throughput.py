@@ -343,8 +343,8 @@ def median_of(runs: list[dict], direction: str, key: str) -> float:
     return statistics.median(r[direction][key] for r in runs)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_load_arguments(parser: argparse.ArgumentParser) -> None:
+    """The produce/consume load's options, shared with security_side_by_side.py."""
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--bytes", type=parse_size, default=256 << 20, help="per run")
     parser.add_argument("--record-size", type=int, default=1024)
@@ -352,6 +352,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--linger-ms", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=1_000_000)
     parser.add_argument("--seconds", type=float, default=60.0, help="consume time bound / 2")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_load_arguments(parser)
     parser.add_argument("--acls", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=10)
     parser.add_argument("--out", type=Path, default=RESULTS)

@@ -188,8 +188,9 @@ def cost_percent(baseline: float, measured: float) -> float:
     return (1 - measured / baseline) * 100
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_load_arguments(parser: argparse.ArgumentParser) -> None:
+    """The produce load's options (rounds, run length, commits, record and batch sizes),
+    shared with kafka_side_by_side.py."""
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=8.0, help="per produce run")
     parser.add_argument("--commit-ms", type=int, default=100)
@@ -204,6 +205,11 @@ def main(argv: list[str] | None = None) -> int:
         help="producer queue.buffering.max.kbytes: a bounded queue makes the produce loop wait "
         "instead of spinning, so the client does not starve the broker of CPU",
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_load_arguments(parser)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
 
