@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import pytest
 from support.broker import BrokerProcess
 from support.kafka_cluster import KafkaUnavailable, spark_kafka_jars
+from support.peers import KAFKA_TV2, ONCEFLOW, TRANSACTION_VERSION
+
+from spark.pipeline_helpers import Pipeline
 
 
 @pytest.fixture(scope="session")
@@ -40,3 +44,35 @@ def module_broker(tmp_path_factory):
     broker = BrokerProcess(tmp_path_factory.mktemp("broker") / "data")
     yield broker
     broker.stop()
+
+
+# The sink's crash tests run on onceflow's broker and on a 3-node Kafka cluster with
+# transaction version 2 (Kafka 4.x's default); a test narrows this with
+# `@pytest.mark.parametrize("pipeline", [...], indirect=True)`.
+SINK_PEERS = [ONCEFLOW, pytest.param(KAFKA_TV2, marks=pytest.mark.kafka)]
+ORDERS = 900
+
+
+@pytest.fixture(params=SINK_PEERS)
+def pipeline(request: pytest.FixtureRequest, tmp_path: Path) -> Pipeline:
+    """The demo pipeline's topics, fed with ORDERS orders, on a fresh onceflow broker or on a
+    shared 3-node Apache Kafka cluster (replication factor 3, min.insync.replicas 2)."""
+    if request.param == ONCEFLOW:
+        broker = BrokerProcess(tmp_path / "broker" / "data")
+        p = Pipeline(broker.bootstrap, tmp_path)
+        p.broker = broker  # type: ignore[attr-defined]
+    else:
+        clusters = request.getfixturevalue("kafka_clusters")
+        cluster = clusters.get(3, TRANSACTION_VERSION[request.param])
+        suffix = tmp_path.name
+        p = Pipeline(cluster.bootstrap, tmp_path, input=f"orders-{suffix}",
+                     output=f"validated-{suffix}", replication_factor=3)  # fmt: skip
+        p.cluster = cluster
+        broker = None
+    try:
+        p.create_topics()
+        p.feed(ORDERS)
+        yield p
+    finally:
+        if broker is not None:
+            broker.stop()

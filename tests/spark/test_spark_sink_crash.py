@@ -13,8 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.broker import BrokerProcess
-from support.peers import KAFKA_TV1, KAFKA_TV2, ONCEFLOW, TRANSACTION_VERSION
+from support.peers import KAFKA_TV1, KAFKA_TV2, ONCEFLOW
 
 from onceflow.spark.twophase import default_prefix, query_id_from_checkpoint, transactional_id
 from spark.pipeline_helpers import (
@@ -28,42 +27,15 @@ from spark.pipeline_helpers import (
 pytestmark = pytest.mark.slow
 
 # The tests run on onceflow's broker and on a 3-node Kafka cluster with transaction version 2
-# (Kafka 4.x's default); the coordinator-kill test also on version 1. Each Kafka run costs
-# several Spark driver starts, so the version-1 cluster gets the one test where the
-# coordinator's behaviour matters most, and task retries (Spark's behaviour, not Kafka's) run
-# on onceflow's broker only.
-SINK_PEERS = [ONCEFLOW, pytest.param(KAFKA_TV2, marks=pytest.mark.kafka)]
+# (Kafka 4.x's default; the `pipeline` fixture, in conftest); the coordinator-kill test also on
+# version 1. Each Kafka run costs several Spark driver starts, so the version-1 cluster gets
+# the one test where the coordinator's behaviour matters most, and task retries (Spark's
+# behaviour, not Kafka's) run on onceflow's broker only.
 BOTH_TVS = [
     pytest.param(KAFKA_TV2, marks=pytest.mark.kafka),
     pytest.param(KAFKA_TV1, marks=pytest.mark.kafka),
 ]
-ORDERS = 900
 PER_TRIGGER = ["--max-offsets-per-trigger", "300"]  # about 4 batches of 3 tasks each
-
-
-@pytest.fixture(params=SINK_PEERS)
-def pipeline(request: pytest.FixtureRequest, tmp_path: Path) -> Pipeline:
-    """The demo pipeline's topics, fed with ORDERS orders, on a fresh onceflow broker or on a
-    shared 3-node Apache Kafka cluster (replication factor 3, min.insync.replicas 2)."""
-    if request.param == ONCEFLOW:
-        broker = BrokerProcess(tmp_path / "broker" / "data")
-        p = Pipeline(broker.bootstrap, tmp_path)
-        p.broker = broker  # type: ignore[attr-defined]
-    else:
-        clusters = request.getfixturevalue("kafka_clusters")
-        cluster = clusters.get(3, TRANSACTION_VERSION[request.param])
-        suffix = tmp_path.name
-        p = Pipeline(cluster.bootstrap, tmp_path, input=f"orders-{suffix}",
-                     output=f"validated-{suffix}", replication_factor=3)  # fmt: skip
-        p.cluster = cluster
-        broker = None
-    try:
-        p.create_topics()
-        p.feed(ORDERS)
-        yield p
-    finally:
-        if broker is not None:
-            broker.stop()
 
 
 # A driver run that fails before reaching its goal (a Spark hiccup on a loaded machine, such

@@ -192,3 +192,25 @@ def test_register_refuses_speculation():
     )
     with pytest.raises(onceflow.spark.SpeculationError, match="spark.speculation=false"):
         onceflow.spark.register(spark)
+
+
+@pytest.mark.parametrize(
+    "options, error",
+    [
+        ({"jobId": " "}, "non-empty"),
+        ({"jobId": "j", "deliveryGuarantee": "at_least_once"}, "exactly_once"),
+    ],
+)
+def test_job_id_is_checked(options, error):
+    with pytest.raises(OptionError, match=error):
+        parse_sink_options({"kafka.bootstrap.servers": "x:1", "topic": "t", **options})
+
+
+def test_job_id_is_refused_on_a_stream():
+    from onceflow.spark.datasource import OnceflowDataSource
+
+    source = OnceflowDataSource({"kafka.bootstrap.servers": "x:1", "topic": "t", "jobId": "j"})
+    schema = StructType([FIELDS["value"]])
+    assert source.writer(schema, False).prefix == "onceflow-job-j"
+    with pytest.raises(OptionError, match="for batch writes"):
+        source.streamWriter(schema, False)

@@ -64,5 +64,10 @@ class OnceflowDataSource(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         options = parse_sink_options(self.options)
+        if options.job_id is not None:
+            raise OptionError(
+                "Option 'jobId' is for batch writes; a streaming query is identified by its "
+                "checkpoint (or transactional.id.prefix)"
+            )
         validate_sink_schema(schema, options)
         return KafkaStreamWriter(options)

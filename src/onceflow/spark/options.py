@@ -281,6 +281,7 @@ class SinkOptions:
     faults: str  # test fault points (onceflow.spark.faults); empty in production
     faults_dir: str | None
     recreate_markers_at_batch: int | None = None  # recovery after markers expired
+    job_id: str | None = None  # batch writes: a re-run with the same id finishes the job once
 
     @property
     def exactly_once(self) -> bool:
@@ -302,6 +303,11 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     prefix = options.get("transactional.id.prefix")
     if prefix is not None and not prefix.strip():
         raise OptionError("Option 'transactional.id.prefix' must not be empty")
+    job_id = options.get("jobid")
+    if job_id is not None and (not job_id.strip() or guarantee != EXACTLY_ONCE):
+        raise OptionError(
+            "Option 'jobId' must be a non-empty name, with deliveryGuarantee=exactly_once"
+        )
     return SinkOptions(
         client=client,
         topic=options.get("topic"),
@@ -313,4 +319,5 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         faults=options.get("onceflow.faults", ""),
         faults_dir=options.get("onceflow.faults.dir"),
         recreate_markers_at_batch=_int(options, "recreatemarkersatbatch", minimum=1),
+        job_id=job_id,
     )

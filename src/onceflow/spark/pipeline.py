@@ -7,7 +7,8 @@ exactly one output record, key unchanged, value JSON
 `{"id": 7, "customer": "c3", "total_cents": 2500, "status": "accepted"}` (or `"rejected"` with
 the reason); `onceflow.spark.orders` makes the input and checks the output. It is one
 Structured Streaming query: the `onceflow` source (read_committed,
-offsets in the checkpoint) -> Spark SQL -> the `onceflow` sink (exactly_once).
+offsets in the checkpoint) -> Spark SQL -> the `onceflow` sink (exactly_once). With `--batch`
+it is one batch job instead (`--job-id` names it, for re-runs).
 
 Run as a driver process: `python -m onceflow.spark.pipeline --bootstrap HOST:PORT --input
 orders --output orders-validated --checkpoint DIR`. With Trigger.AvailableNow (the default)
@@ -29,21 +30,12 @@ ORDER_SCHEMA = "id long, customer string, amount_cents long, quantity int"
 SUMMARY_PREFIX = "onceflow pipeline finished:"  # last line of a run that processed everything
 
 
-def build_query(spark: Any, args: argparse.Namespace) -> Any:
-    """Start the streaming query; returns the StreamingQuery."""
+def validate_orders(orders: Any) -> Any:
+    """The transform: `orders` has the source's columns; the result, `key` and `value` columns
+    for the sink."""
     from pyspark.sql import functions as F
 
-    reader = (
-        spark.readStream.format("onceflow")
-        .option("kafka.bootstrap.servers", args.bootstrap)
-        .option("subscribe", args.input)
-        .option("startingOffsets", "earliest")
-    )
-    if args.max_offsets_per_trigger:
-        reader = reader.option("maxOffsetsPerTrigger", args.max_offsets_per_trigger)
-    if args.max_records_per_partition:
-        reader = reader.option("maxRecordsPerPartition", args.max_records_per_partition)
-    orders = reader.load().select(
+    orders = orders.select(
         "key", F.from_json(F.col("value").cast("string"), ORDER_SCHEMA).alias("o")
     )
     valid = (F.col("o.amount_cents") > 0) & (F.col("o.quantity") > 0)
@@ -63,22 +55,67 @@ def build_query(spark: Any, args: argparse.Namespace) -> Any:
             F.lit("amount must be positive").alias("reason"),
         )
     )
-    out = orders.select("key", F.when(valid, accepted).otherwise(rejected).alias("value"))
+    return orders.select("key", F.when(valid, accepted).otherwise(rejected).alias("value"))
+
+
+def _with_faults(writer: Any, args: argparse.Namespace) -> Any:
+    if args.faults:
+        writer = writer.option("onceflow.faults", args.faults)
+        writer = writer.option("onceflow.faults.dir", args.faults_dir)
+    return writer
+
+
+def build_query(spark: Any, args: argparse.Namespace) -> Any:
+    """Start the streaming query; returns the StreamingQuery."""
+    reader = (
+        spark.readStream.format("onceflow")
+        .option("kafka.bootstrap.servers", args.bootstrap)
+        .option("subscribe", args.input)
+        .option("startingOffsets", "earliest")
+    )
+    if args.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", args.max_offsets_per_trigger)
+    if args.max_records_per_partition:
+        reader = reader.option("maxRecordsPerPartition", args.max_records_per_partition)
     writer = (
-        out.writeStream.format("onceflow")
+        validate_orders(reader.load())
+        .writeStream.format("onceflow")
         .option("kafka.bootstrap.servers", args.bootstrap)
         .option("topic", args.output)
         .option("checkpointLocation", args.checkpoint)
         .option("deliveryGuarantee", args.delivery_guarantee)
     )
-    if args.faults:
-        writer = writer.option("onceflow.faults", args.faults)
-        writer = writer.option("onceflow.faults.dir", args.faults_dir)
+    writer = _with_faults(writer, args)
     if args.trigger == "available-now":
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=args.trigger)
     return writer.start()
+
+
+def run_batch_job(spark: Any, args: argparse.Namespace) -> int:
+    """The same transform as one batch job (`--batch`): every committed input record up to
+    the last stable offset, written once (with `--job-id`, a re-run of a failed job finishes
+    it instead of writing it again). Returns the number of rows written."""
+    reader = (
+        spark.read.format("onceflow")
+        .option("kafka.bootstrap.servers", args.bootstrap)
+        .option("subscribe", args.input)
+    )
+    if args.max_records_per_partition:
+        reader = reader.option("maxRecordsPerPartition", args.max_records_per_partition)
+    out = validate_orders(reader.load()).cache()
+    writer = (
+        out.write.format("onceflow")
+        .mode("append")
+        .option("kafka.bootstrap.servers", args.bootstrap)
+        .option("topic", args.output)
+        .option("deliveryGuarantee", args.delivery_guarantee)
+    )
+    if args.job_id:
+        writer = writer.option("jobId", args.job_id)
+    _with_faults(writer, args).save()
+    return out.count()
 
 
 def session(master: str, app_name: str = "onceflow-pipeline", **conf: str) -> Any:
@@ -131,6 +168,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--delivery-guarantee", default="exactly_once")
     p.add_argument("--faults", default="", help="sink fault points (onceflow.spark.faults)")
     p.add_argument("--faults-dir", default="")
+    p.add_argument("--batch", action="store_true", help="one batch job instead of a stream")
+    p.add_argument("--job-id", default="", help="with --batch: the sink's jobId option")
     return p
 
 
@@ -138,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     spark = remote_session(args.remote) if args.remote else session(args.master)
     try:
+        if args.batch:
+            rows = run_batch_job(spark, args)
+            print(f"{SUMMARY_PREFIX} batches=1 rows={rows}", flush=True)
+            return 0
         query = build_query(spark, args)
         query.awaitTermination()
         progress = query.recentProgress

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from pyspark import TaskContext
@@ -25,6 +27,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
 from onceflow.spark.committer import abort_batch, commit_batch
+from onceflow.spark.markers import MarkerError
 from onceflow.spark.options import OptionError, SinkOptions
 from onceflow.spark.twophase import (
     TaskInfo,
@@ -121,18 +124,49 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
 
 class KafkaBatchWriter(DataSourceArrowWriter):
     """Batch sink: each task's share is one transaction, committed by the driver once every
-    task has succeeded; a failed job aborts them all. The transactional ids are new for each
-    job (`<prefix>-<job uuid>-<task partition>`): a batch job is not replayed."""
+    task has succeeded; a failed job aborts what is not committed yet.
+
+    Without the `jobId` option every run is a new job (`<prefix>-<random uuid>-<task
+    partition>`), so running a job again writes its rows again, and a driver that dies while
+    committing leaves the shares committed so far in the output. With `jobId`, the job is a
+    one-batch query named by the id (`<prefix>-job-<jobId>-<task partition>`, progress markers
+    as for streams): a run of the same id after a failure writes only the shares that were not
+    committed, a run after a success writes nothing, and a run whose tasks get other rows than
+    the committed ones fails."""
 
     def __init__(self, options: SinkOptions):
         self.options = options
-        self.prefix = f"{options.transactional_id_prefix or 'onceflow'}-{uuid.uuid4()}"
+        base = options.transactional_id_prefix or "onceflow"
+        self.job_id = options.job_id
+        self.prefix = f"{base}-job-{self.job_id}" if self.job_id else f"{base}-{uuid.uuid4()}"
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return write_task(self.options, _task_info(batch_id=0), self.prefix, iterator)
+        info = _task_info(batch_id=0)
+        if self.job_id is None:
+            return write_task(self.options, info, self.prefix, iterator)
+        with self._named():
+            return write_task(self.options, replace(info, query_id=self.job_id), self.prefix,
+                              iterator)  # fmt: skip
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        commit_batch(self.options, messages, 0, streaming=False)
+        if self.job_id is None:
+            commit_batch(self.options, messages, 0, streaming=False)
+            return
+        with self._named():
+            commit_batch(self.options, messages, 0)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         abort_batch(self.options, messages, 0, self.prefix)
+
+    @contextmanager
+    def _named(self) -> Iterator[None]:
+        """A refused re-run names the job, not a streaming batch."""
+        try:
+            yield
+        except MarkerError as exc:
+            raise MarkerError(
+                f"jobId {self.job_id!r} (transactional ids {self.prefix}-<task partition>) was "
+                "run before, and this run is not the same job: its tasks must get the rows "
+                "they got then. To write these rows as a new job, use a new jobId. "
+                f"(In the words of the streaming sink: {exc})"
+            ) from exc
