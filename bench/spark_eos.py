@@ -54,13 +54,14 @@ TINY = 3000  # records of the query that measures Spark's fixed cost per read
 LATENCY_BATCHES = 30  # micro-batches per latency query
 
 
-def produce(bootstrap: str, topic: str, n: int) -> float:
-    """The onceflow Producer (idempotent, the default) sending n 1 KiB values; seconds."""
+def produce(bootstrap: str, topic: str, n: int, partitions: int = PARTITIONS) -> float:
+    """The onceflow Producer (idempotent, the default) sending n 1 KiB values, round robin over
+    `partitions`; seconds."""
     value = b"x" * VALUE
     start = time.perf_counter()
     with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as producer:
         for i in range(n):
-            producer.send(topic, value, partition=i % PARTITIONS)
+            producer.send(topic, value, partition=i % partitions)
         producer.flush(120)
     return time.perf_counter() - start
 
@@ -123,9 +124,11 @@ def spark_stream(
     per_trigger: int,
     cp: Path,
     connector: str = "onceflow",
+    durations: dict[str, list[int]] | None = None,
 ) -> tuple[float, int, list[int]]:
     """AvailableNow stream source -> sink through `connector` ("onceflow", or Spark's own
-    "kafka" with `guarantee` None); (seconds, rows, addBatch ms of each batch)."""
+    "kafka" with `guarantee` None); (seconds, rows, addBatch ms of each batch). `durations`,
+    when given, collects every phase of Spark's progress report (durationMs) per batch."""
     writer = (
         spark.readStream.format(connector)
         .option("kafka.bootstrap.servers", bootstrap)
@@ -150,6 +153,11 @@ def spark_stream(
     progress = running.recentProgress
     rows = sum(p["numInputRows"] for p in progress)
     add_batch = [p["durationMs"].get("addBatch", 0) for p in progress if p["numInputRows"]]
+    if durations is not None:
+        for p in progress:
+            if p["numInputRows"]:
+                for phase, ms in p["durationMs"].items():
+                    durations.setdefault(phase, []).append(ms)
     return seconds, rows, add_batch
 
 

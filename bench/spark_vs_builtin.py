@@ -49,8 +49,9 @@ def copy_stream(spark, connector: str, bootstrap: str, topics: tuple[str, str], 
     """An AvailableNow copy of topics[0] to topics[1] with `connector` at both ends (ours
     exactly once, Spark's at least once)."""
     guarantee = "exactly_once" if connector == "onceflow" else None
+    durations: dict[str, list[int]] = {}
     seconds, rows, add_batch = spark_stream(
-        spark, bootstrap, *topics, guarantee, per_trigger, checkpoint, connector
+        spark, bootstrap, *topics, guarantee, per_trigger, checkpoint, connector, durations
     )
     return {
         "rows": rows,
@@ -58,6 +59,9 @@ def copy_stream(spark, connector: str, bootstrap: str, topics: tuple[str, str], 
         "rows_per_s": rows / seconds,
         "batches": len(add_batch),
         "median_add_batch_ms": statistics.median(add_batch) if add_batch else 0,
+        # where a batch's time goes: Spark's phases (addBatch = the tasks and the sink's
+        # commit; latestOffset, queryPlanning, walCommit, commitOffsets around it)
+        "median_phase_ms": {k: statistics.median(v) for k, v in durations.items()},
     }
 
 

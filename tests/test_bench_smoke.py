@@ -55,6 +55,7 @@ TINY = {
     "spark_eos.py": ["--records", "2000", "--source-records", "3000", "--rounds", "1"],
     "security_side_by_side.py": ["--rounds", "1", "--bytes", "1MiB"],
     "spark_vs_builtin.py": ["--records", "3000", "--rounds", "1", "--per-trigger", "1500"],
+    "spark_sink_scale.py": ["--tasks", "2", "4", "--batches", "3", "--rounds", "1"],
     "idempotence_cost.py": ["--rounds", "1", "--bytes", "1MiB", "--micro-repeats", "1"],
     "kafka_side_by_side.py": ["--rounds", "1", "--seconds", "1"],
     "topic_compression.py": ["--rounds", "1", "--bytes", "1MiB"],

@@ -60,11 +60,13 @@ def _finish(p: Pipeline, **kw: str) -> None:
 
 
 def test_driver_killed_at_every_sink_crash_point(pipeline: Pipeline) -> None:
-    """One query, killed six times in batch 1 at successive points, then finished: before
+    """One query, killed in batch 1 at successive points, then finished: before
     writing, mid-write, prepared, before the commit, between commits (some tasks'
     transactions committed, others not), after the commits but before Spark recorded the
     batch. After each crash the read_committed output has no duplicate and nothing of batch
-    1 before Spark committed it."""
+    1 before Spark committed it. On Kafka (each driver run costs more there) the points
+    where Kafka's behaviour decides: an open transaction aborted by the restart's
+    InitProducerId, and the markers read back after some or all commits."""
     p = pipeline
     points = [
         "task.start@1",
@@ -74,6 +76,8 @@ def test_driver_killed_at_every_sink_crash_point(pipeline: Pipeline) -> None:
         "driver.between_commits@1",
         "driver.after_commit@1",
     ]
+    if p.cluster is not None:
+        points = ["task.midway@1", "driver.between_commits@1", "driver.after_commit@1"]
     for point in points:
         _expect_fault(p, point, point)
         records = read_output(p.bootstrap, p.output, p.partitions)
