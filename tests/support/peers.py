@@ -30,6 +30,9 @@ FAST_GROUP_BROKER = {
     "offsets.topic.num.partitions": 4,
     "transaction.state.log.num.partitions": 4,
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
+    # Kafka without an authorizer lets any client write transaction markers (KIP-664's
+    # abortTransaction); onceflow asks for this setting and a loopback client
+    "onceflow.admin.allow.write.txn.markers": "true",
 }
 
 ONCEFLOW = "onceflow"

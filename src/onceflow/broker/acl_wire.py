@@ -9,26 +9,24 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from enum import IntEnum
 from typing import Any, TypeVar
 
 from onceflow.broker.authorization import denied
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.security.acl import (
-    AccessControlEntry,
     AccessControlEntryFilter,
     AclBinding,
     AclBindingFilter,
     AclOperation,
     PatternType,
     PermissionType,
-    ResourcePattern,
     ResourcePatternFilter,
     ResourceType,
+    binding_of,
 )
+from onceflow.security.acl import from_code as code
 
-E = TypeVar("E", bound=IntEnum)
 R = TypeVar("R")
 
 log = logging.getLogger("onceflow.broker.acls")
@@ -36,40 +34,21 @@ log = logging.getLogger("onceflow.broker.acls")
 NO_AUTHORIZER_MESSAGE = "No Authorizer is configured on the broker"
 
 
-def code(enum: type[E], value: int) -> E:
-    """`enum(value)`, or its UNKNOWN member for a code it does not know."""
-    try:
-        return enum(value)
-    except ValueError:
-        return enum["UNKNOWN"]
-
-
-def _codes(resource_type: int, pattern_type: int, operation: int, permission_type: int):
-    """The four enum fields of an ACL entry or filter, decoded with `code`."""
-    return (
-        code(ResourceType, resource_type),
-        code(PatternType, pattern_type),
-        code(AclOperation, operation),
-        code(PermissionType, permission_type),
-    )
-
-
 def binding_from_creation(c) -> AclBinding:
     """A CreateAcls `AclCreation` as a binding."""
-    rtype, ptype, op, perm = _codes(
-        c.resource_type, c.resource_pattern_type, c.operation, c.permission_type
-    )
-    return AclBinding(
-        ResourcePattern(rtype, c.resource_name, ptype),
-        AccessControlEntry(c.principal, c.host, op, perm),
-    )
+    return binding_of(
+        c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host,
+        c.operation, c.permission_type,
+    )  # fmt: skip
 
 
 def filter_from_wire(f) -> AclBindingFilter:
     """A DescribeAcls request or DeleteAcls `DeleteAclsFilter` as a binding filter."""
-    rtype, ptype, op, perm = _codes(
-        f.resource_type_filter, f.pattern_type_filter, f.operation, f.permission_type
+    rtype, ptype = (
+        code(ResourceType, f.resource_type_filter),
+        code(PatternType, f.pattern_type_filter),
     )
+    op, perm = code(AclOperation, f.operation), code(PermissionType, f.permission_type)
     return AclBindingFilter(
         ResourcePatternFilter(rtype, f.resource_name_filter, ptype),
         AccessControlEntryFilter(f.principal_filter, f.host_filter, op, perm),

@@ -18,7 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from onceflow.client import config_admin, group_admin, txn_admin
+from onceflow.client import acl_admin, config_admin, group_admin, txn_admin
+from onceflow.client.acl_admin import AclResult, DeletedAcls
 from onceflow.client.admin_connections import (
     COORDINATOR_MOVED,
     GROUP_KEY,
@@ -33,11 +34,17 @@ from onceflow.client.config_admin import AlterOp, ConfigResource, ConfigsResult
 from onceflow.client.connection import BrokerConnection
 from onceflow.client.errors import UnsupportedVersionError, raise_for_error
 from onceflow.client.group_admin import GroupDescription, GroupListing
-from onceflow.client.txn_admin import TransactionListing
+from onceflow.client.txn_admin import (
+    AbortTransactionSpec,
+    ProducersResult,
+    TransactionDescription,
+    TransactionListing,
+)
 from onceflow.common import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages import REQUESTS
+from onceflow.security.acl import AclBinding, AclBindingFilter
 
 _OFFSET_FETCH_SINGLE_GROUP_MAX = 7  # v8+ batches groups (KIP-709); one group is enough here
 
@@ -433,6 +440,48 @@ class AdminClient:
     def list_transactions(self) -> list[TransactionListing]:
         """Every transactional id the brokers' coordinators hold (ListTransactions, KIP-664)."""
         return txn_admin.list_transactions(self._net)
+
+    def describe_transactions(
+        self, transactional_ids: Iterable[str]
+    ) -> dict[str, TransactionDescription]:
+        """State, producer id/epoch, timeout, start time and partitions of each transactional
+        id (DescribeTransactions at its coordinator); TRANSACTIONAL_ID_NOT_FOUND as a value."""
+        timeout = self.request_timeout_ms / 1000
+        return txn_admin.describe_transactions(self._net, transactional_ids, timeout)
+
+    def describe_producers(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, ProducersResult]:
+        """The producers with state on each partition, with the first offset of any open
+        transaction (DescribeProducers at each partition's leader)."""
+        by_leader, errors = self._by_leader(partitions)
+        results = {tp: ProducersResult(code) for tp, code in errors.items()}
+        for node, tps in by_leader.items():
+            results.update(txn_admin.describe_producers(self._net.to_node(node), tps))
+        return results
+
+    def abort_transaction(self, spec: AbortTransactionSpec) -> ErrorCode:
+        """Abort a hanging transaction on one partition (an ABORT marker written by the
+        partition's leader, KIP-664); the partition's error code."""
+        by_leader, errors = self._by_leader([spec.partition])
+        if errors:
+            return errors[spec.partition]
+        (node,) = by_leader
+        return txn_admin.abort_transaction(self._net.to_node(node), spec)
+
+    # ------------------------------------------------------------------ ACLs
+
+    def create_acls(self, bindings: Iterable[AclBinding]) -> list[AclResult]:
+        """Create ACLs (CreateAcls); one result per binding, in order."""
+        return acl_admin.create_acls(self._net, bindings)
+
+    def describe_acls(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
+        """The ACLs matching the filter (DescribeAcls)."""
+        return acl_admin.describe_acls(self._net, acl_filter)
+
+    def delete_acls(self, filters: Iterable[AclBindingFilter]) -> list[DeletedAcls]:
+        """Delete the ACLs matching each filter (DeleteAcls); one result per filter."""
+        return acl_admin.delete_acls(self._net, filters)
 
     def _list_offsets_on(
         self,

@@ -29,7 +29,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Final
+from typing import Final, TypeVar
+
+E = TypeVar("E", bound=IntEnum)
 
 WILDCARD_RESOURCE: Final = "*"  # a LITERAL pattern named `*` matches every name
 WILDCARD_PRINCIPAL: Final = "User:*"
@@ -280,3 +282,25 @@ def filter_error(acl_filter: AclBindingFilter) -> str | None:
     if acl_filter.entry_filter.is_unknown():
         return "Unknown entryFilter."
     return None
+
+
+def from_code(enum: type[E], value: int) -> E:
+    """`enum(value)`, or its UNKNOWN member for a code it does not know (Kafka's `fromCode`)."""
+    try:
+        return enum(value)
+    except ValueError:
+        return enum["UNKNOWN"]
+
+
+def binding_of(
+    resource_type: int, name: str, pattern_type: int, principal: str, host: str,
+    operation: int, permission_type: int,
+) -> AclBinding:  # fmt: skip
+    """A binding from the fields of an ACL on the wire (CreateAcls, DescribeAcls, DeleteAcls);
+    unknown codes become UNKNOWN."""
+    return AclBinding(
+        ResourcePattern(from_code(ResourceType, resource_type), name,
+                        from_code(PatternType, pattern_type)),
+        AccessControlEntry(principal, host, from_code(AclOperation, operation),
+                           from_code(PermissionType, permission_type)),
+    )  # fmt: skip
