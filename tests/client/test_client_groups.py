@@ -5,7 +5,9 @@
   to the topic exactly once; when one closes (LeaveGroup) the other gets every partition;
 - commit / committed, and a new member resumes right after the committed offsets;
 - confluent-kafka's group and ours, in separate groups, each read the whole topic; a
-  confluent-kafka consumer resumes from offsets our consumer committed.
+  confluent-kafka consumer resumes from offsets our consumer committed;
+- static membership (KIP-345): a restarted static member gets its partitions back without a
+  rebalance.
 """
 
 from __future__ import annotations
@@ -278,3 +280,42 @@ def test_a_new_member_joins_without_waiting_a_retry_backoff(group_broker):
         poll_until([consumer], lambda: len(consumer.assignment()) == PARTITIONS, timeout=30)
     finally:
         consumer.close()
+
+
+def test_a_static_member_that_restarts_gets_its_partitions_back_without_a_rebalance(
+    group_broker,
+):
+    """KIP-345: two static members (group.instance.id) split the topic; one closes (no
+    LeaveGroup) and a new consumer with its instance id joins within the session timeout:
+    it gets the same partitions, and the other member sees no rebalance."""
+    topic = group_broker.name("events")
+    group = group_broker.name("g-static")
+    revoked: list[str] = []
+
+    def member(instance: str):
+        consumer = group_consumer(group_broker.bootstrap, group, **{"group.instance.id": instance})
+        consumer.subscribe(
+            [topic], on_revoke=lambda c, parts: revoked.append(instance) if parts else None
+        )
+        return consumer
+
+    first, second = member("static-a"), member("static-b")
+    replacement = None
+    try:
+        poll_until(
+            [first, second],
+            lambda: len(first.assignment()) == 2 and len(second.assignment()) == 2,
+        )
+        first_parts, second_parts = first.assignment(), second.assignment()
+        second.close()  # revokes its own partitions locally, as Kafka's consumer does
+        revoked.clear()
+        replacement = member("static-b")
+        poll_until([first, replacement], lambda: replacement.assignment() == second_parts)
+        for _ in range(10):  # time for a rebalance to show, had one been started
+            first.poll(0.1)
+            replacement.poll(0.1)
+        assert first.assignment() == first_parts and revoked == []
+    finally:
+        for consumer in (first, second, replacement):
+            if consumer is not None:
+                consumer.close()
