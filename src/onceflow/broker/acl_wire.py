@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from enum import IntEnum
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from onceflow.broker.authorization import denied
 from onceflow.protocol.api_keys import ApiKey
@@ -27,6 +27,9 @@ from onceflow.security.acl import (
     ResourcePatternFilter,
     ResourceType,
 )
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
 
 E = TypeVar("E", bound=IntEnum)
 R = TypeVar("R")
@@ -77,7 +80,7 @@ def filter_from_wire(f) -> AclBindingFilter:
 
 
 async def change_acls(
-    ctx,
+    ctx: RequestContext,
     api_key: ApiKey,
     prepare: Callable[[Any], tuple[list, Any]],
     answer: Callable[[list], R],

@@ -125,6 +125,12 @@ class BrokerState:
         state.producer_id_binding = binding
         return state
 
+    def credential_store(self) -> ScramCredentialStore:
+        """The SCRAM credential store (`open` sets it before any request)."""
+        if self.credentials is None:
+            raise RuntimeError("the broker state is not open")
+        return self.credentials
+
     def advertised_for(self, listener_name: str | None) -> Listener:
         """The address clients of `listener_name` are given (None: the first listener's)."""
         if listener_name is None:

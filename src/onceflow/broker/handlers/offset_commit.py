@@ -26,11 +26,18 @@ not supported: the generation field is always a classic generation.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from onceflow.broker.authorization import denied, denied_names
 from onceflow.coordinator.group.offsets import OffsetAndMetadata, TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.offset_commit import OffsetCommitResponse
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.offset_commit import OffsetCommitRequest
 
 _Topic = OffsetCommitResponse.OffsetCommitResponseTopic
 _Partition = _Topic.OffsetCommitResponsePartition
@@ -93,7 +100,9 @@ def partition_responses(topics, errors, topic_cls, partition_cls) -> list:
     ]
 
 
-async def handle_offset_commit(ctx, header, request) -> OffsetCommitResponse:
+async def handle_offset_commit(
+    ctx: RequestContext, header: RequestHeader, request: OffsetCommitRequest
+) -> OffsetCommitResponse:
     """Commit offsets for a group."""
     broker = ctx.broker
     version = header.request_api_version
