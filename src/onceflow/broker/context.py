@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from onceflow.broker.config import Listener
+    from onceflow.broker.listeners import Listener
     from onceflow.broker.sasl_authenticator import SaslAuthenticator
     from onceflow.broker.state import BrokerState
 

@@ -28,9 +28,9 @@ import logging
 import socket
 import ssl
 
-from onceflow.broker.config import BrokerConfig, Listener
+from onceflow.broker.config import BrokerConfig
 from onceflow.broker.connection import ClientConnection, TlsClientConnection
-from onceflow.broker.listeners import ListenerSpec, SecurityProtocol
+from onceflow.broker.listeners import Listener, ListenerSpec, SecurityProtocol
 from onceflow.broker.metrics import MetricsServer
 from onceflow.broker.state import BrokerState
 

@@ -27,8 +27,9 @@ import logging
 import uuid
 from collections.abc import Callable
 
-from onceflow.broker.config import BrokerConfig, ConfigError, Listener
+from onceflow.broker.config import BrokerConfig, ConfigError
 from onceflow.broker.dynamic_configs import DynamicBrokerConfigs
+from onceflow.broker.listeners import Listener
 from onceflow.broker.meta import load_or_create
 from onceflow.broker.metrics import BrokerMetrics
 from onceflow.broker.notifier import HighWatermarkNotifier

@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING
 
 from onceflow.broker.authorization import denied, denied_names
 from onceflow.broker.producer_binding import refusal as binding_refusal
+from onceflow.common import TopicPartition
 from onceflow.coordinator.txn.coordinator import compat_error
-from onceflow.coordinator.txn.metadata import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode, error_name
 from onceflow.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnResponse

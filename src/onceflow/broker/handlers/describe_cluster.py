@@ -21,14 +21,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from onceflow.broker.authorization import denied
-from onceflow.broker.authorized_ops import (
-    AUTHORIZED_OPERATIONS_OMITTED,
-    ResourceType,
-    authorized_operations,
-)
+from onceflow.broker.authorized_ops import AUTHORIZED_OPERATIONS_OMITTED, authorized_operations
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.describe_cluster import DescribeClusterResponse
+from onceflow.security.acl import ResourceType
 
 if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext

@@ -25,15 +25,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from onceflow.broker.authorization import denied_names
-from onceflow.broker.authorized_ops import (
-    AUTHORIZED_OPERATIONS_OMITTED,
-    ResourceType,
-    authorized_operations,
-)
-from onceflow.coordinator.group.results import GroupDescription
+from onceflow.broker.authorized_ops import AUTHORIZED_OPERATIONS_OMITTED, authorized_operations
+from onceflow.coordinator.group.results import GroupSummary
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.describe_groups import DescribeGroupsResponse
+from onceflow.security.acl import ResourceType
 
 if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
@@ -54,7 +51,7 @@ async def handle_describe_groups(
     )
     by_id = iter(described)
     descriptions = [
-        GroupDescription(g, ErrorCode.GROUP_AUTHORIZATION_FAILED, state="")
+        GroupSummary(g, ErrorCode.GROUP_AUTHORIZATION_FAILED, state="")
         if g in refused
         else next(by_id)
         for g in request.groups

@@ -28,7 +28,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from onceflow.broker.authorization import denied_names
-from onceflow.broker.authorized_ops import ResourceType, authorized_operations
+from onceflow.broker.authorized_ops import authorized_operations
 from onceflow.coordinator.internal_topics import is_internal
 from onceflow.log.manager import validate_topic_name
 from onceflow.protocol.api_keys import ApiKey
@@ -36,6 +36,7 @@ from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.describe_topic_partitions import (
     DescribeTopicPartitionsResponse as Response,
 )
+from onceflow.security.acl import ResourceType
 
 if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext

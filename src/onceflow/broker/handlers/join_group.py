@@ -39,8 +39,7 @@ _Member = JoinGroupResponse.JoinGroupResponseMember
 
 def client_host(ctx: RequestContext) -> str:
     """Kafka's `clientHost` for a connection: `/` and the peer's address."""
-    host, _, _ = ctx.peer.rpartition(":")
-    return "/" + (host or ctx.peer)
+    return "/" + ctx.client_host
 
 
 async def handle_join_group(

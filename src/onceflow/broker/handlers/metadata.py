@@ -38,16 +38,13 @@ import uuid
 from typing import TYPE_CHECKING
 
 from onceflow.broker.authorization import denied, denied_names
-from onceflow.broker.authorized_ops import (
-    AUTHORIZED_OPERATIONS_OMITTED,
-    ResourceType,
-    authorized_operations,
-)
+from onceflow.broker.authorized_ops import AUTHORIZED_OPERATIONS_OMITTED, authorized_operations
 from onceflow.coordinator.internal_topics import is_internal
 from onceflow.log.manager import validate_topic_name
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.metadata import MetadataResponse
+from onceflow.security.acl import ResourceType
 
 if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext

@@ -28,7 +28,7 @@ from onceflow.broker.handlers.offset_commit import (
     partition_responses,
     topic_names,
 )
-from onceflow.coordinator.group.offsets import TopicPartition
+from onceflow.common import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.offset_delete import OffsetDeleteResponse

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from onceflow.broker.authorization import allowed_names, denied, denied_names, enabled
-from onceflow.coordinator.group.offsets import TopicPartition
+from onceflow.common import TopicPartition
 from onceflow.coordinator.group.results import OffsetFetchResult, PartitionOffset
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode

@@ -32,7 +32,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from onceflow.broker.authorization import denied
-from onceflow.coordinator.txn.metadata import TopicPartition
+from onceflow.common import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.write_txn_markers import WriteTxnMarkersResponse

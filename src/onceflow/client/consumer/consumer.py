@@ -43,13 +43,14 @@ from onceflow.client.errors import (
     OffsetOutOfRangeError,
 )
 from onceflow.client.net.io_thread import IOThread
-from onceflow.client.net.metadata import Metadata, TopicPartition
+from onceflow.client.net.metadata import Metadata
 from onceflow.client.net.network import NetworkClient
 from onceflow.client.offsets import (
     ConsumerGroupMetadata,
     OffsetAndMetadata,
     normalize_offsets,
 )
+from onceflow.common import TopicPartition
 
 __all__ = ["Consumer", "ConsumerRecord", "FetchedColumns", "TopicPartition"]
 

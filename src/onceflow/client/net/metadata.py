@@ -19,10 +19,15 @@ from typing import Any, NamedTuple
 
 from onceflow.client.errors import KafkaTimeoutError, error_for_code
 from onceflow.client.net.backoff import ExponentialBackoff, FailureBackoff
-from onceflow.common import TopicPartition
 from onceflow.protocol.errors import ErrorCode
 
-__all__ = ["BrokerNode", "Cluster", "Metadata", "PartitionInfo", "TopicInfo", "TopicPartition"]
+__all__ = [
+    "BrokerNode",
+    "Cluster",
+    "Metadata",
+    "PartitionInfo",
+    "TopicInfo",
+]
 
 ZERO_UUID = uuid.UUID(int=0)
 

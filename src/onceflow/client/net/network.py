@@ -44,6 +44,7 @@ from onceflow.client.errors import (
     KafkaTimeoutError,
     UnsupportedVersionError,
 )
+from onceflow.client.net.address import split_host_port
 from onceflow.client.net.backoff import FailureBackoff, reconnect_backoff
 from onceflow.client.net.metadata import Cluster, Metadata
 from onceflow.client.net.security import PLAINTEXT, ClientSecurity, ssl_authentication_error
@@ -458,7 +459,7 @@ class NetworkClient:
 
 
 def _parse_address(address: str) -> tuple[str, int]:
-    host, sep, port = address.strip().rpartition(":")
-    if not sep or not host or not port.isdigit():
+    parsed = split_host_port(address)
+    if parsed is None:
         raise ConfigException(f"Invalid url in bootstrap.servers: {address}")
-    return host.strip("[]"), int(port)
+    return parsed

@@ -32,13 +32,7 @@ from onceflow.client.errors import IllegalStateError, KafkaError, TransactionAbo
 from onceflow.client.net.backoff import ExponentialBackoff
 from onceflow.client.offsets import ConsumerGroupMetadata, OffsetAndMetadata
 from onceflow.client.producer.accumulator import ProducerBatch
-from onceflow.client.producer.idempotence import (
-    NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID,
-    ProduceAction,
-    ProduceDecision,
-    TransactionManager,
-)
+from onceflow.client.producer.idempotence import ProduceAction, ProduceDecision, TransactionManager
 from onceflow.client.producer.txn.request import (
     TransactionalRequestResult,
     TxnAction,
@@ -65,6 +59,7 @@ from onceflow.client.producer.txn.states import (
     ProducerState,
     TxnApi,
 )
+from onceflow.common import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from onceflow.protocol.errors import ErrorCode
 
 __all__ = ["ConsumerGroupMetadata", "OffsetAndMetadata", "TxnManager"]
