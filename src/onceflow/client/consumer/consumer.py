@@ -30,8 +30,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from onceflow.client.config import consumer_config
 from onceflow.client.consumer.completed_fetch import CompletedFetch, ConsumerRecord, FetchedColumns
+from onceflow.client.consumer.config import consumer_config
 from onceflow.client.consumer.fetcher import Fetcher
 from onceflow.client.consumer.group.coordinator import ConsumerCoordinator
 from onceflow.client.consumer.group.membership import Callback, ConsumerMembership

@@ -31,10 +31,9 @@ import asyncio
 import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from onceflow.client.config import ClientConfig
 from onceflow.client.errors import (
     AuthenticationError,
     BrokerResponseError,
@@ -246,7 +245,7 @@ class AsyncBrokerConnection(asyncio.Protocol):
 class NetworkClient:
     """Connections by node id, bootstrap, metadata refresh, request timeouts."""
 
-    def __init__(self, config: ClientConfig, metadata: Metadata):
+    def __init__(self, config: Mapping[str, Any], metadata: Metadata):
         self.config = config
         self.metadata = metadata
         self.client_id = config["client.id"] or None
