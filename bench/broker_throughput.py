@@ -28,7 +28,7 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
-from onceflow.cli.demo_cmd import EmbeddedBroker
+from onceflow.cli.embedded_broker import EmbeddedBroker
 from onceflow.client.admin import AdminClient, NewTopic
 
 RESULTS = Path(__file__).parent / "results" / "broker_throughput.json"

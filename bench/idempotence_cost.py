@@ -50,7 +50,7 @@ from pathlib import Path
 from broker_throughput import append_result, machine, parse_size, ratio
 from confluent_kafka import Producer
 
-from onceflow.cli.demo_cmd import EmbeddedBroker
+from onceflow.cli.embedded_broker import EmbeddedBroker
 from onceflow.client.admin import AdminClient, NewTopic
 from onceflow.log.config import LogConfig
 from onceflow.log.partition import PartitionLog

@@ -42,7 +42,7 @@ from transactions_cost import (  # noqa: E402
     produce_transactional,
 )
 
-from onceflow.cli.demo_cmd import EmbeddedBroker  # noqa: E402
+from onceflow.cli.embedded_broker import EmbeddedBroker  # noqa: E402
 from onceflow.client.admin import AdminClient, NewTopic  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "kafka_side_by_side.json"

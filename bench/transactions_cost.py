@@ -35,7 +35,7 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
-from onceflow.cli.demo_cmd import EmbeddedBroker
+from onceflow.cli.embedded_broker import EmbeddedBroker
 from onceflow.client.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -109,3 +109,51 @@ def test_no_import_cycles():
     assert not found, "import cycles in src/onceflow:\n" + "\n".join(
         " <-> ".join(component) for component in found
     )
+
+
+def package_graph(graph: dict[str, set[str]], package: str) -> dict[str, set[str]]:
+    """The imports between the parts of `package`: each of its own modules, and each of its
+    subpackages taken whole (with everything below it). An `__init__.py` importing from its
+    own subpackages does not count, as in `import_graph`."""
+    packages = {m for m in graph if (SRC / m.replace(".", "/") / "__init__.py").exists()}
+
+    def part(module: str) -> str:
+        return package + "." + module[len(package) + 1 :].split(".")[0]
+
+    parts: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        if not module.startswith(package + "."):
+            continue
+        source = part(module)
+        for target in imported:
+            if not target.startswith(package + ".") or part(target) == source:
+                continue
+            if module in packages and target.startswith(module + "."):
+                continue
+            parts.setdefault(source, set()).add(part(target))
+            parts.setdefault(part(target), set())
+    return parts
+
+
+def test_package_graph_takes_subpackages_whole():
+    graph = {
+        "p": set(),
+        "p.config": {"p.net.security"},
+        "p.net": set(),
+        "p.net.security": set(),
+        "p.net.network": {"p.config"},
+    }
+    assert package_graph(graph, "p") == {"p.config": {"p.net"}, "p.net": {"p.config"}}
+
+
+def test_no_import_cycles_between_subpackages():
+    """No loop through a package's modules and subpackages (client.config -> client.net ->
+    client.config, client.consumer -> client.producer -> ...): each subpackage is a layer."""
+    graph = import_graph()
+    packages = sorted(m for m in graph if (SRC / m.replace(".", "/") / "__init__.py").exists())
+    found = [
+        f"{package}: " + " <-> ".join(component)
+        for package in packages
+        for component in cycles(package_graph(graph, package))
+    ]
+    assert not found, "import cycles between the parts of a package:\n" + "\n".join(found)

@@ -274,6 +274,27 @@ def default_expr(fd: FieldDef) -> str:
     raise ValueError(t)
 
 
+# wire type -> the Python type of the attribute
+PYTHON_TYPES = {
+    **dict.fromkeys(["int8", "int16", "uint16", "int32", "uint32", "int64"], "int"),
+    "bool": "bool",
+    "float64": "float",
+    "string": "str",
+    "bytes": "bytes",
+    "records": "bytes | bytearray | memoryview",  # decoded as a zero-copy memoryview
+    "uuid": "_uuid.UUID",
+}
+
+
+def annotation(fd: FieldDef) -> str:
+    """The field's type annotation; `| None` when null is its default or a legal value."""
+    elem = fd.struct.path if fd.struct is not None else PYTHON_TYPES[fd.elem]
+    text = f"list[{elem}]" if fd.is_array else elem
+    if default_expr(fd) == "None" or fd.nullable.lo <= fd.nullable.hi:
+        text += " | None"
+    return text
+
+
 def mutable_default(fd: FieldDef) -> bool:
     return default_expr(fd) not in ("None",) and (fd.is_array or fd.struct is not None)
 
@@ -330,6 +351,7 @@ class ModuleGen:
         for line in extra[1:]:
             lines.append(f"{inner}{line}")
         attrs = tuple(fd.attr for fd in sd.fields)
+        lines += [f"{inner}{fd.attr}: {annotation(fd)}" for fd in sd.fields]
         lines.append(f"{inner}__slots__ = {attrs!r}")
         lines.append(f"{inner}_FIELDS = __slots__")
         if sd.fields:
@@ -643,6 +665,8 @@ def all_structs(sd: StructDef) -> list[StructDef]:
 
 
 PRELUDE = """\
+from __future__ import annotations
+
 from struct import Struct as _S
 
 from onceflow.protocol import codec as _c

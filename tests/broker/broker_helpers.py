@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from onceflow.broker import dispatch
 from onceflow.broker.config import BrokerConfig
-from onceflow.broker.connection import ANONYMOUS, RequestContext
+from onceflow.broker.context import ANONYMOUS, RequestContext
 from onceflow.broker.state import BrokerState
 from onceflow.protocol import messages
 from onceflow.protocol.headers import RequestHeader

@@ -10,12 +10,12 @@ import pytest
 
 from broker.broker_helpers import call
 from broker.test_broker_group_membership import run_with_state, stable_member
-from onceflow.broker.authorized_ops import AclOperation as Op
 from onceflow.broker.authorized_ops import operations_in, to_bit_field
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.messages.describe_cluster import DescribeClusterRequest
 from onceflow.protocol.messages.describe_groups import DescribeGroupsRequest
 from onceflow.protocol.messages.metadata import MetadataRequest
+from onceflow.security.acl import AclOperation as Op
 
 OMITTED = -(2**31)
 TOPIC_OPS = {

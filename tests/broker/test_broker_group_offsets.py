@@ -12,7 +12,7 @@ import pytest
 
 from broker.broker_helpers import call, open_state
 from broker.test_broker_group_membership import GROUP_SETTINGS, run_with_state, stable_member
-from onceflow.coordinator.group.offsets import TopicPartition
+from onceflow.common import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.offset_commit import OffsetCommitRequest

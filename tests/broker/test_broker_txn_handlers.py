@@ -13,7 +13,7 @@ import pytest
 
 from broker.broker_helpers import call, decode_all, make_batch
 from broker.test_produce_fetch import create, fetch_request, partition_results, produce_request
-from onceflow.broker.connection import RequestContext
+from onceflow.broker.context import RequestContext
 from onceflow.broker.dispatch import lookup
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from onceflow.broker.config import BrokerConfig, ConfigError, parse_listener, parse_properties
+from onceflow.broker.config import BrokerConfig, ConfigError, parse_listener
+from onceflow.properties import parse_properties
 
 
 def test_parse_properties_java_syntax():

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from support.broker import BrokerProcess
 
-from onceflow.broker.config import BROKER_CONFIGS, BrokerConfig, parse_properties
+from onceflow.broker.config import BROKER_CONFIGS, BrokerConfig
 from onceflow.client import KafkaTimeoutError, Producer
 from onceflow.client.admin import AdminClient, NewTopic
+from onceflow.properties import parse_properties
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "broker.properties"
 _COMMENTED_KEY = re.compile(r"^#([a-z][a-z0-9.]*)=", re.MULTILINE)

@@ -11,7 +11,7 @@ import pytest
 
 from broker.broker_helpers import decode_all
 from onceflow.broker import dispatch
-from onceflow.broker.connection import RequestContext
+from onceflow.broker.context import RequestContext
 from onceflow.log.validator import validate_batch
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.records.batch import iter_batches

@@ -16,8 +16,9 @@ import time
 import pytest
 from client.helpers import create_topic
 
-from onceflow.client.admin import AdminClient, OffsetSpec, TopicPartition
+from onceflow.client.admin import AdminClient, OffsetSpec
 from onceflow.client.producer import Producer
+from onceflow.common import TopicPartition
 
 TIMEOUT = 30
 

@@ -7,8 +7,9 @@ from client.client_support import FAST_GROUP_BROKER, group_consumer
 from client.helpers import create_topic
 
 from onceflow.cli.main import main
-from onceflow.client.admin import AdminClient, TopicPartition
+from onceflow.client.admin import AdminClient
 from onceflow.client.producer import Producer
+from onceflow.common import TopicPartition
 
 TIMEOUT = 30
 

@@ -7,14 +7,9 @@ import time
 
 import pytest
 
-from onceflow.client.admin import (
-    AdminClient,
-    DeletedRecords,
-    NewTopic,
-    OffsetSpec,
-    TopicPartition,
-)
+from onceflow.client.admin import AdminClient, DeletedRecords, NewTopic, OffsetSpec
 from onceflow.client.errors import KafkaConnectionError, TopicAlreadyExistsError
+from onceflow.common import TopicPartition
 from onceflow.protocol.errors import ErrorCode
 
 

@@ -20,8 +20,8 @@ import pytest
 from support.fake_broker import FakeBroker
 
 from client.fake_broker import ProducerFakeBroker
-from onceflow.client.config import consumer_config
 from onceflow.client.consumer import Consumer
+from onceflow.client.consumer.config import consumer_config
 from onceflow.client.errors import KafkaTimeoutError
 from onceflow.client.net.metadata import Metadata
 from onceflow.client.net.network import NetworkClient

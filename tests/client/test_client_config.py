@@ -7,7 +7,8 @@ import logging
 
 import pytest
 
-from onceflow.client.config import MAX_INT, consumer_config, producer_config
+from onceflow.client.config import MAX_INT, producer_config
+from onceflow.client.consumer.config import consumer_config
 from onceflow.client.errors import ConfigException, KafkaError
 
 BOOT = {"bootstrap.servers": "127.0.0.1:9092"}

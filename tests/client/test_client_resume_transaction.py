@@ -16,9 +16,10 @@ import pytest
 
 from client.client_support import read_all, txn_producer
 from client.helpers import create_topic
-from onceflow.client.admin import AdminClient, TopicPartition
+from onceflow.client.admin import AdminClient
 from onceflow.client.errors import IllegalStateError, KafkaError, ProducerFencedError
 from onceflow.client.offsets import OffsetAndMetadata
+from onceflow.common import TopicPartition
 from onceflow.spark.orders import end_offsets
 
 TIMEOUT = 30

@@ -22,6 +22,7 @@ from onceflow.client.errors import (
 )
 from onceflow.client.net.coordinator_lookup import GROUP, TRANSACTION
 from onceflow.client.offsets import ConsumerGroupMetadata, OffsetAndMetadata
+from onceflow.client.producer.states import ProducerState, TxnApi
 from onceflow.client.producer.txn.manager import TxnManager
 from onceflow.client.producer.txn.request import (
     TransactionalRequestResult,
@@ -29,7 +30,6 @@ from onceflow.client.producer.txn.request import (
     TxnRequestKind,
 )
 from onceflow.client.producer.txn.requests import REQUEST_TYPES
-from onceflow.client.producer.txn.states import ProducerState, TxnApi
 from onceflow.protocol.errors import ErrorCode
 
 S = ProducerState

@@ -14,7 +14,7 @@ from onceflow.client.producer.idempotence import (
     ProduceAction,
     TransactionManager,
 )
-from onceflow.client.producer.txn.states import (
+from onceflow.client.producer.states import (
     VALID_PREVIOUS,
     InvalidStateTransitionError,
     ProducerState,

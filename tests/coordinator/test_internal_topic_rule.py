@@ -6,13 +6,13 @@ import pytest
 
 from onceflow.coordinator.group.config import OFFSETS_TOPIC
 from onceflow.coordinator.internal_topics import (
+    GROUP_METADATA_TOPIC,
     INTERNAL_TOPICS,
+    TRANSACTION_STATE_TOPIC,
     TopicOperation,
     internal_topic_refusal,
     is_internal,
 )
-from onceflow.coordinator.txn.markers import CONSUMER_OFFSETS_TOPIC
-from onceflow.coordinator.txn.state_log import TRANSACTION_STATE_TOPIC
 from onceflow.protocol.errors import ErrorCode
 
 EXPECTED = {
@@ -25,7 +25,7 @@ EXPECTED = {
 
 
 def test_the_coordinators_use_the_same_names():
-    assert INTERNAL_TOPICS == {OFFSETS_TOPIC, CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC}
+    assert INTERNAL_TOPICS == {OFFSETS_TOPIC, GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC}
 
 
 @pytest.mark.parametrize("name", ["__consumer_offsets", "__transaction_state"])

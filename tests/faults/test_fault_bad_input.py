@@ -20,7 +20,8 @@ import time
 import pytest
 from support.broker import BrokerProcess
 
-from onceflow.client.connection import BrokerConnection, encode_request_header
+from onceflow.client.connection import BrokerConnection
+from onceflow.client.net.wire import encode_request_header
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages import REQUESTS, RESPONSES

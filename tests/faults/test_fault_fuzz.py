@@ -23,7 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.broker import BrokerProcess
 
-from onceflow.client.connection import BrokerConnection, encode_request_header
+from onceflow.client.connection import BrokerConnection
+from onceflow.client.net.wire import encode_request_header
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.codec import DecodeError
 from onceflow.protocol.errors import ErrorCode

@@ -32,7 +32,8 @@ from interop.workload import (
     record_value,
 )
 
-from onceflow.client.admin import AdminClient, OffsetSpec, TopicPartition
+from onceflow.client.admin import AdminClient, OffsetSpec
+from onceflow.common import TopicPartition
 
 PARTITIONS = 3
 

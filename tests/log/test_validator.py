@@ -17,10 +17,10 @@ from onceflow.log.validator import (
     validate_batch,
     validate_produced,
 )
+from onceflow.protocol.errors import ErrorCode
 from onceflow.records.batch import HEADER_SIZE, parse_header, patch_crc
 from onceflow.records.builder import BatchBuilder
 from onceflow.records.compression import CompressionType
-from onceflow.records.errors import ErrorCode
 
 
 @pytest.mark.parametrize(

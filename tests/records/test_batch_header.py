@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from onceflow.protocol.errors import ErrorCode
 from onceflow.records.batch import (
     HEADER_SIZE,
     BatchHeader,
@@ -23,7 +24,7 @@ from onceflow.records.batch import (
 )
 from onceflow.records.builder import BatchBuilder
 from onceflow.records.compression import CompressionType
-from onceflow.records.errors import CorruptRecordError, ErrorCode
+from onceflow.records.errors import CorruptRecordError
 
 
 def make_batch(count=3, **kwargs) -> bytearray:

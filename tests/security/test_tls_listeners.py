@@ -14,7 +14,7 @@ import pytest
 from support.pki import CLIENT_DN, KEY_PASSWORD, tls_broker_config
 
 from onceflow.broker.config import BrokerConfig, ConfigError
-from onceflow.broker.connection import ANONYMOUS
+from onceflow.broker.context import ANONYMOUS
 from onceflow.broker.server import Broker
 from onceflow.broker.tls import NoMatchingRuleError, PrincipalMapper, subject_dn
 from onceflow.protocol.api_keys import ApiKey

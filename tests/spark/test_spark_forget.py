@@ -9,8 +9,9 @@ import uuid
 from support.topics import create_topics, produce
 
 from onceflow.cli.main import main
-from onceflow.client.admin import AdminClient, TopicPartition
+from onceflow.client.admin import AdminClient
 from onceflow.client.producer import Producer
+from onceflow.common import TopicPartition
 from onceflow.spark.orders import end_offsets, read_committed
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from onceflow.client.config import consumer_config, producer_config
+from onceflow.client.config import producer_config
+from onceflow.client.consumer.config import consumer_config
 from onceflow.client.errors import ConfigException
 from onceflow.spark.options import parse_sink_options, parse_source_options
 

@@ -7,8 +7,9 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from support.broker import BrokerProcess
 
-from onceflow.client.admin import AdminClient, NewTopic, TopicPartition
+from onceflow.client.admin import AdminClient, NewTopic
 from onceflow.client.producer import Producer
+from onceflow.common import TopicPartition
 from onceflow.spark.options import parse_source_options
 from onceflow.spark.source import KafkaStreamReader
 from onceflow.spark.topic_ids import TOPIC_IDS_KEY

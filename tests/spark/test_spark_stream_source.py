@@ -146,7 +146,8 @@ def test_deleted_topic(session, module_broker, tmp_path, fail_on_data_loss):
 def test_offsets_removed_by_retention(session, tmp_path):
     """A read that starts below the log start offset (retention removed the records): an error
     naming the partition and offsets with failOnDataLoss=true, the rest with false."""
-    from onceflow.client.admin import OffsetSpec, TopicPartition
+    from onceflow.client.admin import OffsetSpec
+    from onceflow.common import TopicPartition
 
     broker = BrokerProcess(tmp_path / "trimmed", {"log.retention.check.interval.ms": 200})
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from onceflow.broker.authorization import denied
 from onceflow.protocol.api_keys import ApiKey
@@ -26,6 +26,9 @@ from onceflow.security.acl import (
     binding_of,
 )
 from onceflow.security.acl import from_code as code
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
 
 R = TypeVar("R")
 
@@ -56,7 +59,7 @@ def filter_from_wire(f) -> AclBindingFilter:
 
 
 async def change_acls(
-    ctx,
+    ctx: RequestContext,
     api_key: ApiKey,
     prepare: Callable[[Any], tuple[list, Any]],
     answer: Callable[[list], R],

@@ -23,11 +23,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
 
 _Op = AclOperation
 _R = ResourceType
@@ -202,12 +205,14 @@ RULES: Final[Mapping[ApiKey, Mapping[str, Rule]]] = MappingProxyType(
 )
 
 
-def enabled(ctx) -> bool:
+def enabled(ctx: RequestContext) -> bool:
     """True when the broker checks ACLs."""
     return ctx.broker.authorizer is not None
 
 
-def allowed(ctx, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+def allowed(
+    ctx: RequestContext, operation: AclOperation, resource_type: ResourceType, name: str
+) -> bool:
     """May the caller of `ctx` perform `operation` on the resource? True with no authorizer."""
     authorizer = ctx.broker.authorizer
     if authorizer is None:
@@ -215,7 +220,9 @@ def allowed(ctx, operation: AclOperation, resource_type: ResourceType, name: str
     return authorizer.authorize(ctx.principal, ctx.client_host, operation, resource_type, name)
 
 
-def denied(ctx, api: ApiKey, check: str, name: str | None = CLUSTER_NAME) -> ErrorCode | None:
+def denied(
+    ctx: RequestContext, api: ApiKey, check: str, name: str | None = CLUSTER_NAME
+) -> ErrorCode | None:
     """The error of `RULES[api][check]` when the caller may not do it on `name`, else None.
     A None name (a null transactional id, group) is denied when the authorizer is on."""
     authorizer = ctx.broker.authorizer
@@ -229,14 +236,16 @@ def denied(ctx, api: ApiKey, check: str, name: str | None = CLUSTER_NAME) -> Err
     return rule.error
 
 
-def denied_names(ctx, api: ApiKey, check: str, names: Iterable[str]) -> frozenset[str]:
+def denied_names(
+    ctx: RequestContext, api: ApiKey, check: str, names: Iterable[str]
+) -> frozenset[str]:
     """The names among `names` that `RULES[api][check]` denies (empty with no authorizer)."""
     if ctx.broker.authorizer is None:
         return frozenset()
     return frozenset(n for n in set(names) if denied(ctx, api, check, n) is not None)
 
 
-def allowed_names(ctx, api: ApiKey, check: str, names: Iterable[str]) -> list[str]:
+def allowed_names(ctx: RequestContext, api: ApiKey, check: str, names: Iterable[str]) -> list[str]:
     """`names` without those `RULES[api][check]` denies, in order (a filter: ListGroups,
     ListTransactions, all-topics OffsetFetch)."""
     if ctx.broker.authorizer is None:
@@ -250,7 +259,9 @@ _CONFIG_CHECKS: Final[Mapping[int, str]] = MappingProxyType(
 )
 
 
-def denied_config(ctx, api: ApiKey, resource_type: int, name: str) -> ErrorCode | None:
+def denied_config(
+    ctx: RequestContext, api: ApiKey, resource_type: int, name: str
+) -> ErrorCode | None:
     """The denial of a config resource for DescribeConfigs / (Incremental)AlterConfigs (topics
     by name, broker resources on the CLUSTER); None for types the handler refuses itself."""
     check = _CONFIG_CHECKS.get(resource_type)
@@ -259,7 +270,7 @@ def denied_config(ctx, api: ApiKey, resource_type: int, name: str) -> ErrorCode 
     return denied(ctx, api, check, name if check == "topic" else CLUSTER_NAME)
 
 
-def may_write_some_topic(ctx) -> bool:
+def may_write_some_topic(ctx: RequestContext) -> bool:
     """May the caller WRITE some topic (Kafka's alternative to IDEMPOTENT_WRITE)?"""
     authorizer = ctx.broker.authorizer
     return authorizer is None or authorizer.authorize_by_resource_type(

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from onceflow.security.acl import (  # AclOperation, ResourceType: defined there, re-exported
     CLUSTER_NAME,
     AclOperation,
     ResourceType,
 )
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
 
 AUTHORIZED_OPERATIONS_OMITTED: Final = -(2**31)
 
@@ -71,7 +74,9 @@ def to_bit_field(operations: Iterable[AclOperation]) -> int:
     return field
 
 
-def authorized_operations(ctx, resource_type: ResourceType, name: str | None) -> int:
+def authorized_operations(
+    ctx: RequestContext, resource_type: ResourceType, name: str | None
+) -> int:
     """The operations on resource `name` of `resource_type` (None: the cluster) that the
     caller of `ctx` may perform, as a bit field: every supported one with no authorizer."""
     supported = SUPPORTED_OPERATIONS[resource_type]

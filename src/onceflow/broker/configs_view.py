@@ -84,7 +84,7 @@ _BROKER_TYPES = {
 
 
 @dataclass(frozen=True)
-class ConfigEntry:
+class DescribedConfig:
     """One described config with its synonyms (most specific first)."""
 
     name: str
@@ -117,7 +117,9 @@ def topic_config_entries(config: BrokerConfig, log_config, overrides: dict[str, 
                 break
         source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
         entries.append(
-            ConfigEntry(name, value, source, _TYPE_NAMES[TOPIC_CONFIG_TYPES[name]], tuple(synonyms))
+            DescribedConfig(
+                name, value, source, _TYPE_NAMES[TOPIC_CONFIG_TYPES[name]], tuple(synonyms)
+            )
         )
     return entries
 
@@ -126,7 +128,7 @@ def broker_config_entries(config: BrokerConfig, dynamic: dict[str, str] | None =
     """Every known broker config with its effective value and source (static or default),
     then the stored dynamic ones (`broker.dynamic_configs`: accepted, no effect)."""
     entries = [
-        ConfigEntry(
+        DescribedConfig(
             name,
             value,
             ConfigSource.DYNAMIC_BROKER_CONFIG,
@@ -146,7 +148,7 @@ def broker_config_entries(config: BrokerConfig, dynamic: dict[str, str] | None =
         )
         synonyms = ((name, text, source),)
         entries.append(
-            ConfigEntry(
+            DescribedConfig(
                 name,
                 text,
                 source,

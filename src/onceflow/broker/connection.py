@@ -32,12 +32,12 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from onceflow.broker import dispatch
+from onceflow.broker.context import ANONYMOUS, RequestContext
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.codec import DecodeError
 from onceflow.protocol.headers import encode_response_header, parse_request_header
 
 if TYPE_CHECKING:
-    from onceflow.broker.config import Listener
     from onceflow.broker.sasl_authenticator import SaslAuthenticator
     from onceflow.broker.state import BrokerState
 
@@ -50,40 +50,6 @@ _LARGE_PART = 16384  # response parts above this are written without joining
 _TLS_WRITE_PIECE = 256 * 1024  # large responses go to a TLS transport in pieces of this size
 _TLS_READ_MIN = 256 * 1024  # free space offered to a TLS transport to decrypt into
 _TLS_BUFFER_KEPT = 16 * 1024 * 1024  # a larger receive buffer is dropped once it is empty
-
-
-ANONYMOUS = "User:ANONYMOUS"  # Kafka's principal of an unauthenticated (PLAINTEXT) client
-
-
-class RequestContext:
-    """What a handler sees of the broker and of the connection a request came on.
-
-    `peer` is `host:port` of the client, `client_host` its host alone (what ACLs match),
-    `principal` who the client is (`User:name`; `User:ANONYMOUS` until a listener's TLS or SASL
-    authentication says otherwise) and `listener_name` the listener it came in on (None: the
-    first)."""
-
-    __slots__ = ("broker", "peer", "client_host", "principal", "connection", "listener_name")
-
-    def __init__(
-        self,
-        broker: BrokerState,
-        peer: str,
-        connection: ClientConnection | None,
-        principal: str = ANONYMOUS,
-        listener_name: str | None = None,
-    ) -> None:
-        self.broker = broker
-        self.peer = peer
-        self.client_host = peer.rpartition(":")[0] or peer
-        self.principal = principal
-        self.connection = connection
-        self.listener_name = listener_name
-
-    @property
-    def advertised(self) -> Listener:
-        """The address to give this client for this broker: its listener's advertised one."""
-        return self.broker.advertised_for(self.listener_name)
 
 
 _FETCH_KEY = int(ApiKey.FETCH)
@@ -277,6 +243,8 @@ class ClientConnection(asyncio.BaseProtocol):
         # ApiVersions responses always use response header v0 (KIP-511)
         if api_key == dispatch.API_VERSIONS_KEY:
             pending.flexible_header = False
+        if self.ctx is None:  # set by connection_made, before any data arrives
+            raise RuntimeError("request before connection_made")
         task = asyncio.ensure_future(api.handler(self.ctx, header, request))
         pending.task = task
         self._pending.append(pending)

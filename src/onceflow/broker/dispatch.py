@@ -8,9 +8,9 @@ outside them. A version is listed only when its handler implements it and a test
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from onceflow.broker.handlers.add_offsets_to_txn import handle_add_offsets_to_txn
 from onceflow.broker.handlers.add_partitions_to_txn import handle_add_partitions_to_txn
@@ -61,13 +61,30 @@ from onceflow.broker.served_versions import SUPPORTED_VERSIONS, supported_api_ke
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.message import Message
 
-Handler = Callable[[Any, Any, Any], Awaitable[Any]]
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+
+RequestT = TypeVar("RequestT", bound=Message, contravariant=True)
+ResponseT = TypeVar("ResponseT", bound=Message | None, covariant=True)
+
+
+class Handler(Protocol[RequestT, ResponseT]):
+    """`async def handle_<api>(ctx, header, request) -> <Api>Response` (None: no response)."""
+
+    def __call__(
+        self, ctx: RequestContext, header: RequestHeader, request: RequestT, /
+    ) -> Awaitable[ResponseT]: ...
+
+
+AnyHandler = Handler[Any, Message | None]  # the handler of some API
 
 API_VERSIONS_KEY: Final = int(ApiKey.API_VERSIONS)
 
 # api key -> handler, one per entry of `SUPPORTED_VERSIONS`
-HANDLERS: Final[Mapping[ApiKey, Handler]] = {
+HANDLERS: Final[Mapping[ApiKey, AnyHandler]] = {
     ApiKey.PRODUCE: handle_produce,
     ApiKey.FETCH: handle_fetch,
     ApiKey.LIST_OFFSETS: handle_list_offsets,
@@ -112,7 +129,7 @@ HANDLERS: Final[Mapping[ApiKey, Handler]] = {
 }
 
 # api key -> (min version, max version, handler)
-SUPPORTED: Final[dict[ApiKey, tuple[int, int, Handler]]] = {
+SUPPORTED: Final[dict[ApiKey, tuple[int, int, AnyHandler]]] = {
     key: (low, high, HANDLERS[key]) for key, (low, high) in SUPPORTED_VERSIONS.items()
 }
 
@@ -125,9 +142,9 @@ class Api:
     name: str
     min_version: int
     max_version: int
-    handler: Handler
-    request_cls: Any
-    response_cls: Any
+    handler: AnyHandler
+    request_cls: type[Message]
+    response_cls: type[Message]
 
     def flexible(self, version: int) -> bool:
         """True when `version` uses flexible encoding (response header v1)."""

@@ -13,7 +13,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from onceflow.broker.config import ConfigError, parse_properties
+from onceflow.broker.config import ConfigError
+from onceflow.properties import parse_properties
 
 META_FILE = "meta.properties"
 

@@ -43,7 +43,7 @@ import logging
 from collections import Counter
 from typing import TYPE_CHECKING, Protocol
 
-from onceflow.broker.config import Listener
+from onceflow.broker.listeners import Listener
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 

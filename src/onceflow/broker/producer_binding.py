@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+from typing import Protocol
 
 from onceflow.protocol.errors import ErrorCode
 from onceflow.records.batch import (
@@ -95,14 +96,30 @@ def open_binding(data_dir: str, enabled: bool) -> ProducerIdBinding | None:
     return ProducerIdBinding(owners)
 
 
-async def bind_to_caller(ctx, producer_id: int) -> None:
+class _BindingHolder(Protocol):
+    producer_id_binding: ProducerIdBinding | None
+
+
+class Caller(Protocol):
+    """What the checks below read of a `broker.context.RequestContext` (named structurally:
+    the broker state imports this module)."""
+
+    @property
+    def broker(self) -> _BindingHolder: ...
+    @property
+    def principal(self) -> str: ...
+    @property
+    def peer(self) -> str: ...
+
+
+async def bind_to_caller(ctx: Caller, producer_id: int) -> None:
     """Bind `producer_id` to the caller (no-op with the binding off); OSError if not durable."""
     binding = ctx.broker.producer_id_binding
     if binding is not None:
         await binding.bind(producer_id, ctx.principal)
 
 
-def refusal(ctx, api_name: str, producer_id: int) -> ErrorCode | None:
+def refusal(ctx: Caller, api_name: str, producer_id: int) -> ErrorCode | None:
     """TRANSACTIONAL_ID_AUTHORIZATION_FAILED (logged) when `producer_id` belongs to another
     principal; None when the caller may use it."""
     binding = ctx.broker.producer_id_binding
@@ -120,7 +137,7 @@ def refusal(ctx, api_name: str, producer_id: int) -> ErrorCode | None:
     return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
-def produce_refusal(ctx, request) -> tuple[ErrorCode, str] | None:
+def produce_refusal(ctx: Caller, request) -> tuple[ErrorCode, str] | None:
     """(error, message) when a batch of the Produce request carries a producer id owned by
     another principal, else None. Reads each partition's batch header in place; not logged
     (the produce handler logs its refusal)."""

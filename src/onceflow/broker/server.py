@@ -28,9 +28,9 @@ import logging
 import socket
 import ssl
 
-from onceflow.broker.config import BrokerConfig, Listener
+from onceflow.broker.config import BrokerConfig
 from onceflow.broker.connection import ClientConnection, TlsClientConnection
-from onceflow.broker.listeners import ListenerSpec, SecurityProtocol
+from onceflow.broker.listeners import Listener, ListenerSpec, SecurityProtocol
 from onceflow.broker.metrics import MetricsServer
 from onceflow.broker.state import BrokerState
 
@@ -173,7 +173,7 @@ class Broker:
     def _certificate_principal(self, transport: asyncio.BaseTransport) -> str:
         """`User:<mapped subject>` of a verified client certificate, `User:ANONYMOUS` without
         one; raises NoMatchingRuleError when no mapping rule applies."""
-        from onceflow.broker.connection import ANONYMOUS
+        from onceflow.broker.context import ANONYMOUS
         from onceflow.broker.tls import subject_dn
 
         ssl_object = transport.get_extra_info("ssl_object")

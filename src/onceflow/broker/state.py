@@ -27,8 +27,9 @@ import logging
 import uuid
 from collections.abc import Callable
 
-from onceflow.broker.config import BrokerConfig, ConfigError, Listener
+from onceflow.broker.config import BrokerConfig, ConfigError
 from onceflow.broker.dynamic_configs import DynamicBrokerConfigs
+from onceflow.broker.listeners import Listener
 from onceflow.broker.meta import load_or_create
 from onceflow.broker.metrics import BrokerMetrics
 from onceflow.broker.notifier import HighWatermarkNotifier
@@ -124,6 +125,12 @@ class BrokerState:
         state.credentials = credentials
         state.producer_id_binding = binding
         return state
+
+    def credential_store(self) -> ScramCredentialStore:
+        """The SCRAM credential store (`open` sets it before any request)."""
+        if self.credentials is None:
+            raise RuntimeError("the broker state is not open")
+        return self.credentials
 
     def advertised_for(self, listener_name: str | None) -> Listener:
         """The address clients of `listener_name` are given (None: the first listener's)."""

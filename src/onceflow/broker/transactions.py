@@ -28,11 +28,11 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 
+from onceflow.common import TopicPartition
+from onceflow.coordinator.internal_topics import TRANSACTION_STATE_TOPIC
 from onceflow.coordinator.producer_id import ProducerIdManager
 from onceflow.coordinator.txn.config import TxnConfig
 from onceflow.coordinator.txn.coordinator import TransactionCoordinator
-from onceflow.coordinator.txn.metadata import TopicPartition
-from onceflow.coordinator.txn.state_log import TRANSACTION_STATE_TOPIC
 from onceflow.log.manager import LogManager
 from onceflow.protocol.errors import ErrorCode
 from onceflow.records.batch import BatchHeader

@@ -26,8 +26,8 @@ import argparse
 from collections.abc import Iterable
 from itertools import product
 
-from onceflow.cli.admin_request import CommandError, Send, run_request
-from onceflow.cli.options import add_action, add_command
+from onceflow.cli.admin_request import Send, run_request
+from onceflow.cli.options import CommandError, add_action, add_command
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.create_acls import CreateAclsRequest
 from onceflow.protocol.messages.delete_acls import DeleteAclsRequest

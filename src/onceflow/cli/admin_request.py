@@ -10,15 +10,11 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from onceflow.cli.options import client_properties, fail
+from onceflow.cli.options import CommandError, client_properties, fail
 from onceflow.client.admin_connections import AdminConnections
 from onceflow.client.errors import BrokerResponseError, KafkaError
 
 Send = Callable[[Any], Any]
-
-
-class CommandError(Exception):
-    """A refusal or broker error to report on one line (exit 1)."""
 
 
 def run_request(args: argparse.Namespace, command: str, action: Callable[[Send], int]) -> int:

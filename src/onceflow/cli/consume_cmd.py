@@ -29,9 +29,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from onceflow.cli.options import client_properties, fail, topic_command, unescape
-from onceflow.client.admin import AdminClient, OffsetSpec, TopicPartition
+from onceflow.client.admin import AdminClient, OffsetSpec
 from onceflow.client.consumer import Consumer, ConsumerRecord
 from onceflow.client.errors import KafkaError
+from onceflow.common import TopicPartition
 
 NAME = "consume"
 _TOKEN = re.compile(rb"%(.)")

@@ -16,8 +16,9 @@ import argparse
 from datetime import UTC, datetime
 
 from onceflow.cli.options import add_action, add_command, client_properties, fail
-from onceflow.client.admin import AdminClient, OffsetSpec, TopicPartition
+from onceflow.client.admin import AdminClient, OffsetSpec
 from onceflow.client.errors import KafkaError
+from onceflow.common import TopicPartition
 from onceflow.protocol.errors import ErrorCode
 
 NAME = "groups"

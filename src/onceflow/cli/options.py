@@ -11,10 +11,20 @@ from __future__ import annotations
 import argparse
 import codecs
 import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from onceflow.client.errors import (
+    BrokerResponseError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+)
 from onceflow.properties import parse_properties
+
+Client = TypeVar("Client")
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000
@@ -133,7 +143,35 @@ def unescape(text: str) -> bytes:
     return codecs.escape_decode(text.encode())[0]
 
 
+class CommandError(Exception):
+    """A refusal or broker error to report on one line (exit 1)."""
+
+
 def fail(command: str, message: str) -> int:
     """One line on stderr; exit code 1."""
     print(f"onceflow {command}: {message}", file=sys.stderr)
     return 1
+
+
+def guarded(
+    command: str,
+    connect: Callable[[argparse.Namespace], AbstractContextManager[Client]],
+    action: Callable[[Client, argparse.Namespace], int],
+    refusals: tuple[type[Exception], ...] = (CommandError,),
+) -> Callable[[argparse.Namespace], int]:
+    """`action(client, args)` on the client `connect(args)` opens: a broker out of reach, a
+    Kafka error or one of `refusals` becomes one line on stderr and exit code 1."""
+
+    reported: tuple[type[Exception], ...] = (KafkaError, BrokerResponseError, *refusals)
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            with connect(args) as client:
+                return action(client, args)
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            return fail(command, f"cannot reach {args.bootstrap_server}: {exc}")
+        except reported as exc:
+            return fail(command, str(exc))
+
+    run.__doc__ = action.__doc__
+    return run

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
-from onceflow.cli.options import add_action, add_command, client_properties
-from onceflow.client.admin import AdminClient, NewTopic, OffsetSpec, TopicPartition
-from onceflow.client.errors import (
-    BrokerResponseError,
-    KafkaConnectionError,
-    KafkaError,
-    KafkaTimeoutError,
+from onceflow.cli.options import (
+    add_action,
+    add_command,
+    client_properties,
+    fail,
+    guarded,
 )
+from onceflow.client.admin import AdminClient, NewTopic, OffsetSpec
+from onceflow.common import TopicPartition
 from onceflow.protocol.errors import ErrorCode
 
 
@@ -84,31 +84,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
 
 
-def _fail(message: str) -> int:
-    print(f"onceflow topics: {message}", file=sys.stderr)
-    return 1
-
-
 def _admin(args: argparse.Namespace) -> AdminClient:
     return AdminClient({"client.id": "onceflow-topics", **client_properties(args)})
 
 
 def _guarded(action):
-    """Run an action, turning connection and protocol failures into one line and exit 1."""
-
-    def run(args: argparse.Namespace) -> int:
-        try:
-            with _admin(args) as admin:
-                return action(admin, args)
-        except (KafkaConnectionError, KafkaTimeoutError) as exc:
-            return _fail(f"cannot reach {args.bootstrap_server}: {exc}")
-        except (KafkaError, BrokerResponseError) as exc:
-            return _fail(str(exc))
-        except ValueError as exc:
-            return _fail(str(exc))
-
-    run.__doc__ = action.__doc__
-    return run
+    """`action(admin, args)` on an AdminClient; failures become one line and exit 1."""
+    return guarded("topics", _admin, action, refusals=(ValueError,))
 
 
 def _parse_configs(pairs: list[str]) -> dict[str, str]:
@@ -131,7 +113,9 @@ def _create(admin: AdminClient, args: argparse.Namespace) -> int:
         return 0
     if not result.ok:
         detail = f" ({result.error_message})" if result.error_message else ""
-        return _fail(f"cannot create topic {args.topic!r}: {result.error_code.name}{detail}")
+        return fail(
+            "topics", f"cannot create topic {args.topic!r}: {result.error_code.name}{detail}"
+        )
     print(f'Created topic "{args.topic}".')
     return 0
 
@@ -148,7 +132,7 @@ def _describe(admin: AdminClient, args: argparse.Namespace) -> int:
     descriptions = admin.describe_topics(args.topic)
     failed = [d for d in descriptions.values() if d.error_code != ErrorCode.NONE]
     if failed:
-        return _fail("; ".join(f"topic {d.name!r}: {d.error_code.name}" for d in failed))
+        return fail("topics", "; ".join(f"topic {d.name!r}: {d.error_code.name}" for d in failed))
     specs_latest = {
         TopicPartition(d.name, p.partition): OffsetSpec.latest()
         for d in descriptions.values()
@@ -179,14 +163,16 @@ def _delete(admin: AdminClient, args: argparse.Namespace) -> int:
     for name in args.topic:
         result = results.get(name)
         if result is None:
-            status = _fail(f"no result for topic {name!r} in the DeleteTopics response")
+            status = fail("topics", f"no result for topic {name!r} in the DeleteTopics response")
         elif result.ok:
             print(f'Deleted topic "{name}".')
         elif result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and args.if_exists:
             continue
         else:
             detail = f" ({result.error_message})" if result.error_message else ""
-            status = _fail(f"cannot delete topic {name!r}: {result.error_code.name}{detail}")
+            status = fail(
+                "topics", f"cannot delete topic {name!r}: {result.error_code.name}{detail}"
+            )
     return status
 
 
@@ -194,10 +180,14 @@ def _alter(admin: AdminClient, args: argparse.Namespace) -> int:
     """`topics alter --partitions N`: CreatePartitions to a total of N."""
     result = admin.create_partitions({args.topic: args.partitions}).get(args.topic)
     if result is None:
-        return _fail(f"no result for topic {args.topic!r} in the CreatePartitions response")
+        return fail(
+            "topics", f"no result for topic {args.topic!r} in the CreatePartitions response"
+        )
     if not result.ok:
         detail = f" ({result.error_message})" if result.error_message else ""
-        return _fail(f"cannot alter topic {args.topic!r}: {result.error_code.name}{detail}")
+        return fail(
+            "topics", f"cannot alter topic {args.topic!r}: {result.error_code.name}{detail}"
+        )
     print(f'Topic "{args.topic}" now has {args.partitions} partitions.')
     return 0
 

@@ -30,14 +30,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from onceflow.cli.options import add_action, add_command, client_properties
-from onceflow.client.connection import BrokerConnection
-from onceflow.client.errors import (
-    BrokerResponseError,
-    KafkaConnectionError,
-    KafkaError,
-    KafkaTimeoutError,
+from onceflow.cli.options import (
+    CommandError,
+    add_action,
+    add_command,
+    client_properties,
+    guarded,
 )
+from onceflow.client.connection import BrokerConnection
 from onceflow.client.net.security import client_security
 from onceflow.common import wall_clock_ms
 from onceflow.coordinator.txn.state import TxnState
@@ -51,10 +51,6 @@ from onceflow.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
 
 _TRANSACTION_KEY = 1
 _FIND_COORDINATOR_VERSION = 3
-
-
-class CommandError(Exception):
-    """A failure to report on one line (exit 1)."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -116,26 +112,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     abort.add_argument("--coordinator-epoch", type=int)
 
 
+def _connect(args: argparse.Namespace) -> BrokerConnection:
+    config = client_properties(args)  # first: it fills in the connection options of `args`
+    return BrokerConnection.from_address(
+        args.bootstrap_server,
+        client_id="onceflow-transactions",
+        request_timeout_ms=args.request_timeout_ms,
+        security=client_security(config),
+    )
+
+
 def _guarded(action):
-    """Run an action on a connection, turning failures into one line and exit 1."""
-
-    def run(args: argparse.Namespace) -> int:
-        config = client_properties(args)
-        try:
-            with BrokerConnection.from_address(
-                args.bootstrap_server,
-                client_id="onceflow-transactions",
-                request_timeout_ms=args.request_timeout_ms,
-                security=client_security(config),
-            ) as conn:
-                return action(conn, args)
-        except (KafkaConnectionError, KafkaTimeoutError) as exc:
-            return _fail(f"cannot reach {args.bootstrap_server}: {exc}")
-        except (KafkaError, BrokerResponseError, CommandError) as exc:
-            return _fail(str(exc))
-
-    run.__doc__ = action.__doc__
-    return run
+    """`action(connection, args)` on a connection; failures become one line and exit 1."""
+    return guarded("transactions", _connect, action)
 
 
 _STATE_NAMES = {state.kafka_name.lower(): state.kafka_name for state in TxnState}
@@ -149,11 +138,6 @@ def _state_name(text: str) -> str:
             f"unknown state {text!r}; one of {', '.join(_STATE_NAMES.values())}"
         )
     return name
-
-
-def _fail(message: str) -> int:
-    print(f"onceflow transactions: {message}", file=sys.stderr)
-    return 1
 
 
 def _check(error_code: int, what: str) -> None:

@@ -25,8 +25,8 @@ import getpass
 import secrets
 import sys
 
-from onceflow.cli.admin_request import CommandError, Send, run_request
-from onceflow.cli.options import add_action, add_command
+from onceflow.cli.admin_request import Send, run_request
+from onceflow.cli.options import CommandError, add_action, add_command
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,

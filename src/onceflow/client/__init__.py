@@ -16,10 +16,10 @@ from onceflow.client.errors import (
     TransactionAbortedError,
     UnknownTopicOrPartitionError,
 )
-from onceflow.client.net.metadata import TopicPartition
 from onceflow.client.offsets import ConsumerGroupMetadata, OffsetAndMetadata
 from onceflow.client.producer.futures import FutureRecordMetadata, RecordMetadata
 from onceflow.client.producer.producer import Producer
+from onceflow.common import TopicPartition
 
 __all__ = [
     "CommitFailedError",

@@ -17,6 +17,8 @@ from onceflow.client.errors import raise_for_error
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages import REQUESTS
+from onceflow.protocol.messages.create_acls import CreateAclsRequest
+from onceflow.protocol.messages.delete_acls import DeleteAclsRequest
 from onceflow.security.acl import AclBinding, AclBindingFilter, binding_of
 
 __all__ = ["AclResult", "DeletedAcls", "create_acls", "delete_acls", "describe_acls"]
@@ -65,7 +67,7 @@ def create_acls(net: AdminConnections, bindings: Iterable[AclBinding]) -> list[A
     """One result per binding, in order. A binding with an ANY, MATCH or UNKNOWN value is a
     filter, not an ACL: `ValueError` before anything is sent (Kafka's `ResourcePattern` and
     `AccessControlEntry` refuse them too; Kafka's broker fails the whole request on one)."""
-    cls = REQUESTS[ApiKey.CREATE_ACLS]
+    cls = CreateAclsRequest
     bindings = list(bindings)
     for b in bindings:
         values = (b.pattern.resource_type, b.pattern.pattern_type, b.entry.operation,
@@ -110,7 +112,7 @@ def describe_acls(net: AdminConnections, acl_filter: AclBindingFilter) -> list[A
 
 def delete_acls(net: AdminConnections, filters: Iterable[AclBindingFilter]) -> list[DeletedAcls]:
     """One result per filter, in order, with the bindings each deleted."""
-    cls = REQUESTS[ApiKey.DELETE_ACLS]
+    cls = DeleteAclsRequest
     request = cls(filters=[cls.DeleteAclsFilter(**_filter_fields(f)) for f in filters])
     out = []
     for r in net.bootstrap().send(request).filter_results:

@@ -26,7 +26,6 @@ from onceflow.client.admin_connections import (
     GROUP_RETRIABLE,
     RETRY_S,
     AdminConnections,
-    BrokerNode,
     known_code,
     wait_retriable,
 )
@@ -34,6 +33,7 @@ from onceflow.client.config_admin import AlterOp, ConfigResource, ConfigsResult
 from onceflow.client.connection import BrokerConnection
 from onceflow.client.errors import UnsupportedVersionError, raise_for_error
 from onceflow.client.group_admin import GroupDescription, GroupListing
+from onceflow.client.net.metadata import BrokerNode
 from onceflow.client.txn_admin import (
     AbortTransactionSpec,
     ProducersResult,

@@ -1,6 +1,7 @@
 """Producer and consumer configuration: Kafka's property names, defaults, checks and messages.
 
-`producer_config(dict)` and `consumer_config(dict)` parse a user's configuration (values may be
+`producer_config(dict)` and `consumer.config.consumer_config(dict)` (which needs the
+consumer's assignors) parse a user's configuration (values may be
 typed or strings, as Spark passes them), apply Kafka's defaults, and raise `ConfigException`
 with Kafka's message for a bad value (``Invalid value X for configuration NAME: reason``) or a
 bad combination. Unknown names are logged and ignored, as Kafka's clients do.
@@ -22,7 +23,6 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from onceflow.client.consumer.group.assignors import ASSIGNORS
 from onceflow.client.errors import ConfigException
 from onceflow.client.net.security import (
     PLAINTEXT,
@@ -38,7 +38,8 @@ __all__ = [
     "PRODUCER_CONFIG",
     "ClientConfig",
     "ConfigKey",
-    "consumer_config",
+    "invalid_value",
+    "parse_config",
     "producer_config",
 ]
 
@@ -181,7 +182,7 @@ def hide_secrets(config: Mapping[str, Any]) -> dict[str, Any]:
     return {k: ("[hidden]" if k in SECRET_KEYS and v is not None else v) for k, v in config.items()}
 
 
-def _invalid(name: str, value: Any, reason: str) -> ConfigException:
+def invalid_value(name: str, value: Any, reason: str) -> ConfigException:
     if name in SECRET_KEYS:
         value = "[hidden]"
     return ConfigException(f"Invalid value {value} for configuration {name}: {reason}")
@@ -192,18 +193,18 @@ def _convert(key: ConfigKey, value: Any) -> Any:
         return None
     if key.kind == "int":
         if isinstance(value, bool):
-            raise _invalid(key.name, value, "Expected value to be a 32-bit integer")
+            raise invalid_value(key.name, value, "Expected value to be a 32-bit integer")
         try:
             return int(str(value).strip()) if isinstance(value, str) else int(value)
         except (TypeError, ValueError):
-            raise _invalid(key.name, value, "Not a number of type INT") from None
+            raise invalid_value(key.name, value, "Not a number of type INT") from None
     if key.kind == "bool":
         if isinstance(value, bool):
             return value
         text = str(value).strip().lower()
         if text in ("true", "false"):
             return text == "true"
-        raise _invalid(key.name, value, "Expected value to be either true or false")
+        raise invalid_value(key.name, value, "Expected value to be either true or false")
     if key.kind == "list":
         items = value.split(",") if isinstance(value, str) else list(value)
         return [str(item).strip() for item in items if str(item).strip()]
@@ -230,10 +231,10 @@ def parse_config(definitions: tuple[ConfigKey, ...], supplied: Mapping[str, Any]
         if value is not None and key.check is not None:
             reason = key.check(value)
             if reason is not None:
-                raise _invalid(key.name, supplied.get(key.name, value), reason)
+                raise invalid_value(key.name, supplied.get(key.name, value), reason)
         values[key.name] = value
     if not values["bootstrap.servers"]:
-        raise _invalid("bootstrap.servers", supplied.get("bootstrap.servers"), "list is empty")
+        raise invalid_value("bootstrap.servers", supplied.get("bootstrap.servers"), "list is empty")
     originals = {k: v for k, v in supplied.items() if k in known}
     return ClientConfig(values, originals, client_security(supplied))
 
@@ -294,22 +295,3 @@ def _check_delivery_timeout(config: ClientConfig) -> None:
         )
     log.warning("delivery.timeout.ms raised to linger.ms + request.timeout.ms = %d", floor)
     values["delivery.timeout.ms"] = floor
-
-
-def consumer_config(supplied: Mapping[str, Any]) -> ClientConfig:
-    """Parse and validate a consumer configuration (Kafka's `ConsumerConfig` checks:
-    heartbeat.interval.ms below session.timeout.ms, known assignment strategies)."""
-    config = parse_config(CONSUMER_CONFIG, supplied)
-    values = config._values
-    if values["heartbeat.interval.ms"] >= values["session.timeout.ms"]:
-        raise ConfigException("heartbeat.interval.ms must be lower than session.timeout.ms")
-    strategies = [s.lower() for s in values["partition.assignment.strategy"]]
-    for strategy in strategies:
-        if strategy not in ASSIGNORS:
-            raise _invalid("partition.assignment.strategy", strategy, "Unknown assignment strategy")
-    if not strategies:
-        raise _invalid("partition.assignment.strategy", "[]", "list is empty")
-    values["partition.assignment.strategy"] = strategies
-    if values["group.id"] is None and values["group.instance.id"] is not None:
-        raise ConfigException("group.instance.id requires group.id")
-    return config

@@ -30,6 +30,7 @@ from onceflow.client.errors import (  # noqa: F401  (re-exported for this module
     UnsupportedVersionError,
     raise_for_error,
 )
+from onceflow.client.net.address import split_host_port
 from onceflow.client.net.security import PLAINTEXT, ClientSecurity, ssl_authentication_error
 from onceflow.client.net.wire import (  # noqa: F401  (re-exported: tests build raw requests)
     Response,
@@ -42,10 +43,10 @@ _MAX_READ = 1 << 20
 
 
 def _parse_bootstrap(address: str) -> tuple[str, int]:
-    host, sep, port = address.strip().rpartition(":")
-    if not sep or not host or not port.isdigit():
+    parsed = split_host_port(address)
+    if parsed is None:
         raise ValueError(f"bad broker address {address!r}: expected host:port")
-    return host.strip("[]"), int(port)
+    return parsed
 
 
 class BrokerConnection:

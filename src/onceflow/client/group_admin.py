@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from onceflow.client.admin_connections import GROUP_KEY, AdminConnections, known_code
 from onceflow.client.consumer.group.protocol import decode_assignment
 from onceflow.client.errors import raise_for_error
-from onceflow.client.net.metadata import TopicPartition
+from onceflow.common import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages import REQUESTS

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from onceflow.client.net.metadata import TopicPartition
+from onceflow.common import TopicPartition
 
 __all__ = ["ConsumerGroupMetadata", "OffsetAndMetadata", "normalize_offsets"]
 

@@ -34,6 +34,8 @@ from onceflow.common import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages import REQUESTS
+from onceflow.protocol.messages.describe_producers import DescribeProducersRequest
+from onceflow.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
 
 __all__ = [
     "AbortTransactionSpec",
@@ -141,7 +143,7 @@ def describe_producers(
     conn: BrokerConnection, partitions: Iterable[TopicPartition]
 ) -> dict[TopicPartition, ProducersResult]:
     """DescribeProducers for partitions led by the broker behind `conn`."""
-    cls = REQUESTS[ApiKey.DESCRIBE_PRODUCERS]
+    cls = DescribeProducersRequest
     by_topic: dict[str, list[int]] = {}
     for tp in partitions:
         by_topic.setdefault(tp.topic, []).append(tp.partition)
@@ -171,7 +173,7 @@ def describe_producers(
 def abort_transaction(conn: BrokerConnection, spec: AbortTransactionSpec) -> ErrorCode:
     """WriteTxnMarkers (v1) with an ABORT marker for `spec`, to the partition's leader behind
     `conn`; the partition's error code."""
-    cls = REQUESTS[ApiKey.WRITE_TXN_MARKERS]
+    cls = WriteTxnMarkersRequest
     tp = spec.partition
     marker = cls.WritableTxnMarker(
         producer_id=spec.producer_id,

@@ -17,7 +17,7 @@ from onceflow.protocol.errors import ErrorCode
 
 __all__ = ["CoordinatorTopic"]
 
-logger = logging.getLogger("onceflow.coordinator")
+log = logging.getLogger("onceflow.coordinator")
 
 
 class CoordinatorTopic:
@@ -48,7 +48,7 @@ class CoordinatorTopic:
             return ErrorCode.NONE
         result = self.logs.create_topic(self.name, self._partitions, self._configs)
         if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-            logger.error("cannot create %s: %s %s", self.name, result.error.name, result.message)
+            log.error("cannot create %s: %s %s", self.name, result.error.name, result.message)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        logger.info("created %s with %d partitions", self.name, self.num_partitions)
+        log.info("created %s with %d partitions", self.name, self.num_partitions)
         return ErrorCode.NONE

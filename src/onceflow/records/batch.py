@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
-from onceflow.common import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from onceflow.common import NO_PRODUCER_ID
 from onceflow.records.errors import CorruptRecordError
 
 __all__ = [
@@ -38,8 +38,6 @@ __all__ = [
     "MAGIC",
     "MAGIC_OFFSET",
     "NO_PARTITION_LEADER_EPOCH",
-    "NO_PRODUCER_EPOCH",
-    "NO_PRODUCER_ID",
     "NO_SEQUENCE",
     "NO_TIMESTAMP",
     "RECORDS_OFFSET",

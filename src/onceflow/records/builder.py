@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from onceflow.common import wall_clock_ms
+from onceflow.common import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, wall_clock_ms
 from onceflow.records.batch import (
     CONTROL_MASK,
     HEADER_SIZE,
@@ -18,8 +18,6 @@ from onceflow.records.batch import (
     LOG_OVERHEAD,
     MAGIC,
     NO_PARTITION_LEADER_EPOCH,
-    NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID,
     NO_SEQUENCE,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,

@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from onceflow.client.admin import TopicPartition
 from onceflow.client.errors import IllegalStateError, KafkaError, ProducerFencedError
 from onceflow.client.producer import Producer
+from onceflow.common import TopicPartition
 from onceflow.spark.faults import fault_point
 from onceflow.spark.markers import (
     MarkerError,

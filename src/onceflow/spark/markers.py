@@ -30,8 +30,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from onceflow.client.admin import AdminClient, TopicPartition
+from onceflow.client.admin import AdminClient
 from onceflow.client.offsets import OffsetAndMetadata
+from onceflow.common import TopicPartition
 from onceflow.protocol.errors import ErrorCode
 
 __all__ = [

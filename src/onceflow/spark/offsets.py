@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from onceflow.client.admin import AdminClient, OffsetSpec, TopicPartition
+from onceflow.client.admin import AdminClient, OffsetSpec
 from onceflow.client.errors import KafkaTimeoutError
+from onceflow.common import TopicPartition
 from onceflow.protocol.errors import ErrorCode
 from onceflow.spark.options import SourceOptions
 

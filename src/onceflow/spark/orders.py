@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from onceflow.client.admin import AdminClient, OffsetSpec, TopicPartition
+from onceflow.client.admin import AdminClient, OffsetSpec
 from onceflow.client.consumer import Consumer
 from onceflow.client.producer import Producer
+from onceflow.common import TopicPartition
 
 __all__ = [
     "ABORTED_BASE",

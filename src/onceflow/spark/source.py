@@ -32,9 +32,9 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from onceflow.client.admin import TopicPartition
 from onceflow.client.consumer import Consumer, FetchedColumns
 from onceflow.client.errors import KafkaError, OffsetOutOfRangeError
+from onceflow.common import TopicPartition
 from onceflow.spark.offsets import (
     LATEST,
     DataLossError,

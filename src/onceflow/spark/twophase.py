@@ -34,10 +34,11 @@ from typing import Any, NamedTuple
 
 from pyspark.sql.datasource import WriterCommitMessage
 
-from onceflow.client.admin import AdminClient, TopicPartition
+from onceflow.client.admin import AdminClient
 from onceflow.client.errors import KafkaError
 from onceflow.client.producer import Producer
-from onceflow.client.producer.txn.states import TxnApi
+from onceflow.client.producer.states import TxnApi
+from onceflow.common import TopicPartition
 from onceflow.protocol.errors import ErrorCode
 from onceflow.spark.faults import fault_point
 from onceflow.spark.markers import (

@@ -10,10 +10,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from onceflow.common import TopicPartition
 from onceflow.coordinator.group.config import GroupConfig
 from onceflow.coordinator.group.coordinator import GroupCoordinator
 from onceflow.coordinator.group.member import JoinResult
-from onceflow.coordinator.group.offsets import OffsetAndMetadata, TopicPartition
+from onceflow.coordinator.group.offsets import CommittedOffset
 from onceflow.log.manager import LogManager
 from onceflow.protocol.errors import ErrorCode
 
@@ -137,10 +138,10 @@ async def stable_group(
     return list(results)
 
 
-def offsets(**by_partition: int) -> dict[TopicPartition, OffsetAndMetadata]:
+def offsets(**by_partition: int) -> dict[TopicPartition, CommittedOffset]:
     """`offsets(p0=5, p1=7)` -> {orders-0: 5, orders-1: 7}."""
     return {
-        TopicPartition("orders", int(name[1:])): OffsetAndMetadata(value, metadata=f"m{value}")
+        TopicPartition("orders", int(name[1:])): CommittedOffset(value, metadata=f"m{value}")
         for name, value in by_partition.items()
     }
 

@@ -12,9 +12,10 @@ from coordinator.group.group_helpers import (
     run,
     stable_group,
 )
+from onceflow.common import TopicPartition
 from onceflow.coordinator.group.config import OFFSETS_TOPIC
 from onceflow.coordinator.group.coordinator import GroupCoordinator
-from onceflow.coordinator.group.offsets import OffsetAndMetadata, TopicPartition
+from onceflow.coordinator.group.offsets import CommittedOffset
 from onceflow.coordinator.group.state import GroupState
 from onceflow.protocol.errors import ErrorCode
 
@@ -28,7 +29,7 @@ def test_commit_persists_and_reloads(tmp_path) -> None:
         me = members[0]
         result = await c.commit_offsets(
             "g", me.generation_id, me.member_id, None,
-            {TP0: OffsetAndMetadata(42, 3, "hello"), TP1: OffsetAndMetadata(7)},
+            {TP0: CommittedOffset(42, 3, "hello"), TP1: CommittedOffset(7)},
         )  # fmt: skip
         await c.commit_offsets("g", me.generation_id, me.member_id, None, offsets(p0=43))
         simple = await c.commit_offsets("simple", -1, "", None, offsets(p1=9))
@@ -58,7 +59,7 @@ def test_commit_persists_and_reloads(tmp_path) -> None:
 def test_first_commit_keeps_leader_epoch_and_metadata(tmp_path) -> None:
     async def scenario(c: GroupCoordinator):
         await c.commit_offsets(
-            "g", -1, "", None, {TP0: OffsetAndMetadata(5, leader_epoch=2, metadata="x")}
+            "g", -1, "", None, {TP0: CommittedOffset(5, leader_epoch=2, metadata="x")}
         )
         return (await c.fetch_offsets("g", [TP0, TP1])).partitions
 
@@ -80,7 +81,7 @@ def test_metadata_too_large_is_per_partition(tmp_path) -> None:
     async def scenario(c: GroupCoordinator):
         result = await c.commit_offsets(
             "g", -1, "", None,
-            {TP0: OffsetAndMetadata(1, metadata="x" * 101), TP1: OffsetAndMetadata(2)},
+            {TP0: CommittedOffset(1, metadata="x" * 101), TP1: CommittedOffset(2)},
         )  # fmt: skip
         return result, await committed(c, "g", TP1)
 
@@ -108,7 +109,7 @@ def test_offset_delete(tmp_path) -> None:
         members = await stable_group(c, "busy")  # subscribed to "orders"
         me = members[0]
         await c.commit_offsets(
-            "busy", 1, me.member_id, None, {TP0: OffsetAndMetadata(1), OTHER: OffsetAndMetadata(1)}
+            "busy", 1, me.member_id, None, {TP0: CommittedOffset(1), OTHER: CommittedOffset(1)}
         )
         busy = await c.delete_offsets("busy", [TP0, OTHER])
         unknown = await c.delete_offsets("nope", [TP0])

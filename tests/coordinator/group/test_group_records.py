@@ -7,7 +7,8 @@ import struct
 from hypothesis import given
 from hypothesis import strategies as st
 
-from onceflow.coordinator.group.offsets import OffsetAndMetadata, TopicPartition
+from onceflow.common import TopicPartition
+from onceflow.coordinator.group.offsets import CommittedOffset
 from onceflow.coordinator.group.records import (
     GroupRecord,
     OffsetRecord,
@@ -28,9 +29,9 @@ def _str(text: str) -> bytes:
 def test_offset_record_layout() -> None:
     key = offset_commit_key("grp", TopicPartition("t", 7))
     assert key == struct.pack(">h", 1) + _str("grp") + _str("t") + struct.pack(">i", 7)
-    value = encode_offset_commit(OffsetAndMetadata(42, 3, "md", 1000))
+    value = encode_offset_commit(CommittedOffset(42, 3, "md", 1000))
     assert value == struct.pack(">hqi", 3, 42, 3) + _str("md") + struct.pack(">q", 1000)
-    expiring = encode_offset_commit(OffsetAndMetadata(42, 3, "md", 1000, expire_timestamp=2000))
+    expiring = encode_offset_commit(CommittedOffset(42, 3, "md", 1000, expire_timestamp=2000))
     assert expiring == struct.pack(">hq", 1, 42) + _str("md") + struct.pack(">qq", 1000, 2000)
 
 
@@ -93,13 +94,13 @@ def test_offset_record_round_trip(
     group, topic, partition, offset, leader_epoch, metadata, commit_ts, expire_ts, record_offset
 ) -> None:
     tp = TopicPartition(topic, partition)
-    value = OffsetAndMetadata(offset, leader_epoch, metadata, commit_ts, expire_ts)
+    value = CommittedOffset(offset, leader_epoch, metadata, commit_ts, expire_ts)
     parsed = parse_record(offset_commit_key(group, tp), encode_offset_commit(value), record_offset)
     expected_epoch = -1 if expire_ts >= 0 else leader_epoch  # v1 has no leader epoch
     assert parsed == OffsetRecord(
         group,
         tp,
-        OffsetAndMetadata(
+        CommittedOffset(
             offset, expected_epoch, metadata, commit_ts, expire_ts, record_offset
         ),  # fmt: skip
     )

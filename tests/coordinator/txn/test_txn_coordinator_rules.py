@@ -14,7 +14,8 @@ import itertools
 import pytest
 
 from coordinator.txn.txn_helpers import TP0, TP1, coordinator_env
-from onceflow.coordinator.txn.metadata import TopicPartition, TransactionMetadata
+from onceflow.common import TopicPartition
+from onceflow.coordinator.txn.metadata import TransactionMetadata
 from onceflow.coordinator.txn.state import IllegalTxnTransition, TxnState
 from onceflow.protocol.errors import ErrorCode
 

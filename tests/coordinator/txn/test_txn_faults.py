@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from onceflow.coordinator.txn import faults
-from onceflow.coordinator.txn.config import CRASH_AFTER_PREPARE_ENV, TxnConfig
+from onceflow.coordinator.txn.config import TxnConfig
+from onceflow.coordinator.txn.faults import CRASH_AFTER_PREPARE_ENV
 
 
 class Exited(Exception):

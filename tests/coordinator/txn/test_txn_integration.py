@@ -20,13 +20,11 @@ from coordinator.txn.txn_helpers import (
     markers_on,
     state_records,
 )
-from onceflow.coordinator.txn.config import CRASH_AFTER_PREPARE_ENV, TxnConfig
+from onceflow.common import TopicPartition
+from onceflow.coordinator.txn.config import TxnConfig
+from onceflow.coordinator.txn.faults import CRASH_AFTER_PREPARE_ENV
 from onceflow.coordinator.txn.markers import InProcessTxnMarkerChannel
-from onceflow.coordinator.txn.metadata import (
-    MAX_PRODUCER_EPOCH,
-    TopicPartition,
-    TransactionMetadata,
-)
+from onceflow.coordinator.txn.metadata import MAX_PRODUCER_EPOCH, TransactionMetadata
 from onceflow.coordinator.txn.state import TxnState
 from onceflow.log.producer_state import AppendOrigin
 from onceflow.protocol.errors import ErrorCode

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from onceflow.common import TopicPartition
 from onceflow.coordinator.txn.log_codec import (
     build_state_batch,
     decode_key,
@@ -19,7 +20,7 @@ from onceflow.coordinator.txn.log_codec import (
     encode_value,
     iter_state_records,
 )
-from onceflow.coordinator.txn.metadata import TopicPartition, TxnTransitMetadata
+from onceflow.coordinator.txn.metadata import TxnTransitMetadata
 from onceflow.coordinator.txn.state import TxnState
 from onceflow.protocol.codec import DecodeError
 from onceflow.protocol.internal import TransactionLogValue

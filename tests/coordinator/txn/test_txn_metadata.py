@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from onceflow.coordinator.txn.metadata import (
-    MAX_PRODUCER_EPOCH,
-    TopicPartition,
-    TransactionMetadata,
-)
+from onceflow.common import TopicPartition
+from onceflow.coordinator.txn.metadata import MAX_PRODUCER_EPOCH, TransactionMetadata
 from onceflow.coordinator.txn.state import IllegalTxnTransition, TxnState
 from onceflow.protocol.errors import ErrorCode
 

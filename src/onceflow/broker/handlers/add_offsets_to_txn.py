@@ -24,14 +24,23 @@ Deviations: the group id is not checked for emptiness (Kafka neither).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from onceflow.broker.authorization import denied
 from onceflow.broker.producer_binding import refusal as binding_refusal
 from onceflow.coordinator.txn.coordinator import compat_error
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnResponse
 
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
 
-async def handle_add_offsets_to_txn(ctx, header, request) -> AddOffsetsToTxnResponse:
+
+async def handle_add_offsets_to_txn(
+    ctx: RequestContext, header: RequestHeader, request: AddOffsetsToTxnRequest
+) -> AddOffsetsToTxnResponse:
     """Add the group's offsets partition to the transaction."""
     transactions = ctx.broker.transactions
     api = ApiKey.ADD_OFFSETS_TO_TXN

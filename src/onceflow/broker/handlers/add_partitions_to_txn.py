@@ -37,14 +37,20 @@ A v4+ request naming one transactional id twice answers the last entry only.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from onceflow.broker.authorization import denied, denied_names
 from onceflow.broker.producer_binding import refusal as binding_refusal
+from onceflow.common import TopicPartition
 from onceflow.coordinator.txn.coordinator import compat_error
-from onceflow.coordinator.txn.metadata import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode, error_name
 from onceflow.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnResponse
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 
 log = logging.getLogger("onceflow.broker.add_partitions_to_txn")
 
@@ -77,7 +83,7 @@ def _topic_results(topics, errors, version: int) -> list:
     ]
 
 
-def _refusals(ctx, tid, topics, parts) -> dict[TopicPartition, ErrorCode] | None:
+def _refusals(ctx: RequestContext, tid, topics, parts) -> dict[TopicPartition, ErrorCode] | None:
     """Kafka's v0-3 checks: without WRITE on the transactional id every partition is
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED; without WRITE on some topic, its partitions are
     TOPIC_AUTHORIZATION_FAILED and the others OPERATION_NOT_ATTEMPTED. None when allowed."""
@@ -103,7 +109,9 @@ def _answer_v3(request, errors, version: int) -> AddPartitionsToTxnResponse:
     )
 
 
-async def handle_add_partitions_to_txn(ctx, header, request) -> AddPartitionsToTxnResponse:
+async def handle_add_partitions_to_txn(
+    ctx: RequestContext, header: RequestHeader, request: AddPartitionsToTxnRequest
+) -> AddPartitionsToTxnResponse:
     """Add partitions to transactions (or verify them, v4+)."""
     version = header.request_api_version
     transactions = ctx.broker.transactions

@@ -23,15 +23,24 @@ Deviations: dynamic broker configs are stored without effect.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from onceflow.broker.authorization import denied_config
 from onceflow.broker.config_changes import SET, alter_all
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.messages.alter_configs import AlterConfigsResponse
 
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.alter_configs import AlterConfigsRequest
+
 _Result = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
-async def handle_alter_configs(ctx, header, request) -> AlterConfigsResponse:
+async def handle_alter_configs(
+    ctx: RequestContext, header: RequestHeader, request: AlterConfigsRequest
+) -> AlterConfigsResponse:
     """Replace topic overrides (validated, durable)."""
 
     def changes_of(r):

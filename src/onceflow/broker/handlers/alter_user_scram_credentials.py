@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
 from onceflow.broker.authorization import denied
 from onceflow.protocol.api_keys import ApiKey
@@ -33,6 +34,13 @@ from onceflow.protocol.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsResponse,
 )
 from onceflow.security.credentials import ScramCredentialDeletion, ScramCredentialUpsertion
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.alter_user_scram_credentials import (
+        AlterUserScramCredentialsRequest,
+    )
 
 log = logging.getLogger("onceflow.broker.alter_user_scram_credentials")
 
@@ -49,7 +57,7 @@ def _all(request, error: ErrorCode, message: str | None) -> AlterUserScramCreden
 
 
 async def handle_alter_user_scram_credentials(
-    ctx, header, request
+    ctx: RequestContext, header: RequestHeader, request: AlterUserScramCredentialsRequest
 ) -> AlterUserScramCredentialsResponse:
     """Delete and upsert SCRAM credentials, durably."""
     error = denied(ctx, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "cluster")
@@ -63,7 +71,9 @@ async def handle_alter_user_scram_credentials(
         for u in request.upsertions
     ]
     try:
-        results = await asyncio.to_thread(ctx.broker.credentials.alter, deletions, upsertions)
+        results = await asyncio.to_thread(
+            ctx.broker.credential_store().alter, deletions, upsertions
+        )
     except OSError as exc:
         log.error("cannot store the SCRAM credentials: %s", exc)
         return _all(request, ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot store the credentials: {exc}")

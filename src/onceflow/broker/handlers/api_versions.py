@@ -17,16 +17,24 @@ Deviations: none known.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from onceflow.broker.served_versions import supported_api_keys
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.api_versions import ApiVersionsResponse
 
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.api_versions import ApiVersionsRequest
+
 # Kafka's ApiVersionsRequest.isValid pattern for client software name and version
 _SOFTWARE_PATTERN = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
-async def handle_api_versions(ctx, header, request) -> ApiVersionsResponse:
+async def handle_api_versions(
+    ctx: RequestContext, header: RequestHeader, request: ApiVersionsRequest
+) -> ApiVersionsResponse:
     """Answer with the served API versions (and INVALID_REQUEST for bad software fields)."""
     error = ErrorCode.NONE
     if header.request_api_version >= 3:

@@ -20,11 +20,17 @@ Deviations: none known.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from onceflow.broker.acl_wire import binding_from_creation, change_acls
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.create_acls import CreateAclsResponse
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.create_acls import CreateAclsRequest
 
 log = logging.getLogger("onceflow.broker.create_acls")
 
@@ -38,7 +44,9 @@ def _all(request, error: ErrorCode, message: str | None) -> CreateAclsResponse:
     )
 
 
-async def handle_create_acls(ctx, header, request) -> CreateAclsResponse:
+async def handle_create_acls(
+    ctx: RequestContext, header: RequestHeader, request: CreateAclsRequest
+) -> CreateAclsResponse:
     """Add ACLs, durably."""
     bindings = [binding_from_creation(c) for c in request.creations]
 

@@ -21,12 +21,18 @@ ACLs and in `kafka-topics.sh`; onceflow also refuses at the broker.
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from onceflow.broker.authorization import denied
 from onceflow.coordinator.internal_topics import TopicOperation, internal_topic_refusal
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.create_partitions import CreatePartitionsResponse
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.create_partitions import CreatePartitionsRequest
 
 _Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
@@ -60,7 +66,9 @@ def _grow(broker, topic, validate_only: bool) -> _Result:
     )
 
 
-async def handle_create_partitions(ctx, header, request) -> CreatePartitionsResponse:
+async def handle_create_partitions(
+    ctx: RequestContext, header: RequestHeader, request: CreatePartitionsRequest
+) -> CreatePartitionsResponse:
     """Grow each requested topic."""
     counts = Counter(topic.name for topic in request.topics)
     results = []

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from onceflow.broker.authorization import denied
 from onceflow.broker.configs_view import topic_config_entries
@@ -35,6 +36,11 @@ from onceflow.coordinator.internal_topics import TopicOperation, internal_topic_
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.create_topics import CreateTopicsResponse
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.create_topics import CreateTopicsRequest
 
 _Result = CreateTopicsResponse.CreatableTopicResult
 _Config = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
@@ -135,7 +141,9 @@ def _create(broker, topic, validate_only: bool, version: int) -> _Result:
     )
 
 
-async def handle_create_topics(ctx, header, request) -> CreateTopicsResponse:
+async def handle_create_topics(
+    ctx: RequestContext, header: RequestHeader, request: CreateTopicsRequest
+) -> CreateTopicsResponse:
     """Create (or, with validate_only, check) every requested topic."""
     broker = ctx.broker
     version = header.request_api_version

@@ -17,11 +17,17 @@ Deviations: none known.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from onceflow.broker.acl_wire import change_acls, filter_from_wire
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.delete_acls import DeleteAclsResponse
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.delete_acls import DeleteAclsRequest
 
 log = logging.getLogger("onceflow.broker.delete_acls")
 
@@ -54,7 +60,9 @@ def _matching(binding) -> _Matching:
     )
 
 
-async def handle_delete_acls(ctx, header, request) -> DeleteAclsResponse:
+async def handle_delete_acls(
+    ctx: RequestContext, header: RequestHeader, request: DeleteAclsRequest
+) -> DeleteAclsResponse:
     """Delete the ACLs each filter matches, durably."""
     filters = [filter_from_wire(f) for f in request.filters]
 

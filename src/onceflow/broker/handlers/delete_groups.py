@@ -16,15 +16,24 @@ Deviations: none known.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from onceflow.broker.authorization import denied_names
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.delete_groups import DeleteGroupsResponse
 
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.delete_groups import DeleteGroupsRequest
+
 _Result = DeleteGroupsResponse.DeletableGroupResult
 
 
-async def handle_delete_groups(ctx, header, request) -> DeleteGroupsResponse:
+async def handle_delete_groups(
+    ctx: RequestContext, header: RequestHeader, request: DeleteGroupsRequest
+) -> DeleteGroupsResponse:
     """Delete the named groups."""
     names = list(dict.fromkeys(request.groups_names))
     refused = denied_names(ctx, ApiKey.DELETE_GROUPS, "group", names)

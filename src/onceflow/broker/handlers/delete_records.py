@@ -35,12 +35,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
 from onceflow.broker.authorization import denied_names
 from onceflow.coordinator.internal_topics import TopicOperation, internal_topic_refusal
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.delete_records import DeleteRecordsResponse
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.delete_records import DeleteRecordsRequest
 
 log = logging.getLogger("onceflow.broker.delete_records")
 
@@ -75,7 +81,9 @@ async def _checkpoint(broker, ctx, result: _PartitionResult, topic: str, partiti
         log.warning("DeleteRecords on %s from %s failed: %s", partition_log.name, ctx.peer, exc)
 
 
-async def handle_delete_records(ctx, header, request) -> DeleteRecordsResponse:
+async def handle_delete_records(
+    ctx: RequestContext, header: RequestHeader, request: DeleteRecordsRequest
+) -> DeleteRecordsResponse:
     """Move the log start offset of every requested partition."""
     broker = ctx.broker
     topics: list[_TopicResult] = []

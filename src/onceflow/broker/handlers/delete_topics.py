@@ -24,6 +24,7 @@ also refuses at the broker, in the words Kafka uses for `__cluster_metadata`.
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 from onceflow.broker.authorization import denied
 from onceflow.coordinator.internal_topics import TopicOperation, internal_topic_refusal
@@ -31,12 +32,17 @@ from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.delete_topics import DeleteTopicsResponse
 
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.delete_topics import DeleteTopicsRequest
+
 _Result = DeleteTopicsResponse.DeletableTopicResult
 _ZERO_UUID = uuid.UUID(int=0)
 _API = ApiKey.DELETE_TOPICS
 
 
-def _refusal(ctx, name: str, by_id: bool) -> _Result | None:
+def _refusal(ctx: RequestContext, name: str, by_id: bool) -> _Result | None:
     """The answer for a topic the caller may not delete (None: it may)."""
     if denied(ctx, _API, "cluster") is None:
         return None
@@ -53,7 +59,7 @@ def _refusal(ctx, name: str, by_id: bool) -> _Result | None:
     )
 
 
-def _delete(ctx, name: str | None, topic_id: uuid.UUID) -> _Result:
+def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID) -> _Result:
     broker = ctx.broker
     by_id = name is None
     if by_id:
@@ -91,7 +97,9 @@ def _delete(ctx, name: str | None, topic_id: uuid.UUID) -> _Result:
     )
 
 
-async def handle_delete_topics(ctx, header, request) -> DeleteTopicsResponse:
+async def handle_delete_topics(
+    ctx: RequestContext, header: RequestHeader, request: DeleteTopicsRequest
+) -> DeleteTopicsResponse:
     """Delete every named topic."""
     results = []
     if header.request_api_version >= 6:

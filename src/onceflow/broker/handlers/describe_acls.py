@@ -14,11 +14,18 @@ Deviations: none known.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from onceflow.broker.acl_wire import NO_AUTHORIZER_MESSAGE, filter_from_wire
 from onceflow.broker.authorization import denied
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.describe_acls import DescribeAclsResponse
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.describe_acls import DescribeAclsRequest
 
 _Resource = DescribeAclsResponse.DescribeAclsResource
 _Acl = _Resource.AclDescription
@@ -47,7 +54,9 @@ def _resources(bindings) -> list:
     ]
 
 
-async def handle_describe_acls(ctx, header, request) -> DescribeAclsResponse:
+async def handle_describe_acls(
+    ctx: RequestContext, header: RequestHeader, request: DescribeAclsRequest
+) -> DescribeAclsResponse:
     """The ACLs matching the request's filter."""
     authorizer = ctx.broker.authorizer
     if authorizer is None:

@@ -18,20 +18,26 @@ Deviations: none.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from onceflow.broker.authorization import denied
-from onceflow.broker.authorized_ops import (
-    AUTHORIZED_OPERATIONS_OMITTED,
-    ResourceType,
-    authorized_operations,
-)
+from onceflow.broker.authorized_ops import AUTHORIZED_OPERATIONS_OMITTED, authorized_operations
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.describe_cluster import DescribeClusterResponse
+from onceflow.security.acl import ResourceType
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.describe_cluster import DescribeClusterRequest
 
 _ENDPOINT_BROKERS = 1
 
 
-async def handle_describe_cluster(ctx, header, request) -> DescribeClusterResponse:
+async def handle_describe_cluster(
+    ctx: RequestContext, header: RequestHeader, request: DescribeClusterRequest
+) -> DescribeClusterResponse:
     """Describe the one-node cluster."""
     broker = ctx.broker
     if header.request_api_version >= 1 and request.endpoint_type != _ENDPOINT_BROKERS:

@@ -29,6 +29,8 @@ TOPIC_CONFIG, like those given at creation.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from onceflow.broker.authorization import denied_config
 from onceflow.broker.configs_view import (
     ConfigResourceType,
@@ -39,6 +41,11 @@ from onceflow.broker.configs_view import (
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.describe_configs import DescribeConfigsResponse
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.describe_configs import DescribeConfigsRequest
 
 _Result = DescribeConfigsResponse.DescribeConfigsResult
 _Entry = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
@@ -77,7 +84,9 @@ def _entries(broker, resource):
     return ErrorCode.INVALID_REQUEST, unsupported_resource_type(resource.resource_type), []
 
 
-async def handle_describe_configs(ctx, header, request) -> DescribeConfigsResponse:
+async def handle_describe_configs(
+    ctx: RequestContext, header: RequestHeader, request: DescribeConfigsRequest
+) -> DescribeConfigsResponse:
     """Describe topic and broker configs."""
     results = []
     for resource in request.resources:

@@ -22,22 +22,28 @@ Deviations: none.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from onceflow.broker.authorization import denied_names
-from onceflow.broker.authorized_ops import (
-    AUTHORIZED_OPERATIONS_OMITTED,
-    ResourceType,
-    authorized_operations,
-)
-from onceflow.coordinator.group.results import GroupDescription
+from onceflow.broker.authorized_ops import AUTHORIZED_OPERATIONS_OMITTED, authorized_operations
+from onceflow.coordinator.group.results import GroupSummary
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.describe_groups import DescribeGroupsResponse
+from onceflow.security.acl import ResourceType
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.describe_groups import DescribeGroupsRequest
 
 _Group = DescribeGroupsResponse.DescribedGroup
 _Member = _Group.DescribedGroupMember
 
 
-async def handle_describe_groups(ctx, header, request) -> DescribeGroupsResponse:
+async def handle_describe_groups(
+    ctx: RequestContext, header: RequestHeader, request: DescribeGroupsRequest
+) -> DescribeGroupsResponse:
     """Describe each requested group."""
     refused = denied_names(ctx, ApiKey.DESCRIBE_GROUPS, "group", request.groups)
     described = await ctx.broker.group_coordinator.describe_groups(
@@ -45,7 +51,7 @@ async def handle_describe_groups(ctx, header, request) -> DescribeGroupsResponse
     )
     by_id = iter(described)
     descriptions = [
-        GroupDescription(g, ErrorCode.GROUP_AUTHORIZATION_FAILED, state="")
+        GroupSummary(g, ErrorCode.GROUP_AUTHORIZATION_FAILED, state="")
         if g in refused
         else next(by_id)
         for g in request.groups

@@ -17,10 +17,17 @@ leads every partition, so never NOT_LEADER_OR_FOLLOWER.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from onceflow.broker.authorization import denied
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.describe_producers import DescribeProducersResponse
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.describe_producers import DescribeProducersRequest
 
 _TopicResponse = DescribeProducersResponse.TopicResponse
 _PartitionResponse = _TopicResponse.PartitionResponse
@@ -61,7 +68,9 @@ def _describe(broker, topic: str, index: int) -> _PartitionResponse:
     )
 
 
-async def handle_describe_producers(ctx, header, request) -> DescribeProducersResponse:
+async def handle_describe_producers(
+    ctx: RequestContext, header: RequestHeader, request: DescribeProducersRequest
+) -> DescribeProducersResponse:
     """Describe the active producers of every requested partition."""
     broker = ctx.broker
     topics = []

@@ -25,9 +25,10 @@ Deviations: none known.
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 from onceflow.broker.authorization import denied_names
-from onceflow.broker.authorized_ops import ResourceType, authorized_operations
+from onceflow.broker.authorized_ops import authorized_operations
 from onceflow.coordinator.internal_topics import is_internal
 from onceflow.log.manager import validate_topic_name
 from onceflow.protocol.api_keys import ApiKey
@@ -35,6 +36,12 @@ from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.describe_topic_partitions import (
     DescribeTopicPartitionsResponse as Response,
 )
+from onceflow.security.acl import ResourceType
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.describe_topic_partitions import DescribeTopicPartitionsRequest
 
 _Topic = Response.DescribeTopicPartitionsResponseTopic
 _Partition = _Topic.DescribeTopicPartitionsResponsePartition
@@ -89,7 +96,9 @@ def _describe(broker, names: list[str], start_of, limit: int, all_topics: bool) 
     return response
 
 
-async def handle_describe_topic_partitions(ctx, header, request) -> Response:
+async def handle_describe_topic_partitions(
+    ctx: RequestContext, header: RequestHeader, request: DescribeTopicPartitionsRequest
+) -> Response:
     """Describe the partitions of the named (or all) topics, a page at a time."""
     broker = ctx.broker
     cursor = request.cursor

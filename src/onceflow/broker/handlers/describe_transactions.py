@@ -18,17 +18,26 @@ Deviations: none known.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from onceflow.broker.authorization import allowed_names, denied_names
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.describe_transactions import DescribeTransactionsResponse
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.describe_transactions import DescribeTransactionsRequest
 
 _State = DescribeTransactionsResponse.TransactionState
 _Topic = _State.TopicData
 _API = ApiKey.DESCRIBE_TRANSACTIONS
 
 
-async def handle_describe_transactions(ctx, header, request) -> DescribeTransactionsResponse:
+async def handle_describe_transactions(
+    ctx: RequestContext, header: RequestHeader, request: DescribeTransactionsRequest
+) -> DescribeTransactionsResponse:
     """Describe transactional ids."""
     ids = request.transactional_ids
     refused = denied_names(ctx, _API, "transactional_id", ids)
@@ -51,7 +60,7 @@ def _refused(transactional_id: str) -> _State:
     )
 
 
-def _describe(ctx, transactional_ids) -> DescribeTransactionsResponse:
+def _describe(ctx: RequestContext, transactional_ids) -> DescribeTransactionsResponse:
     transactions = ctx.broker.transactions
     not_ready = transactions.not_ready_error()
     if not_ready is not None:

@@ -16,6 +16,8 @@ Deviations: none known.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from onceflow.broker.authorization import denied
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
@@ -23,13 +25,20 @@ from onceflow.protocol.messages.describe_user_scram_credentials import (
     DescribeUserScramCredentialsResponse,
 )
 
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.describe_user_scram_credentials import (
+        DescribeUserScramCredentialsRequest,
+    )
+
 _Result = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
 _Info = _Result.CredentialInfo
 CLUSTER_AUTHORIZATION_MESSAGE = "Cluster authorization failed."
 
 
 async def handle_describe_user_scram_credentials(
-    ctx, header, request
+    ctx: RequestContext, header: RequestHeader, request: DescribeUserScramCredentialsRequest
 ) -> DescribeUserScramCredentialsResponse:
     """The SCRAM mechanisms and iterations of the requested users (every user for null)."""
     error = denied(ctx, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "cluster")
@@ -41,7 +50,7 @@ async def handle_describe_user_scram_credentials(
             results=[],
         )
     names = None if request.users is None else [u.name for u in request.users]
-    results = ctx.broker.credentials.describe(names)
+    results = ctx.broker.credential_store().describe(names)
     return DescribeUserScramCredentialsResponse(
         throttle_time_ms=0,
         error_code=ErrorCode.NONE,

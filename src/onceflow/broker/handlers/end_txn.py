@@ -30,6 +30,8 @@ Deviations: no transaction version 2 (KIP-890 part 2) epoch bump on EndTxn.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from onceflow.broker.authorization import denied
 from onceflow.broker.producer_binding import refusal as binding_refusal
 from onceflow.coordinator.txn.coordinator import compat_error
@@ -37,8 +39,15 @@ from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.end_txn import EndTxnResponse
 
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.end_txn import EndTxnRequest
 
-async def handle_end_txn(ctx, header, request) -> EndTxnResponse:
+
+async def handle_end_txn(
+    ctx: RequestContext, header: RequestHeader, request: EndTxnRequest
+) -> EndTxnResponse:
     """Commit or abort the producer's transaction."""
     transactions = ctx.broker.transactions
     tid = request.transactional_id

@@ -27,11 +27,17 @@ other key (Kafka too; the coordinator APIs then reject it).
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from onceflow.broker.authorization import denied
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.find_coordinator import FindCoordinatorResponse
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.find_coordinator import FindCoordinatorRequest
 
 log = logging.getLogger("onceflow.broker.find_coordinator")
 
@@ -48,7 +54,7 @@ _MESSAGES = {
 _CHECKS = {GROUP: "group", TRANSACTION: "transactional_id"}
 
 
-async def _lookup(ctx, key: str, key_type: int) -> ErrorCode:
+async def _lookup(ctx: RequestContext, key: str, key_type: int) -> ErrorCode:
     """NONE when this node coordinates `key` and the caller may DESCRIBE it, else the error to
     answer."""
     broker = ctx.broker
@@ -71,7 +77,9 @@ async def _lookup(ctx, key: str, key_type: int) -> ErrorCode:
     return ErrorCode.INVALID_REQUEST
 
 
-async def handle_find_coordinator(ctx, header, request) -> FindCoordinatorResponse:
+async def handle_find_coordinator(
+    ctx: RequestContext, header: RequestHeader, request: FindCoordinatorRequest
+) -> FindCoordinatorResponse:
     """Answer where the coordinator of each key is: this node, or an error."""
     broker = ctx.broker
     version = header.request_api_version

@@ -16,9 +16,16 @@ Deviations: none known.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from onceflow.broker.authorization import denied
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.messages.heartbeat import HeartbeatResponse
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.heartbeat import HeartbeatRequest
 
 
 def member_identity(request, version: int) -> tuple[str, int, str, str | None]:
@@ -28,7 +35,9 @@ def member_identity(request, version: int) -> tuple[str, int, str, str | None]:
     return request.group_id, request.generation_id, request.member_id, instance_id
 
 
-async def handle_heartbeat(ctx, header, request) -> HeartbeatResponse:
+async def handle_heartbeat(
+    ctx: RequestContext, header: RequestHeader, request: HeartbeatRequest
+) -> HeartbeatResponse:
     """Record a member's heartbeat."""
     refused = denied(ctx, ApiKey.HEARTBEAT, "group", request.group_id)
     if refused is not None:

@@ -22,15 +22,24 @@ Deviations: dynamic broker configs are stored without effect.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from onceflow.broker.authorization import denied_config
 from onceflow.broker.config_changes import alter_all
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsResponse
 
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
+
 _Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 
 
-async def handle_incremental_alter_configs(ctx, header, request) -> IncrementalAlterConfigsResponse:
+async def handle_incremental_alter_configs(
+    ctx: RequestContext, header: RequestHeader, request: IncrementalAlterConfigsRequest
+) -> IncrementalAlterConfigsResponse:
     """Apply SET/DELETE/APPEND/SUBTRACT to topic overrides (validated, durable)."""
 
     def changes_of(r):

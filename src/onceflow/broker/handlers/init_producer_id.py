@@ -44,6 +44,7 @@ per 1000 ids.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from onceflow.broker.authorization import denied, may_write_some_topic
 from onceflow.broker.producer_binding import bind_to_caller
@@ -52,6 +53,11 @@ from onceflow.coordinator.txn.coordinator import compat_error
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.init_producer_id import InitProducerIdResponse
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.init_producer_id import InitProducerIdRequest
 
 log = logging.getLogger("onceflow.broker.init_producer_id")
 
@@ -65,7 +71,7 @@ def _answer(error: ErrorCode, producer_id: int = -1, producer_epoch: int = -1):
     )
 
 
-async def _init_transactional(ctx, header, request) -> InitProducerIdResponse:
+async def _init_transactional(ctx: RequestContext, header, request) -> InitProducerIdResponse:
     """InitProducerId of a transactional producer, answered by the transaction coordinator."""
     version = header.request_api_version
     transactional_id = request.transactional_id
@@ -99,7 +105,7 @@ async def _init_transactional(ctx, header, request) -> InitProducerIdResponse:
     return _answer(ErrorCode.NONE, result.producer_id, result.producer_epoch)
 
 
-async def _bound(ctx, producer_id: int) -> bool:
+async def _bound(ctx: RequestContext, producer_id: int) -> bool:
     """Bind `producer_id` to the caller, durably; False (logged) when it cannot be stored."""
     try:
         await bind_to_caller(ctx, producer_id)
@@ -109,7 +115,9 @@ async def _bound(ctx, producer_id: int) -> bool:
     return True
 
 
-async def handle_init_producer_id(ctx, header, request) -> InitProducerIdResponse:
+async def handle_init_producer_id(
+    ctx: RequestContext, header: RequestHeader, request: InitProducerIdRequest
+) -> InitProducerIdResponse:
     """A fresh producer id with epoch 0 for an idempotent producer; transactional ids go to
     the transaction coordinator."""
     broker = ctx.broker

@@ -23,20 +23,28 @@ Deviations: client_host is the peer address as `/host` (Kafka's form), without r
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from onceflow.broker.authorization import denied
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.messages.join_group import JoinGroupResponse
 
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.join_group import JoinGroupRequest
+
 _Member = JoinGroupResponse.JoinGroupResponseMember
 
 
-def client_host(ctx) -> str:
+def client_host(ctx: RequestContext) -> str:
     """Kafka's `clientHost` for a connection: `/` and the peer's address."""
-    host, _, _ = ctx.peer.rpartition(":")
-    return "/" + (host or ctx.peer)
+    return "/" + ctx.client_host
 
 
-async def handle_join_group(ctx, header, request) -> JoinGroupResponse:
+async def handle_join_group(
+    ctx: RequestContext, header: RequestHeader, request: JoinGroupRequest
+) -> JoinGroupResponse:
     """Join (or rejoin) a group and wait for the rebalance to complete."""
     version = header.request_api_version
     refused = denied(ctx, ApiKey.JOIN_GROUP, "group", request.group_id)

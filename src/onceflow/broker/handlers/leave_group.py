@@ -17,15 +17,24 @@ Deviations: none known.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from onceflow.broker.authorization import denied
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.leave_group import LeaveGroupResponse
 
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.leave_group import LeaveGroupRequest
+
 _MemberResponse = LeaveGroupResponse.MemberResponse
 
 
-async def handle_leave_group(ctx, header, request) -> LeaveGroupResponse:
+async def handle_leave_group(
+    ctx: RequestContext, header: RequestHeader, request: LeaveGroupRequest
+) -> LeaveGroupResponse:
     """Remove the named members from the group."""
     version = header.request_api_version
     membership = ctx.broker.group_coordinator.membership

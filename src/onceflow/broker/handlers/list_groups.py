@@ -17,14 +17,23 @@ Deviations: none known.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from onceflow.broker.authorization import allowed_names, denied
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.messages.list_groups import ListGroupsResponse
 
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.list_groups import ListGroupsRequest
+
 _Listed = ListGroupsResponse.ListedGroup
 
 
-async def handle_list_groups(ctx, header, request) -> ListGroupsResponse:
+async def handle_list_groups(
+    ctx: RequestContext, header: RequestHeader, request: ListGroupsRequest
+) -> ListGroupsResponse:
     """List the groups, filtered."""
     version = header.request_api_version
     error, listings = await ctx.broker.group_coordinator.list_groups(

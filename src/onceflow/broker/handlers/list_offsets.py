@@ -26,10 +26,17 @@ Deviations: none known for the served versions.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from onceflow.broker.authorization import denied_names
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.list_offsets import ListOffsetsResponse
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.list_offsets import ListOffsetsRequest
 
 _PartitionResponse = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
 _READ_COMMITTED = 1
@@ -71,7 +78,9 @@ def _list_offset(broker, topic: str, index: int, timestamp: int, read_committed:
     return _answer(index, ErrorCode.NONE, found.timestamp, found.offset, epoch)
 
 
-async def handle_list_offsets(ctx, header, request) -> ListOffsetsResponse:
+async def handle_list_offsets(
+    ctx: RequestContext, header: RequestHeader, request: ListOffsetsRequest
+) -> ListOffsetsResponse:
     """Look up offsets by timestamp for every requested partition."""
     broker = ctx.broker
     version = header.request_api_version

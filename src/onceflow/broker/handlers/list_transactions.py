@@ -19,11 +19,17 @@ Deviations: patterns use Python's `re` syntax, close to Java's for ordinary patt
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from onceflow.broker.authorization import allowed_names
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.list_transactions import ListTransactionsResponse
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.list_transactions import ListTransactionsRequest
 
 _State = ListTransactionsResponse.TransactionState
 
@@ -37,7 +43,9 @@ def _answer(error: ErrorCode, unknown=(), states=()) -> ListTransactionsResponse
     )
 
 
-async def handle_list_transactions(ctx, header, request) -> ListTransactionsResponse:
+async def handle_list_transactions(
+    ctx: RequestContext, header: RequestHeader, request: ListTransactionsRequest
+) -> ListTransactionsResponse:
     """List transactional ids matching the filters."""
     version = header.request_api_version
     pattern = None

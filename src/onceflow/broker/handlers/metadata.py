@@ -35,18 +35,21 @@ client asks again; here creation is synchronous, so the topic comes back ready a
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 from onceflow.broker.authorization import denied, denied_names
-from onceflow.broker.authorized_ops import (
-    AUTHORIZED_OPERATIONS_OMITTED,
-    ResourceType,
-    authorized_operations,
-)
+from onceflow.broker.authorized_ops import AUTHORIZED_OPERATIONS_OMITTED, authorized_operations
 from onceflow.coordinator.internal_topics import is_internal
 from onceflow.log.manager import validate_topic_name
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.metadata import MetadataResponse
+from onceflow.security.acl import ResourceType
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.metadata import MetadataRequest
 
 _ZERO_UUID = uuid.UUID(int=0)
 _TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -117,7 +120,9 @@ def _lookup_by_id(broker, topic_id: uuid.UUID):
     return _topic_error(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id)
 
 
-async def handle_metadata(ctx, header, request) -> MetadataResponse:
+async def handle_metadata(
+    ctx: RequestContext, header: RequestHeader, request: MetadataRequest
+) -> MetadataResponse:
     """Describe the broker and the requested (or all) topics, auto-creating when allowed."""
     broker = ctx.broker
     version = header.request_api_version
@@ -152,10 +157,10 @@ async def handle_metadata(ctx, header, request) -> MetadataResponse:
     cluster_operations = AUTHORIZED_OPERATIONS_OMITTED
     if version >= 8:
         if request.include_topic_authorized_operations:
-            for topic in topics:
-                if topic.name is not None:  # Kafka leaves unknown topic ids out
-                    topic.topic_authorized_operations = authorized_operations(
-                        ctx, ResourceType.TOPIC, topic.name
+            for described in topics:
+                if described.name is not None:  # Kafka leaves unknown topic ids out
+                    described.topic_authorized_operations = authorized_operations(
+                        ctx, ResourceType.TOPIC, described.name
                     )
         if version <= 10 and request.include_cluster_authorized_operations:
             cluster_operations = authorized_operations(ctx, ResourceType.CLUSTER, None)

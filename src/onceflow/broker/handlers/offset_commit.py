@@ -26,11 +26,19 @@ not supported: the generation field is always a classic generation.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from onceflow.broker.authorization import denied, denied_names
-from onceflow.coordinator.group.offsets import OffsetAndMetadata, TopicPartition
+from onceflow.common import TopicPartition
+from onceflow.coordinator.group.offsets import CommittedOffset
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.offset_commit import OffsetCommitResponse
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.offset_commit import OffsetCommitRequest
 
 _Topic = OffsetCommitResponse.OffsetCommitResponseTopic
 _Partition = _Topic.OffsetCommitResponsePartition
@@ -53,12 +61,12 @@ def topic_names(request) -> list[str]:
 
 def collect_offsets(
     broker, topics, with_leader_epoch: bool, unauthorized: frozenset[str] = frozenset()
-) -> tuple[dict[TopicPartition, ErrorCode], dict[TopicPartition, OffsetAndMetadata]]:
+) -> tuple[dict[TopicPartition, ErrorCode], dict[TopicPartition, CommittedOffset]]:
     """Split a commit request's partitions into errors Kafka's API layer answers (topics in
     `unauthorized`: TOPIC_AUTHORIZATION_FAILED; missing ones: UNKNOWN_TOPIC_OR_PARTITION) and
     the offsets to hand to the coordinator."""
     errors: dict[TopicPartition, ErrorCode] = {}
-    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    offsets: dict[TopicPartition, CommittedOffset] = {}
     for topic in topics:
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
@@ -69,7 +77,7 @@ def collect_offsets(
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             epoch = p.committed_leader_epoch if with_leader_epoch else -1
-            offsets[tp] = OffsetAndMetadata(p.committed_offset, epoch, p.committed_metadata or "")
+            offsets[tp] = CommittedOffset(p.committed_offset, epoch, p.committed_metadata or "")
     return errors, offsets
 
 
@@ -93,7 +101,9 @@ def partition_responses(topics, errors, topic_cls, partition_cls) -> list:
     ]
 
 
-async def handle_offset_commit(ctx, header, request) -> OffsetCommitResponse:
+async def handle_offset_commit(
+    ctx: RequestContext, header: RequestHeader, request: OffsetCommitRequest
+) -> OffsetCommitResponse:
     """Commit offsets for a group."""
     broker = ctx.broker
     version = header.request_api_version

@@ -20,22 +20,31 @@ Deviations: none known.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from onceflow.broker.authorization import denied, denied_names
 from onceflow.broker.handlers.offset_commit import (
     partition_exists,
     partition_responses,
     topic_names,
 )
-from onceflow.coordinator.group.offsets import TopicPartition
+from onceflow.common import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.offset_delete import OffsetDeleteResponse
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.offset_delete import OffsetDeleteRequest
 
 _Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic
 _Partition = _Topic.OffsetDeleteResponsePartition
 
 
-async def handle_offset_delete(ctx, header, request) -> OffsetDeleteResponse:
+async def handle_offset_delete(
+    ctx: RequestContext, header: RequestHeader, request: OffsetDeleteRequest
+) -> OffsetDeleteResponse:
     """Delete the requested committed offsets of a group."""
     broker = ctx.broker
     refused = denied(ctx, ApiKey.OFFSET_DELETE, "group", request.group_id)

@@ -24,13 +24,19 @@ Deviations: v10 (topic ids) is not served.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from onceflow.broker.authorization import allowed_names, denied, denied_names, enabled
-from onceflow.coordinator.group.offsets import TopicPartition
+from onceflow.common import TopicPartition
 from onceflow.coordinator.group.results import OffsetFetchResult, PartitionOffset
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.offset_fetch import OffsetFetchResponse
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.offset_fetch import OffsetFetchRequest
 
 _Topic = OffsetFetchResponse.OffsetFetchResponseTopic
 _Partition = _Topic.OffsetFetchResponsePartition
@@ -56,7 +62,9 @@ _API = ApiKey.OFFSET_FETCH
 _TOPIC_DENIED = PartitionOffset(error=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 
-async def _fetch_one(ctx, group_id: str, topics, require_stable: bool) -> OffsetFetchResult:
+async def _fetch_one(
+    ctx: RequestContext, group_id: str, topics, require_stable: bool
+) -> OffsetFetchResult:
     """One group's offsets, as far as the caller may see them."""
     refused = denied(ctx, _API, "group", group_id)
     if refused is not None:
@@ -84,7 +92,9 @@ async def _fetch_one(ctx, group_id: str, topics, require_stable: bool) -> Offset
     )
 
 
-async def handle_offset_fetch(ctx, header, request) -> OffsetFetchResponse:
+async def handle_offset_fetch(
+    ctx: RequestContext, header: RequestHeader, request: OffsetFetchRequest
+) -> OffsetFetchResponse:
     """Answer the committed offsets of one group (v1-7) or several groups (v8+)."""
     version = header.request_api_version
     require_stable = version >= 7 and request.require_stable

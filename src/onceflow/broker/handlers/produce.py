@@ -83,7 +83,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from onceflow.broker.authorization import denied, denied_names, enabled
 from onceflow.broker.producer_binding import produce_refusal
@@ -102,6 +102,11 @@ from onceflow.records.batch import (
     split_complete_batches,
 )
 from onceflow.records.errors import CorruptRecordError
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.produce import ProduceRequest
 
 log = logging.getLogger("onceflow.broker.produce")
 
@@ -209,7 +214,7 @@ def _is_transactional(records) -> bool:
     )
 
 
-def _request_refusal(ctx, request) -> ErrorCode | None:
+def _request_refusal(ctx: RequestContext, request) -> ErrorCode | None:
     """Kafka's whole-request check: a request with a transactional batch needs WRITE on its
     transactional id (a null id is refused), so an unauthorized client cannot open a
     transaction that holds back the last stable offset."""
@@ -241,7 +246,9 @@ def _refuse_all(
     )
 
 
-async def handle_produce(ctx, header, request) -> ProduceResponse | None:
+async def handle_produce(
+    ctx: RequestContext, header: RequestHeader, request: ProduceRequest
+) -> ProduceResponse | None:
     """Validate and append every partition, then wait for durability (acks != 0)."""
     broker = ctx.broker
     unauthorized: frozenset[str] = frozenset()

@@ -22,22 +22,30 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.sasl_authenticate import SaslAuthenticateResponse
 from onceflow.security.sasl import IllegalSaslStateError, SaslAuthenticationError
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 
 log = logging.getLogger("onceflow.broker.auth")
 
 _NOT_EXPECTED = "SaslAuthenticate request received after successful authentication"
 
 
-async def handle_sasl_authenticate(ctx, header, request) -> SaslAuthenticateResponse:
+async def handle_sasl_authenticate(
+    ctx: RequestContext, header: RequestHeader, request: SaslAuthenticateRequest
+) -> SaslAuthenticateResponse:
     """One step of the SASL exchange."""
     connection = ctx.connection
-    authenticator = connection.authenticator if connection is not None else None
-    if authenticator is None:
+    if connection is None or connection.authenticator is None:
         return _error(ErrorCode.ILLEGAL_SASL_STATE, _NOT_EXPECTED)
+    authenticator = connection.authenticator
     try:
         server = authenticator.expect_token()
     except IllegalSaslStateError as exc:
@@ -59,7 +67,7 @@ async def handle_sasl_authenticate(ctx, header, request) -> SaslAuthenticateResp
         await asyncio.sleep(delay_ms / 1000)
         return _error(exc.error_code, exc.client_message)
     if server.is_complete:
-        ctx.principal = authenticator.principal
+        ctx.principal = authenticator.principal or ctx.principal  # set by `complete`
         log.info(
             "authenticated %s from %s on listener %s with %s",
             ctx.principal,

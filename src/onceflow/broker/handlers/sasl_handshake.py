@@ -22,20 +22,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.sasl_handshake import SaslHandshakeResponse
 from onceflow.security.sasl import IllegalSaslStateError
 
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.sasl_handshake import SaslHandshakeRequest
+
 log = logging.getLogger("onceflow.broker.auth")
 
 
-async def handle_sasl_handshake(ctx, header, request) -> SaslHandshakeResponse:
+async def handle_sasl_handshake(
+    ctx: RequestContext, header: RequestHeader, request: SaslHandshakeRequest
+) -> SaslHandshakeResponse:
     """Pick the mechanism of this connection's login."""
     connection = ctx.connection
-    authenticator = connection.authenticator if connection is not None else None
-    if authenticator is None:
+    if connection is None or connection.authenticator is None:
         return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
+    authenticator = connection.authenticator
     enabled = list(authenticator.enabled_mechanisms)
     if header.request_api_version == 0:
         log.warning("closing connection from %s: SaslHandshake v0 is not served", ctx.peer)

@@ -19,13 +19,22 @@ Deviations: none known.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from onceflow.broker.authorization import denied
 from onceflow.broker.handlers.heartbeat import member_identity
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.messages.sync_group import SyncGroupResponse
 
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.sync_group import SyncGroupRequest
 
-async def handle_sync_group(ctx, header, request) -> SyncGroupResponse:
+
+async def handle_sync_group(
+    ctx: RequestContext, header: RequestHeader, request: SyncGroupRequest
+) -> SyncGroupResponse:
     """Deliver (leader) or receive (every member) the assignment of the current generation."""
     version = header.request_api_version
     refused = denied(ctx, ApiKey.SYNC_GROUP, "group", request.group_id)

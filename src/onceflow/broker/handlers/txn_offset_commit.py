@@ -32,6 +32,8 @@ partition (KIP-890 part 2 server-side verification).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from onceflow.broker.authorization import denied, denied_names
 from onceflow.broker.handlers.offset_commit import (
     collect_offsets,
@@ -44,11 +46,18 @@ from onceflow.coordinator.txn.coordinator import compat_error
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.messages.txn_offset_commit import TxnOffsetCommitResponse
 
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
+
 _Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 _Partition = _Topic.TxnOffsetCommitResponsePartition
 
 
-async def handle_txn_offset_commit(ctx, header, request) -> TxnOffsetCommitResponse:
+async def handle_txn_offset_commit(
+    ctx: RequestContext, header: RequestHeader, request: TxnOffsetCommitRequest
+) -> TxnOffsetCommitResponse:
     """Stage a transaction's offsets for a group."""
     broker = ctx.broker
     version = header.request_api_version

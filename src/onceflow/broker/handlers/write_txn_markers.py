@@ -29,12 +29,18 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+from typing import TYPE_CHECKING
 
 from onceflow.broker.authorization import denied
-from onceflow.coordinator.txn.metadata import TopicPartition
+from onceflow.common import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.write_txn_markers import WriteTxnMarkersResponse
+
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
 
 log = logging.getLogger("onceflow.broker.write_txn_markers")
 
@@ -69,7 +75,9 @@ async def _abort(broker, marker, tp: TopicPartition) -> ErrorCode:
     return error
 
 
-async def handle_write_txn_markers(ctx, header, request) -> WriteTxnMarkersResponse:
+async def handle_write_txn_markers(
+    ctx: RequestContext, header: RequestHeader, request: WriteTxnMarkersRequest
+) -> WriteTxnMarkersResponse:
     """Write admin ABORT markers when allowed; otherwise refuse every partition."""
     broker = ctx.broker
     allowed = (

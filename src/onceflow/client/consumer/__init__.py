@@ -3,7 +3,7 @@ subscription, and consumer groups (`group`).
 
 `onceflow.client.consumer.Consumer` is the documented path of the consumer."""
 
-from onceflow.client.consumer.completed_fetch import ConsumerRecord
-from onceflow.client.consumer.consumer import Consumer, FetchedColumns
+from onceflow.client.consumer.completed_fetch import ConsumerRecord, FetchedColumns
+from onceflow.client.consumer.consumer import Consumer
 
 __all__ = ["Consumer", "ConsumerRecord", "FetchedColumns"]

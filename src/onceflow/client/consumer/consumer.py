@@ -30,8 +30,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from onceflow.client.config import consumer_config
 from onceflow.client.consumer.completed_fetch import CompletedFetch, ConsumerRecord, FetchedColumns
+from onceflow.client.consumer.config import consumer_config
 from onceflow.client.consumer.fetcher import Fetcher
 from onceflow.client.consumer.group.coordinator import ConsumerCoordinator
 from onceflow.client.consumer.group.membership import Callback, ConsumerMembership
@@ -43,13 +43,14 @@ from onceflow.client.errors import (
     OffsetOutOfRangeError,
 )
 from onceflow.client.net.io_thread import IOThread
-from onceflow.client.net.metadata import Metadata, TopicPartition
+from onceflow.client.net.metadata import Metadata
 from onceflow.client.net.network import NetworkClient
 from onceflow.client.offsets import (
     ConsumerGroupMetadata,
     OffsetAndMetadata,
     normalize_offsets,
 )
+from onceflow.common import TopicPartition
 
 __all__ = ["Consumer", "ConsumerRecord", "FetchedColumns", "TopicPartition"]
 

@@ -39,10 +39,10 @@ from onceflow.client.errors import (
 )
 from onceflow.client.net.backoff import FailureBackoff, retry_backoff
 from onceflow.client.net.io_thread import IOThread
-from onceflow.client.net.metadata import Cluster, TopicPartition
+from onceflow.client.net.metadata import STALE_METADATA, Cluster
 from onceflow.client.net.network import AsyncBrokerConnection, NetworkClient
 from onceflow.client.net.tasks import BackgroundTasks
-from onceflow.client.producer.sender import STALE_METADATA
+from onceflow.common import TopicPartition
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode, error_name

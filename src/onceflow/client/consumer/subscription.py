@@ -14,7 +14,7 @@ from collections import deque
 
 from onceflow.client.consumer.completed_fetch import CompletedFetch
 from onceflow.client.errors import IllegalStateError
-from onceflow.client.net.metadata import TopicPartition
+from onceflow.common import TopicPartition
 
 __all__ = ["MAX_BUFFERED_FETCHES", "PartitionState", "SubscriptionState"]
 

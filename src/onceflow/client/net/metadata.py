@@ -15,16 +15,37 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from onceflow.client.errors import KafkaTimeoutError, error_for_code
 from onceflow.client.net.backoff import ExponentialBackoff, FailureBackoff
-from onceflow.common import TopicPartition
 from onceflow.protocol.errors import ErrorCode
 
-__all__ = ["BrokerNode", "Cluster", "Metadata", "PartitionInfo", "TopicInfo", "TopicPartition"]
+__all__ = [
+    "STALE_METADATA",
+    "BrokerNode",
+    "Cluster",
+    "Metadata",
+    "PartitionInfo",
+    "TopicInfo",
+]
 
 ZERO_UUID = uuid.UUID(int=0)
+
+# errors that mean our metadata is stale (Kafka's InvalidMetadataException family)
+STALE_METADATA: Final[frozenset[ErrorCode]] = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+        ErrorCode.INCONSISTENT_TOPIC_ID,
+    }
+)
 
 
 class BrokerNode(NamedTuple):

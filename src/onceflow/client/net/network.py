@@ -31,10 +31,9 @@ import asyncio
 import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from onceflow.client.config import ClientConfig
 from onceflow.client.errors import (
     AuthenticationError,
     BrokerResponseError,
@@ -44,6 +43,7 @@ from onceflow.client.errors import (
     KafkaTimeoutError,
     UnsupportedVersionError,
 )
+from onceflow.client.net.address import split_host_port
 from onceflow.client.net.backoff import FailureBackoff, reconnect_backoff
 from onceflow.client.net.metadata import Cluster, Metadata
 from onceflow.client.net.security import PLAINTEXT, ClientSecurity, ssl_authentication_error
@@ -245,7 +245,7 @@ class AsyncBrokerConnection(asyncio.Protocol):
 class NetworkClient:
     """Connections by node id, bootstrap, metadata refresh, request timeouts."""
 
-    def __init__(self, config: ClientConfig, metadata: Metadata):
+    def __init__(self, config: Mapping[str, Any], metadata: Metadata):
         self.config = config
         self.metadata = metadata
         self.client_id = config["client.id"] or None
@@ -458,7 +458,7 @@ class NetworkClient:
 
 
 def _parse_address(address: str) -> tuple[str, int]:
-    host, sep, port = address.strip().rpartition(":")
-    if not sep or not host or not port.isdigit():
+    parsed = split_host_port(address)
+    if parsed is None:
         raise ConfigException(f"Invalid url in bootstrap.servers: {address}")
-    return host.strip("[]"), int(port)
+    return parsed

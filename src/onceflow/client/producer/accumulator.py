@@ -26,10 +26,9 @@ from onceflow.client.errors import IllegalStateError, KafkaTimeoutError
 from onceflow.client.net.backoff import ExponentialBackoff
 from onceflow.client.producer.futures import FutureRecordMetadata, ProduceResult
 from onceflow.client.producer.record_writer import RecordBatchWriter
+from onceflow.common import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from onceflow.records.batch import (
     HEADER_SIZE,
-    NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID,
     NO_SEQUENCE,
     PRODUCER_ID_OFFSET,
     TRANSACTIONAL_MASK,

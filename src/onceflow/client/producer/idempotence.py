@@ -1,7 +1,7 @@
 """The idempotent producer's state, with no I/O: producer id, epoch, per-partition sequences.
 
 `TransactionManager` (named after Kafka's client class; `txn.manager.TxnManager` extends it
-with transactions, whose states and transitions are in `txn.states`) is driven by the sender
+with transactions, whose states and transitions are in `producer.states`) is driven by the sender
 thread:
 
 - `prepare_init_producer_id()` says whether an InitProducerId is due and with which producer
@@ -34,7 +34,7 @@ from typing import Final, NamedTuple
 
 from onceflow.client.errors import error_for_code
 from onceflow.client.producer.accumulator import ProducerBatch
-from onceflow.client.producer.txn.states import ProducerState, check_transition
+from onceflow.client.producer.states import ProducerState, check_transition
 from onceflow.common import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from onceflow.protocol.errors import ErrorCode
 from onceflow.records.batch import NO_SEQUENCE, increment_sequence

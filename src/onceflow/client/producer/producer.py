@@ -51,8 +51,8 @@ from onceflow.client.producer.futures import FutureRecordMetadata, RecordMetadat
 from onceflow.client.producer.idempotence import TransactionManager
 from onceflow.client.producer.partitioner import StickyPartitionCache, default_partition
 from onceflow.client.producer.sender import Sender
+from onceflow.client.producer.states import TxnApi
 from onceflow.client.producer.txn.manager import TxnManager
-from onceflow.client.producer.txn.states import TxnApi
 from onceflow.records.batch import HEADER_SIZE
 from onceflow.records.compression import CompressionType
 

@@ -40,14 +40,15 @@ from onceflow.client.errors import (
 )
 from onceflow.client.net.backoff import FailureBackoff, retry_backoff
 from onceflow.client.net.io_thread import IOThread
+from onceflow.client.net.metadata import STALE_METADATA
 from onceflow.client.net.network import NetworkClient
 from onceflow.client.net.tasks import BackgroundTasks
 from onceflow.client.producer.accumulator import ProducerBatch, RecordAccumulator, now_ms
 from onceflow.client.producer.idempotence import ProduceAction, TransactionManager
+from onceflow.client.producer.states import ProducerState
 from onceflow.client.producer.txn.manager import TxnManager
 from onceflow.client.producer.txn.requests import PRODUCE_TV1_MAX
 from onceflow.client.producer.txn.sender import TxnRequestSender
-from onceflow.client.producer.txn.states import ProducerState
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode, error_name
@@ -56,21 +57,6 @@ __all__ = ["Sender"]
 
 log = logging.getLogger(__name__)
 _E = ErrorCode
-
-# errors that mean our metadata is stale (Kafka's InvalidMetadataException family)
-STALE_METADATA: Final[frozenset[ErrorCode]] = frozenset(
-    {
-        _E.NOT_LEADER_OR_FOLLOWER,
-        _E.UNKNOWN_TOPIC_OR_PARTITION,
-        _E.LEADER_NOT_AVAILABLE,
-        _E.FENCED_LEADER_EPOCH,
-        _E.UNKNOWN_LEADER_EPOCH,
-        _E.KAFKA_STORAGE_ERROR,
-        _E.NETWORK_EXCEPTION,
-        _E.UNKNOWN_TOPIC_ID,
-        _E.INCONSISTENT_TOPIC_ID,
-    }
-)
 
 # non-idempotent producer: the action per error class (retriable codes retry)
 PLAIN_ACTIONS: Final[Mapping[ErrorCode, ProduceAction]] = MappingProxyType(

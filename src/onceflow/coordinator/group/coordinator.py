@@ -25,12 +25,12 @@ from onceflow.coordinator.group.config import GroupConfig
 from onceflow.coordinator.group.group import GroupMetadata
 from onceflow.coordinator.group.membership import GroupMembership
 from onceflow.coordinator.group.offset_manager import OffsetManager
-from onceflow.coordinator.group.records import RecordBatchWriter
+from onceflow.coordinator.group.records import OffsetsBatchWriter
 from onceflow.coordinator.group.results import (
     CLASSIC_GROUP_TYPE,
-    GroupDescription,
-    GroupListing,
-    MemberDescription,
+    GroupOverview,
+    GroupSummary,
+    MemberSummary,
 )
 from onceflow.coordinator.group.state import GroupState
 from onceflow.coordinator.group.storage import COMMIT_ERRORS, OffsetsTopic
@@ -40,7 +40,7 @@ from onceflow.protocol.errors import ErrorCode
 
 __all__ = ["GroupCoordinator"]
 
-logger = logging.getLogger("onceflow.coordinator.group")
+log = logging.getLogger("onceflow.coordinator.group")
 
 
 class GroupCoordinator(OffsetManager):
@@ -91,7 +91,7 @@ class GroupCoordinator(OffsetManager):
         committed offsets and pending transactional offsets; start the retention timer when
         called on a running event loop."""
         self.store.load(log_manager)
-        logger.info("group coordinator loaded %d group(s)", len(self.groups))
+        log.info("group coordinator loaded %d group(s)", len(self.groups))
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -113,7 +113,7 @@ class GroupCoordinator(OffsetManager):
 
     async def describe_groups(
         self, group_ids: Sequence[str], *, api_version: int = 0
-    ) -> list[GroupDescription]:
+    ) -> list[GroupSummary]:
         """DescribeGroups. An unknown group is reported DEAD with NONE before v6 and
         GROUP_ID_NOT_FOUND from v6 (KIP-1043), as Kafka does."""
         out = []
@@ -121,20 +121,20 @@ class GroupCoordinator(OffsetManager):
             error = self.store.check_group_status(group_id, allow_empty=True)
             group = self.groups.get(group_id)
             if error is not None:
-                out.append(GroupDescription(group_id, error))
+                out.append(GroupSummary(group_id, error))
             elif group is None or group.is_(GroupState.DEAD):
                 missing = ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 6 else ErrorCode.NONE
-                out.append(GroupDescription(group_id, missing))
+                out.append(GroupSummary(group_id, missing))
             else:
                 out.append(self._describe(group))
         return out
 
     @staticmethod
-    def _describe(group: GroupMetadata) -> GroupDescription:
+    def _describe(group: GroupMetadata) -> GroupSummary:
         stable = group.is_(GroupState.STABLE)
         protocol = group.protocol_name or "" if stable else ""
         members = tuple(
-            MemberDescription(
+            MemberSummary(
                 m.member_id,
                 m.group_instance_id,
                 m.client_id,
@@ -144,7 +144,7 @@ class GroupCoordinator(OffsetManager):
             )  # fmt: skip
             for m in group.members.values()
         )
-        return GroupDescription(
+        return GroupSummary(
             group.group_id, ErrorCode.NONE, group.state.value, group.protocol_type or "",
             protocol, members,
         )  # fmt: skip
@@ -153,7 +153,7 @@ class GroupCoordinator(OffsetManager):
         self,
         states_filter: Sequence[str] = (),
         types_filter: Sequence[str] = (),
-    ) -> tuple[ErrorCode, list[GroupListing]]:
+    ) -> tuple[ErrorCode, list[GroupOverview]]:
         """ListGroups, filtered by state names (v4+) and group types (v5+; every group here is
         "classic"), both case-insensitive; an empty filter matches everything."""
         if self.store.closed:
@@ -165,7 +165,7 @@ class GroupCoordinator(OffsetManager):
         if types and CLASSIC_GROUP_TYPE not in types:
             return ErrorCode.NONE, []
         listings = [
-            GroupListing(g.group_id, g.protocol_type or "", g.state.value)
+            GroupOverview(g.group_id, g.protocol_type or "", g.state.value)
             for g in self.groups.values()
             if not g.is_(GroupState.DEAD) and (not states or g.state.value.lower() in states)
         ]
@@ -192,10 +192,10 @@ class GroupCoordinator(OffsetManager):
         for group in doomed:
             removed = group.offsets.remove(group.offsets.all_partitions())
             self.membership.drop_group(group)
-            writer = RecordBatchWriter(self.now_ms())
+            writer = OffsetsBatchWriter(self.now_ms())
             writer.add_offset_tombstones(group.group_id, sorted(removed))
             writer.add_group(group.group_id, None)
-            logger.info("group %s deleted with %d offset(s)", group.group_id, len(removed))
+            log.info("group %s deleted with %d offset(s)", group.group_id, len(removed))
             writes.append((group.group_id, self.store.append(group.group_id, writer)))
         for group_id, write in writes:
             results[group_id] = await self.store.await_write(write, COMMIT_ERRORS)

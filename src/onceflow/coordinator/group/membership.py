@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = ["GroupMembership", "validate_current_member"]
 
-logger = logging.getLogger("onceflow.coordinator.group")
+log = logging.getLogger("onceflow.coordinator.group")
 
 Protocols = Sequence[tuple[str, bytes]]
 
@@ -158,7 +158,7 @@ class GroupMembership:
         if instance is not None:
             old_member_id = group.current_static_member_id(instance)
             if old_member_id is not None:
-                logger.info(
+                log.info(
                     "static member %s of group %s rejoined (%s): replacing member id %s",
                     instance, group.group_id, group.state.value, old_member_id,
                 )  # fmt: skip
@@ -289,7 +289,7 @@ class GroupMembership:
         error = await self.store.await_write(write, STORE_GROUP_ERRORS)
         new_member_id = member.member_id
         if error != ErrorCode.NONE:
-            logger.warning("group %s: storing static member %s failed: %s",
+            log.warning("group %s: storing static member %s failed: %s",
                            group.group_id, instance, error.name)  # fmt: skip
             waiter, member.join_waiter = member.join_waiter, None
             group.update_member(member, old_protocols, None)
@@ -334,7 +334,7 @@ class GroupMembership:
         self._cancel_join_timer(group)
         initial = group.is_(GroupState.EMPTY)
         group.transition_to(GroupState.PREPARING_REBALANCE, self.store.now_ms())
-        logger.info("preparing to rebalance group %s (generation %d): %s",
+        log.info("preparing to rebalance group %s (generation %d): %s",
                     group.group_id, group.generation_id, reason)  # fmt: skip
         if initial:
             delay = self.config.initial_rebalance_delay_ms
@@ -381,7 +381,7 @@ class GroupMembership:
         self._cancel_join_timer(group)
         for member in group.not_yet_rejoined():
             if not member.is_static:
-                logger.info("group %s: removing member %s, it did not rejoin",
+                log.info("group %s: removing member %s, it did not rejoin",
                             group.group_id, member.member_id)  # fmt: skip
                 group.remove(member.member_id)
                 member.complete_sync(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
@@ -394,12 +394,12 @@ class GroupMembership:
         now = self.store.now_ms()
         group.init_next_generation(now)
         if group.is_(GroupState.EMPTY):
-            logger.info("group %s with generation %d is now empty",
+            log.info("group %s with generation %d is now empty",
                         group.group_id, group.generation_id)  # fmt: skip
             write = self.store.write_group(group, {})
             self.store.spawn(self._finish_empty_store(group, write))
             return
-        logger.info("stabilized group %s generation %d (protocol %s, %d members)",
+        log.info("stabilized group %s generation %d (protocol %s, %d members)",
                     group.group_id, group.generation_id, group.protocol_name,
                     len(group.members))  # fmt: skip
         for member in list(group.members.values()):
@@ -414,7 +414,7 @@ class GroupMembership:
         error = await self.store.await_write(write, STORE_GROUP_ERRORS)
         if error != ErrorCode.NONE:
             # no member depends on it: the previous generation comes back after a crash
-            logger.warning("group %s: writing empty group metadata failed: %s",
+            log.warning("group %s: writing empty group metadata failed: %s",
                            group.group_id, error.name)  # fmt: skip
 
     # -- SyncGroup -----------------------------------------------------------------------------
@@ -481,7 +481,7 @@ class GroupMembership:
         if not group.is_(GroupState.COMPLETING_REBALANCE) or group.generation_id != generation_id:
             return  # the group moved on while the record was written
         if error != ErrorCode.NONE:
-            logger.warning("group %s: storing the assignment failed: %s",
+            log.warning("group %s: storing the assignment failed: %s",
                            group.group_id, error.name)  # fmt: skip
             self._reset_and_propagate_assignment_error(group, error)
             self._maybe_prepare_rebalance(group, "storing the assignment failed")
@@ -583,7 +583,7 @@ class GroupMembership:
                 if error is not None:
                     errors.append(error)
                     continue
-            logger.info("member %s is leaving group %s", member_id, group_id)
+            log.info("member %s is leaving group %s", member_id, group_id)
             self._remove_member_and_update_group(
                 group, group.members[member_id], "member left the group"
             )
@@ -617,7 +617,7 @@ class GroupMembership:
         if not member.is_new and (member.is_awaiting_join or member.is_awaiting_sync):
             self.schedule_heartbeat(group, member)  # waiting in a rebalance counts as alive
             return
-        logger.info("group %s: member %s session timed out", group.group_id, member.member_id)
+        log.info("group %s: member %s session timed out", group.group_id, member.member_id)
         self._remove_member_and_update_group(group, member, "session timeout")
 
     def _on_pending_member_expired(self, group: GroupMetadata, member_id: str) -> None:

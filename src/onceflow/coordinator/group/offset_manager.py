@@ -21,20 +21,20 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from onceflow.common import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TopicPartition
 from onceflow.coordinator.group.group import CONSUMER_PROTOCOL_TYPE, GroupMetadata
 from onceflow.coordinator.group.membership import GroupMembership, validate_current_member
-from onceflow.coordinator.group.offsets import OffsetAndMetadata, TopicPartition
-from onceflow.coordinator.group.records import RecordBatchWriter
+from onceflow.coordinator.group.offsets import CommittedOffset
+from onceflow.coordinator.group.records import OffsetsBatchWriter
 from onceflow.coordinator.group.results import OffsetFetchResult, PartitionOffset, PendingWrite
 from onceflow.coordinator.group.state import GroupState
 from onceflow.coordinator.group.storage import COMMIT_ERRORS
 from onceflow.coordinator.group.store import GroupStore
 from onceflow.protocol.errors import ErrorCode
-from onceflow.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
 __all__ = ["OffsetManager"]
 
-logger = logging.getLogger("onceflow.coordinator.group")
+log = logging.getLogger("onceflow.coordinator.group")
 
 
 class OffsetManager:
@@ -75,7 +75,7 @@ class OffsetManager:
         generation_id: int,
         member_id: str,
         group_instance_id: str | None,
-        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        offsets: Mapping[TopicPartition, CommittedOffset],
         *,
         retention_time_ms: int = -1,
         api_version: int = 0,
@@ -116,7 +116,7 @@ class OffsetManager:
         generation_id: int,
         member_id: str,
         group_instance_id: str | None,
-        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        offsets: Mapping[TopicPartition, CommittedOffset],
     ) -> dict[TopicPartition, ErrorCode]:
         """TxnOffsetCommit: the offsets become visible when the transaction commits (see
         `on_txn_marker`). From v3 the generation, member id and instance id fence zombies."""
@@ -128,7 +128,7 @@ class OffsetManager:
             group, generation_id, member_id, group_instance_id, transactional=True
         )
         if error is not None:
-            logger.info("TxnOffsetCommit of %s (producer %d) to group %s rejected: %s",
+            log.info("TxnOffsetCommit of %s (producer %d) to group %s rejected: %s",
                         transactional_id, producer_id, group_id, error.name)  # fmt: skip
             return dict.fromkeys(offsets, error)
         return await self._store_offsets(
@@ -138,7 +138,7 @@ class OffsetManager:
     async def _store_offsets(
         self,
         group: GroupMetadata,
-        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        offsets: Mapping[TopicPartition, CommittedOffset],
         *,
         producer_id: int = NO_PRODUCER_ID,
         producer_epoch: int = NO_PRODUCER_EPOCH,
@@ -148,7 +148,7 @@ class OffsetManager:
         `storeOffsets`)."""
         now = self.store.now_ms()
         results: dict[TopicPartition, ErrorCode] = {}
-        accepted: dict[TopicPartition, OffsetAndMetadata] = {}
+        accepted: dict[TopicPartition, CommittedOffset] = {}
         expire = now + retention_time_ms if retention_time_ms >= 0 else -1
         for tp, offset in offsets.items():
             if len(offset.metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
@@ -157,7 +157,7 @@ class OffsetManager:
                 accepted[tp] = replace(offset, commit_timestamp=now, expire_timestamp=expire)
         if not accepted:
             return results
-        writer = RecordBatchWriter(now, producer_id, producer_epoch)
+        writer = OffsetsBatchWriter(now, producer_id, producer_epoch)
         deltas = {tp: writer.add_offset(group.group_id, tp, o) for tp, o in accepted.items()}
         write = self.store.append(group.group_id, writer)
         if write.error != ErrorCode.NONE:
@@ -180,7 +180,7 @@ class OffsetManager:
         self,
         group: GroupMetadata,
         write: PendingWrite,
-        written: Mapping[TopicPartition, OffsetAndMetadata],
+        written: Mapping[TopicPartition, CommittedOffset],
         producer_id: int,
         results: dict[TopicPartition, ErrorCode],
     ) -> dict[TopicPartition, ErrorCode]:
@@ -212,7 +212,7 @@ class OffsetManager:
             group = self.store.groups.get(group_id)
             if group is not None and not group.is_(GroupState.DEAD):
                 installed = group.offsets.complete_txn(producer_id, commit)
-                logger.debug("group %s: %s of producer %d, %d offset(s) installed", group_id,
+                log.debug("group %s: %s of producer %d, %d offset(s) installed", group_id,
                              "commit" if commit else "abort", producer_id, installed)  # fmt: skip
         if not group_ids:
             del self.store.txn_groups[producer_id]
@@ -273,7 +273,7 @@ class OffsetManager:
             removed = group.offsets.remove(eligible)
             error = ErrorCode.NONE
             if removed:
-                writer = RecordBatchWriter(self.store.now_ms())
+                writer = OffsetsBatchWriter(self.store.now_ms())
                 writer.add_offset_tombstones(group_id, removed)
                 write = self.store.append(group_id, writer)
                 error = await self.store.await_write(write, COMMIT_ERRORS)
@@ -298,18 +298,18 @@ class OffsetManager:
             )
             if not expired and not dead:
                 continue
-            writer = RecordBatchWriter(now)
+            writer = OffsetsBatchWriter(now)
             writer.add_offset_tombstones(group.group_id, sorted(expired))
             if dead:
                 group.transition_to(GroupState.DEAD, now)
                 self.membership.drop_group(group)
                 writer.add_group(group.group_id, None)
-                logger.info("group %s expired", group.group_id)
+                log.info("group %s expired", group.group_id)
             writes.append(self.store.append(group.group_id, writer))
         for write in writes:
             await self.store.await_write(write, COMMIT_ERRORS)
         if total:
-            logger.info("expired %d offset(s)", total)
+            log.info("expired %d offset(s)", total)
         return total
 
 

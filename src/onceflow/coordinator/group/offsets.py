@@ -21,11 +21,14 @@ from dataclasses import dataclass, replace
 
 from onceflow.common import TopicPartition
 
-__all__ = ["GroupOffsets", "OffsetAndMetadata", "TopicPartition"]
+__all__ = [
+    "GroupOffsets",
+    "CommittedOffset",
+]
 
 
 @dataclass(frozen=True)
-class OffsetAndMetadata:
+class CommittedOffset:
     """A committed (or staged) offset of one partition."""
 
     offset: int
@@ -35,7 +38,7 @@ class OffsetAndMetadata:
     expire_timestamp: int = -1  # only v1 records (an old client's explicit retention)
     record_offset: int = -1  # position of its record in __consumer_offsets; -1 = not appended
 
-    def appended_at(self, record_offset: int) -> OffsetAndMetadata:
+    def appended_at(self, record_offset: int) -> CommittedOffset:
         """A copy that knows where its record was written."""
         return replace(self, record_offset=record_offset)
 
@@ -44,18 +47,18 @@ class GroupOffsets:
     """Offsets of one group: committed, plain commits in flight, transactional ones pending."""
 
     def __init__(self) -> None:
-        self.committed: dict[TopicPartition, OffsetAndMetadata] = {}
+        self.committed: dict[TopicPartition, CommittedOffset] = {}
         self.in_flight: dict[TopicPartition, int] = {}  # plain commits awaiting their flush
-        self.pending_txn: dict[int, dict[TopicPartition, OffsetAndMetadata]] = {}
+        self.pending_txn: dict[int, dict[TopicPartition, CommittedOffset]] = {}
 
     def __len__(self) -> int:
         return len(self.committed)
 
-    def get(self, tp: TopicPartition) -> OffsetAndMetadata | None:
+    def get(self, tp: TopicPartition) -> CommittedOffset | None:
         """The committed offset of `tp` (pending transactional offsets are not visible)."""
         return self.committed.get(tp)
 
-    def install(self, tp: TopicPartition, offset: OffsetAndMetadata) -> bool:
+    def install(self, tp: TopicPartition, offset: CommittedOffset) -> bool:
         """Make `offset` the committed one unless a record written later is already there."""
         current = self.committed.get(tp)
         if current is not None and current.record_offset > offset.record_offset:
@@ -81,11 +84,11 @@ class GroupOffsets:
 
     # -- transactional commits -----------------------------------------------------------------
 
-    def stage_txn(self, producer_id: int, tp: TopicPartition, offset: OffsetAndMetadata) -> None:
+    def stage_txn(self, producer_id: int, tp: TopicPartition, offset: CommittedOffset) -> None:
         """Hold a transactional offset (with its record offset) until the marker."""
         self.pending_txn.setdefault(producer_id, {})[tp] = offset
 
-    def unstage_txn(self, producer_id: int, tp: TopicPartition, offset: OffsetAndMetadata) -> None:
+    def unstage_txn(self, producer_id: int, tp: TopicPartition, offset: CommittedOffset) -> None:
         """Drop a staged offset whose write failed (only if it is still the staged one)."""
         staged = self.pending_txn.get(producer_id)
         if staged is not None and staged.get(tp) is offset:
@@ -144,7 +147,7 @@ class GroupOffsets:
         self,
         now_ms: int,
         retention_ms: int,
-        base_timestamp: Callable[[OffsetAndMetadata], int],
+        base_timestamp: Callable[[CommittedOffset], int],
         keep_topics: frozenset[str] | set[str] = frozenset(),
     ) -> list[TopicPartition]:
         """Committed offsets past retention (Kafka's `getExpiredOffsets`): not of a topic in

@@ -20,7 +20,8 @@ import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from onceflow.coordinator.group.offsets import OffsetAndMetadata, TopicPartition
+from onceflow.common import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TopicPartition
+from onceflow.coordinator.group.offsets import CommittedOffset
 from onceflow.protocol.codec import DecodeError
 from onceflow.protocol.internal import (
     GroupMetadataKey,
@@ -28,13 +29,13 @@ from onceflow.protocol.internal import (
     OffsetCommitKey,
     OffsetCommitValue,
 )
-from onceflow.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
+from onceflow.records.batch import NO_SEQUENCE
 from onceflow.records.builder import BatchBuilder
 
 __all__ = [
     "GroupRecord",
     "OffsetRecord",
-    "RecordBatchWriter",
+    "OffsetsBatchWriter",
     "encode_group_metadata",
     "encode_offset_commit",
     "group_metadata_key",
@@ -42,7 +43,7 @@ __all__ = [
     "parse_record",
 ]
 
-logger = logging.getLogger("onceflow.coordinator.group")
+log = logging.getLogger("onceflow.coordinator.group")
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -62,7 +63,7 @@ class OffsetRecord:
 
     group_id: str
     tp: TopicPartition
-    offset: OffsetAndMetadata | None
+    offset: CommittedOffset | None
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def group_metadata_key(group_id: str) -> bytes:
     return _INT16.pack(GROUP_METADATA_KEY_VERSION) + key.encode(GROUP_METADATA_KEY_VERSION)
 
 
-def encode_offset_commit(offset: OffsetAndMetadata) -> bytes:
+def encode_offset_commit(offset: CommittedOffset) -> bytes:
     """Value of an offset record."""
     expiring = offset.expire_timestamp >= 0
     version = OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY if expiring else OFFSET_COMMIT_VALUE_VERSION
@@ -136,7 +137,7 @@ def parse_record(key, value, record_offset: int) -> OffsetRecord | GroupRecord |
         value_version, value_body = _split_version(value, "offset commit value")
         v = _decode(OffsetCommitValue, value_body, value_version, "offset commit value")
         expire = v.expire_timestamp if value_version == 1 else -1
-        offset = OffsetAndMetadata(
+        offset = CommittedOffset(
             v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, expire, record_offset
         )
         return OffsetRecord(k.group, tp, offset)
@@ -150,11 +151,11 @@ def parse_record(key, value, record_offset: int) -> OffsetRecord | GroupRecord |
             for member in v.members:
                 member.rebalance_timeout = member.session_timeout
         return GroupRecord(k.group, v)
-    logger.debug("skipping __consumer_offsets record with key version %d", key_version)
+    log.debug("skipping __consumer_offsets record with key version %d", key_version)
     return None
 
 
-class RecordBatchWriter:
+class OffsetsBatchWriter:
     """Collects `__consumer_offsets` records into one batch (Kafka writes each commit's
     records as one batch, so a commit is applied whole or not at all)."""
 
@@ -180,7 +181,7 @@ class RecordBatchWriter:
         """Add a record; returns its offset delta within the batch."""
         return self._builder.append(self.now_ms, key, value)
 
-    def add_offset(self, group_id: str, tp: TopicPartition, offset: OffsetAndMetadata) -> int:
+    def add_offset(self, group_id: str, tp: TopicPartition, offset: CommittedOffset) -> int:
         """Add an offset record."""
         return self.add(offset_commit_key(group_id, tp), encode_offset_commit(offset))
 

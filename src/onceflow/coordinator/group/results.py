@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from onceflow.coordinator.group.offsets import TopicPartition
+from onceflow.common import TopicPartition
 from onceflow.coordinator.group.state import GroupState
 from onceflow.log.partition import PartitionLog
 from onceflow.protocol.errors import ErrorCode
 
 __all__ = [
     "CLASSIC_GROUP_TYPE",
-    "GroupDescription",
-    "GroupListing",
-    "MemberDescription",
+    "GroupSummary",
+    "GroupOverview",
+    "MemberSummary",
     "OffsetFetchResult",
     "PartitionOffset",
     "PendingWrite",
@@ -51,7 +51,7 @@ class OffsetFetchResult:
 
 
 @dataclass(frozen=True)
-class MemberDescription:
+class MemberSummary:
     """A member as DescribeGroups shows it (metadata and assignment only when STABLE)."""
 
     member_id: str
@@ -63,7 +63,7 @@ class MemberDescription:
 
 
 @dataclass(frozen=True)
-class GroupDescription:
+class GroupSummary:
     """DescribeGroups answer for one group."""
 
     group_id: str
@@ -71,11 +71,11 @@ class GroupDescription:
     state: str = GroupState.DEAD.value
     protocol_type: str = ""
     protocol: str = ""
-    members: tuple[MemberDescription, ...] = ()
+    members: tuple[MemberSummary, ...] = ()
 
 
 @dataclass(frozen=True)
-class GroupListing:
+class GroupOverview:
     """ListGroups entry."""
 
     group_id: str

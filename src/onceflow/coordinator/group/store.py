@@ -23,7 +23,7 @@ from onceflow.common import wall_clock_ms
 from onceflow.coordinator.group.config import GroupConfig
 from onceflow.coordinator.group.group import GroupMetadata
 from onceflow.coordinator.group.loader import load_groups
-from onceflow.coordinator.group.records import RecordBatchWriter, member_records
+from onceflow.coordinator.group.records import OffsetsBatchWriter, member_records
 from onceflow.coordinator.group.results import PendingWrite
 from onceflow.coordinator.group.storage import OffsetsTopic
 from onceflow.log.manager import LogManager
@@ -127,7 +127,7 @@ class GroupStore:
         if not task.cancelled() and task.exception() is not None:
             logger.error("group coordinator task failed", exc_info=task.exception())
 
-    def append(self, group_id: str, writer: RecordBatchWriter) -> PendingWrite:
+    def append(self, group_id: str, writer: OffsetsBatchWriter) -> PendingWrite:
         """Append the writer's batch to the group's partition (synchronously)."""
         log = self.storage.log_for(group_id) if self.storage is not None else None
         if log is None:
@@ -158,6 +158,6 @@ class GroupStore:
             current_state_timestamp=group.state_timestamp_ms,
             members=member_records(list(group.members.values()), assignment, group.protocol_name),
         )
-        writer = RecordBatchWriter(now)
+        writer = OffsetsBatchWriter(now)
         writer.add_group(group.group_id, value)
         return self.append(group.group_id, writer)

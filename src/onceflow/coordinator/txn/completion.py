@@ -17,19 +17,16 @@ import contextlib
 import logging
 from collections.abc import Callable
 
+from onceflow.common import TopicPartition
 from onceflow.coordinator.txn.markers import TxnMarker, TxnMarkerChannel
-from onceflow.coordinator.txn.metadata import (
-    TopicPartition,
-    TransactionMetadata,
-    TxnTransitMetadata,
-)
+from onceflow.coordinator.txn.metadata import TransactionMetadata, TxnTransitMetadata
 from onceflow.coordinator.txn.state import TxnState
 from onceflow.coordinator.txn.state_log import TransactionStateLog
 from onceflow.protocol.errors import ErrorCode
 
 __all__ = ["TxnCompleter"]
 
-logger = logging.getLogger("onceflow.coordinator.txn")
+log = logging.getLogger("onceflow.coordinator.txn")
 
 # marker outcomes that retrying will not change: the partition is skipped (and logged)
 MARKER_GIVE_UP = frozenset(
@@ -82,7 +79,7 @@ class TxnCompleter:
     def _done(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            logger.error("completing a transaction failed", exc_info=task.exception())
+            log.error("completing a transaction failed", exc_info=task.exception())
 
     async def _run(
         self,
@@ -103,7 +100,7 @@ class TxnCompleter:
                 md.complete_transition(complete)
                 return
             except Exception:  # an I/O failure or a bug: the id must not stay pending
-                logger.exception(
+                log.exception(
                     "completing %s for %r failed; retrying in %.2f s",
                     complete.txn_state.name,
                     md.transactional_id,
@@ -130,7 +127,7 @@ class TxnCompleter:
                 if error == ErrorCode.NONE:
                     remaining.discard(tp)
                 elif error in MARKER_GIVE_UP:
-                    logger.error(
+                    log.error(
                         "marker for %r (producer %d epoch %d) on %s-%d failed with %s; skipped",
                         md.transactional_id,
                         md.producer_id,
@@ -150,7 +147,7 @@ class TxnCompleter:
             error = await self.state_log.append(md.transactional_id, complete, self.clock())
             if error == ErrorCode.NONE:
                 return
-            logger.warning(
+            log.warning(
                 "retrying %s for %r: %s", complete.txn_state.name, md.transactional_id, error.name
             )
             await asyncio.sleep(backoff)

@@ -31,14 +31,14 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
-from onceflow.common import wall_clock_ms
+from onceflow.common import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TopicPartition, wall_clock_ms
+from onceflow.coordinator.internal_topics import GROUP_METADATA_TOPIC
 from onceflow.coordinator.partitioning import coordinator_partition
 from onceflow.coordinator.producer_id import ProducerIdManager, ProducerIdStateError
 from onceflow.coordinator.txn import admin, faults
 from onceflow.coordinator.txn.completion import TxnCompleter
 from onceflow.coordinator.txn.config import TxnConfig
 from onceflow.coordinator.txn.markers import (
-    CONSUMER_OFFSETS_TOPIC,
     InProcessTxnMarkerChannel,
     MarkerListener,
     TxnMarker,
@@ -46,9 +46,6 @@ from onceflow.coordinator.txn.markers import (
     write_marker,
 )
 from onceflow.coordinator.txn.metadata import (
-    NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID,
-    TopicPartition,
     TransactionMetadata,
     TxnTransitMetadata,
     is_epoch_exhausted,
@@ -61,7 +58,7 @@ from onceflow.protocol.errors import ErrorCode
 
 __all__ = ["InitProducerIdResult", "TransactionCoordinator", "compat_error"]
 
-logger = logging.getLogger("onceflow.coordinator.txn")
+log = logging.getLogger("onceflow.coordinator.txn")
 
 # KIP-588: requests older than these versions do not know PRODUCER_FENCED
 _PRODUCER_FENCED_MIN_VERSION = {
@@ -176,7 +173,7 @@ class TransactionCoordinator:
         ]
         for md in unfinished:
             self.completer.start(md, self.coordinator_epoch)
-        logger.info(
+        log.info(
             "loaded %d transactional id(s), coordinator epoch %d, completing %d transaction(s)",
             len(self._txns),
             self.coordinator_epoch,
@@ -225,7 +222,7 @@ class TransactionCoordinator:
             try:
                 await action()
             except Exception:  # a bug: log it, keep the timer alive
-                logger.exception("periodic transaction coordinator task failed")
+                log.exception("periodic transaction coordinator task failed")
 
     # -- lookups ------------------------------------------------------------------------------
 
@@ -347,7 +344,7 @@ class TransactionCoordinator:
         try:
             return self.producer_ids.generate_producer_id()
         except (OSError, ProducerIdStateError) as exc:
-            logger.error("cannot allocate a producer id: %s", exc)
+            log.error("cannot allocate a producer id: %s", exc)
             return None
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn -------------------------------------------------
@@ -401,9 +398,9 @@ class TransactionCoordinator:
         self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
     ) -> ErrorCode:
         """AddOffsetsToTxn: add the group's `__consumer_offsets` partition to the transaction."""
-        info = self.logs.topic(CONSUMER_OFFSETS_TOPIC)
+        info = self.logs.topic(GROUP_METADATA_TOPIC)
         count = info.partitions if info else self.config.offsets_topic_num_partitions
-        tp = TopicPartition(CONSUMER_OFFSETS_TOPIC, coordinator_partition(group_id, count))
+        tp = TopicPartition(GROUP_METADATA_TOPIC, coordinator_partition(group_id, count))
         return await self._add_partitions(transactional_id, producer_id, producer_epoch, [tp])
 
     def _check_producer(
@@ -554,7 +551,7 @@ class TransactionCoordinator:
     def _append_done(self, task: asyncio.Task) -> None:
         self._appends.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            logger.error("a __transaction_state append failed", exc_info=task.exception())
+            log.error("a __transaction_state append failed", exc_info=task.exception())
 
     async def _append_and_complete(
         self,
@@ -595,7 +592,7 @@ class TransactionCoordinator:
             )
             if isinstance(prepared, ErrorCode):
                 continue
-            logger.info("aborting timed-out transaction of %r", md.transactional_id)
+            log.info("aborting timed-out transaction of %r", md.transactional_id)
             started.append(self._finish_end(md, prepared, fenced=True))
         await asyncio.gather(*started)
         return len(started)
@@ -622,7 +619,7 @@ class TransactionCoordinator:
     def _forget(self, md: TransactionMetadata, _transit: TxnTransitMetadata) -> None:
         if self._txns.get(md.transactional_id) is md:  # removed before anything else runs
             del self._txns[md.transactional_id]
-        logger.info("transactional id %r expired", md.transactional_id)
+        log.info("transactional id %r expired", md.transactional_id)
 
     # -- admin (KIP-664) ----------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from typing import NoReturn
 
 __all__ = ["AFTER_PREPARE_COMMIT", "CRASH_AFTER_PREPARE_ENV", "crash", "crash_hook"]
 
-logger = logging.getLogger("onceflow.coordinator.txn")
+log = logging.getLogger("onceflow.coordinator.txn")
 
 AFTER_PREPARE_COMMIT = "onceflow.test.crash.after.prepare"
 CRASH_AFTER_PREPARE_ENV = "ONCEFLOW_TEST_CRASH_AFTER_PREPARE"
@@ -30,7 +30,7 @@ CRASH_EXIT_STATUS = 137  # 128 + SIGKILL: what the parent sees after kill -9
 
 def crash(point: str) -> NoReturn:
     """End the process at once, without cleanup or flush, with kill -9's exit status."""
-    logger.critical("%s: TEST-ONLY fault point reached, exiting as kill -9 would", point)
+    log.critical("%s: TEST-ONLY fault point reached, exiting as kill -9 would", point)
     os._exit(CRASH_EXIT_STATUS)
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-from onceflow.coordinator.txn.metadata import TopicPartition, TxnTransitMetadata
+from onceflow.common import TopicPartition
+from onceflow.coordinator.txn.metadata import TxnTransitMetadata
 from onceflow.coordinator.txn.state import TxnState
 from onceflow.protocol.codec import DecodeError
 from onceflow.protocol.internal import TransactionLogKey, TransactionLogValue

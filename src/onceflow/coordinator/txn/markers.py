@@ -21,16 +21,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from onceflow.common import wall_clock_ms
-from onceflow.coordinator.internal_topics import GROUP_METADATA_TOPIC as CONSUMER_OFFSETS_TOPIC
-from onceflow.coordinator.txn.metadata import TopicPartition
+from onceflow.common import TopicPartition, wall_clock_ms
+from onceflow.coordinator.internal_topics import GROUP_METADATA_TOPIC
 from onceflow.log.manager import LogManager
 from onceflow.log.producer_state import AppendOrigin
 from onceflow.protocol.errors import ErrorCode
 from onceflow.records.control import ControlRecordType, build_control_batch
 
 __all__ = [
-    "CONSUMER_OFFSETS_TOPIC",
     "InProcessTxnMarkerChannel",
     "MarkerListener",
     "TxnMarker",
@@ -91,7 +89,7 @@ async def write_marker(
         error = await logs.committer.flushed(log, result.next_offset)
     if error != ErrorCode.NONE:
         return error
-    if tp.topic == CONSUMER_OFFSETS_TOPIC:
+    if tp.topic == GROUP_METADATA_TOPIC:
         for listener in listeners:
             listener(tp, marker.producer_id, marker.commit)
     return ErrorCode.NONE

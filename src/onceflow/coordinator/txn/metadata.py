@@ -18,9 +18,6 @@ from onceflow.protocol.errors import ErrorCode
 
 __all__ = [
     "MAX_PRODUCER_EPOCH",
-    "NO_PRODUCER_EPOCH",
-    "NO_PRODUCER_ID",
-    "TopicPartition",
     "TransactionMetadata",
     "TxnTransitMetadata",
     "is_epoch_exhausted",

@@ -26,7 +26,7 @@ from onceflow.log.fsutil import read_int_file, write_file_atomically
 from onceflow.log.manager import LogManager
 from onceflow.protocol.errors import ErrorCode
 
-__all__ = ["COORDINATOR_EPOCH_FILE", "TRANSACTION_STATE_TOPIC", "TransactionStateLog"]
+__all__ = ["COORDINATOR_EPOCH_FILE", "TransactionStateLog"]
 
 logger = logging.getLogger("onceflow.coordinator.txn")
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final, Protocol
 
-from onceflow.client.net.metadata import TopicPartition
+from onceflow.common import TopicPartition
 
 __all__ = ["ASSIGNORS", "Assignor", "RangeAssignor", "RoundRobinAssignor", "assignor_for"]
 

@@ -46,9 +46,9 @@ from onceflow.client.errors import (
 )
 from onceflow.client.net.backoff import retry_backoff
 from onceflow.client.net.coordinator_lookup import GROUP, find_coordinator
-from onceflow.client.net.metadata import TopicPartition
 from onceflow.client.net.network import AsyncBrokerConnection, NetworkClient
 from onceflow.client.offsets import OffsetAndMetadata
+from onceflow.common import TopicPartition
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.codec import DecodeError

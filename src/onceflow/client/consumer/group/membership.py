@@ -36,8 +36,8 @@ from onceflow.client.errors import (
 )
 from onceflow.client.net.backoff import retry_backoff
 from onceflow.client.net.io_thread import IOThread
-from onceflow.client.net.metadata import TopicPartition
 from onceflow.client.offsets import ConsumerGroupMetadata, OffsetAndMetadata
+from onceflow.common import TopicPartition
 from onceflow.protocol.errors import ErrorCode
 
 __all__ = ["ConsumerMembership"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 
-from onceflow.client.net.metadata import TopicPartition
+from onceflow.common import TopicPartition
 from onceflow.protocol.codec import DecodeError
 from onceflow.protocol.internal import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 

@@ -32,12 +32,19 @@ from onceflow.client.errors import IllegalStateError, KafkaError, TransactionAbo
 from onceflow.client.net.backoff import ExponentialBackoff
 from onceflow.client.offsets import ConsumerGroupMetadata, OffsetAndMetadata
 from onceflow.client.producer.accumulator import ProducerBatch
-from onceflow.client.producer.idempotence import (
-    NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID,
-    ProduceAction,
-    ProduceDecision,
-    TransactionManager,
+from onceflow.client.producer.idempotence import ProduceAction, ProduceDecision, TransactionManager
+from onceflow.client.producer.states import (
+    ABORTABLE_IGNORED_IN,
+    ALLOWED_STATES,
+    BATCH_FAILURE_ABORTS_IN,
+    COMPLETING,
+    DROPS_BATCHES_IN,
+    ERROR_STATES,
+    HAS_PRODUCER_ID_IN,
+    RESUMES_IN,
+    SENDS_BATCHES_IN,
+    ProducerState,
+    TxnApi,
 )
 from onceflow.client.producer.txn.request import (
     TransactionalRequestResult,
@@ -52,19 +59,7 @@ from onceflow.client.producer.txn.requests import (
     FindCoordinator,
     InitProducerId,
 )
-from onceflow.client.producer.txn.states import (
-    ABORTABLE_IGNORED_IN,
-    ALLOWED_STATES,
-    BATCH_FAILURE_ABORTS_IN,
-    COMPLETING,
-    DROPS_BATCHES_IN,
-    ERROR_STATES,
-    HAS_PRODUCER_ID_IN,
-    RESUMES_IN,
-    SENDS_BATCHES_IN,
-    ProducerState,
-    TxnApi,
-)
+from onceflow.common import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from onceflow.protocol.errors import ErrorCode
 
 __all__ = ["ConsumerGroupMetadata", "OffsetAndMetadata", "TxnManager"]

@@ -26,7 +26,7 @@ from onceflow.client.errors import (
     error_for_code,
 )
 from onceflow.client.net.coordinator_lookup import TRANSACTION
-from onceflow.client.producer.txn.states import ProducerState
+from onceflow.client.producer.states import ProducerState
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 

@@ -34,6 +34,7 @@ from onceflow.client.net.coordinator_lookup import (
     find_coordinator_request,
     parse_coordinator,
 )
+from onceflow.client.producer.states import ProducerState
 from onceflow.client.producer.txn.request import (
     ErrorCodes,
     TransactionalRequestResult,
@@ -43,7 +44,6 @@ from onceflow.client.producer.txn.request import (
     TxnRequestKind,
     error_table,
 )
-from onceflow.client.producer.txn.states import ProducerState
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
