@@ -19,7 +19,11 @@ Layout of a data directory (several may be given; the registry lives in the firs
 - `<topic>-<partition>/<offset>.snapshot` - producer state, written by each log on roll and on
   `close` (clean shutdown), see `log.producer_snapshot`.
 - `.clean_shutdown` - written by `close` after every log is flushed and closed, removed on
-  start; when present, no segment is re-validated (indexes are still sanity-checked).
+  start. It records, per log, each segment's size and last batch position (JSON; Kafka's
+  KIP-966 file is JSON too, with other fields). When present, a segment is re-validated only
+  if its size or last batch differs from the record (a torn or foreign write after the
+  shutdown) or a log is missing from it; indexes are still sanity-checked. An empty file (an
+  older onceflow) trusts every segment.
 
 Retention runs when the broker calls `delete_old_segments` (every
 `log.retention.check.interval.ms`). Deletion order for a topic: registry first (the commit
@@ -49,6 +53,7 @@ from onceflow.log.config import LogConfig
 from onceflow.log.durability import GroupCommitter
 from onceflow.log.fsutil import fsync_dir, write_file_atomically
 from onceflow.log.partition import PartitionLog, partition_dir_name
+from onceflow.log.recovery import SegmentShape
 from onceflow.protocol.errors import ErrorCode
 
 logger = logging.getLogger("onceflow.log")
@@ -209,10 +214,13 @@ class LogManager:
             return
         found: dict[tuple[str, int], str] = {}
         clean: dict[str, bool] = {}
+        shapes: dict[str, dict[str, dict[int, SegmentShape]] | None] = {}
         recovery_points: dict[str, dict[tuple[str, int], int]] = {}
         for log_dir in self.log_dirs:
             os.makedirs(log_dir, exist_ok=True)
-            clean[log_dir] = os.path.exists(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE))
+            marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
+            clean[log_dir] = os.path.exists(marker)
+            shapes[log_dir] = _read_shutdown_shapes(marker) if clean[log_dir] else None
             recovery_points[log_dir] = _read_checkpoint(os.path.join(log_dir, RECOVERY_POINT_FILE))
             for name in sorted(os.listdir(log_dir)):
                 path = os.path.join(log_dir, name)
@@ -256,6 +264,7 @@ class LogManager:
                     self._create_log(info, partition, config)
                     continue
                 self._log_dir_of[key] = log_dir
+                recorded = shapes[log_dir]
                 self._logs[key] = PartitionLog(
                     log_dir,
                     info.name,
@@ -263,6 +272,11 @@ class LogManager:
                     config,
                     recovery_point=recovery_points[log_dir].get(key, 0),
                     clean_shutdown=clean[log_dir],
+                    shutdown_segments=(
+                        None
+                        if recorded is None
+                        else recorded.get(partition_dir_name(info.name, partition), {})
+                    ),
                     producer_id_expiration_ms=self.producer_id_expiration_ms,
                     offsets_listener=self._offsets_moved,
                 )
@@ -496,14 +510,23 @@ class LogManager:
         Call after the committer stopped (`shutdown` does both).
         """
         clean = True
-        for log in self.all_logs():
+        recorded: dict[str, dict[str, list[list[int]]]] = {d: {} for d in self.log_dirs}
+        for key, log in self._logs.items():
+            shapes = log.segment_shapes() if log.failed is None else None
             log.close()
             if log.failed is not None:
                 clean = False
+            elif shapes is not None:
+                recorded[self._log_dir_of[key]][log.name] = [
+                    [base, shape.size, shape.last_batch_position]
+                    for base, shape in sorted(shapes.items())
+                ]
         self.checkpoint_recovery_points()
         if clean:
             for log_dir in self.log_dirs:
-                write_file_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), b"")
+                body = {"version": 1, "logs": recorded[log_dir]}
+                encoded = json.dumps(body, separators=(",", ":")).encode()
+                write_file_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), encoded)
         self._logs.clear()
         self._started = False
 
@@ -549,6 +572,24 @@ def _read_partition_metadata(log_dir: str, topic: str, partition: int) -> uuid.U
     except (FileNotFoundError, ValueError):
         return None
     return None
+
+
+def _read_shutdown_shapes(path: str) -> dict[str, dict[int, SegmentShape]] | None:
+    """Segment shapes per log name from a `.clean_shutdown` file; None when it records none
+    (empty, from an older onceflow) so every segment is trusted as before."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        if not text.strip():
+            return None
+        data = json.loads(text)
+        return {
+            name: {int(b): SegmentShape(int(size), int(last)) for b, size, last in segments}
+            for name, segments in data["logs"].items()
+        }
+    except (OSError, ValueError, KeyError, TypeError):
+        logger.warning("unreadable %s: every segment is recovered", path)
+        return {}
 
 
 def _write_checkpoint(path: str, entries: Iterable[tuple[str, int, int]]) -> None:
