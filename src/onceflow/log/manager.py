@@ -46,9 +46,11 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from onceflow.log.checkpoint import read_offset_checkpoint, write_offset_checkpoint
+from onceflow.log.cleaner.manager import LogCleanerManager
 from onceflow.log.config import LogConfig
 from onceflow.log.durability import GroupCommitter
 from onceflow.log.fsutil import fsync_dir, write_file_atomically
@@ -147,6 +149,7 @@ class LogManager:
         self._topics: dict[str, TopicInfo] = {}
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._log_dir_of: dict[tuple[str, int], str] = {}
+        self.cleaner: LogCleanerManager | None = None  # set by `start`
         self._started = False
 
     # -- events --------------------------------------------------------------------------------
@@ -189,6 +192,10 @@ class LogManager:
         """The log of a partition, None if the topic or partition does not exist."""
         return self._logs.get((topic, partition))
 
+    def log_dir_of(self, topic: str, partition: int) -> str | None:
+        """The data directory holding a partition."""
+        return self._log_dir_of.get((topic, partition))
+
     def topic(self, name: str) -> TopicInfo | None:
         """Registry entry of a topic."""
         return self._topics.get(name)
@@ -221,7 +228,9 @@ class LogManager:
             marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
             clean[log_dir] = os.path.exists(marker)
             shapes[log_dir] = _read_shutdown_shapes(marker) if clean[log_dir] else None
-            recovery_points[log_dir] = _read_checkpoint(os.path.join(log_dir, RECOVERY_POINT_FILE))
+            recovery_points[log_dir] = read_offset_checkpoint(
+                os.path.join(log_dir, RECOVERY_POINT_FILE)
+            )
             for name in sorted(os.listdir(log_dir)):
                 path = os.path.join(log_dir, name)
                 if name.endswith(".tmp") and os.path.isfile(path):
@@ -287,6 +296,7 @@ class LogManager:
             if os.path.exists(marker):
                 os.unlink(marker)
                 fsync_dir(log_dir)
+        self.cleaner = LogCleanerManager(self, self.broker_props)
         self._started = True
         logger.info(
             "loaded %d topic(s), %d partition(s) from %s",
@@ -502,7 +512,7 @@ class LogManager:
                 for (topic, partition), d in sorted(self._log_dir_of.items())
                 if d == log_dir and (topic, partition) in self._logs
             ]
-            _write_checkpoint(os.path.join(log_dir, RECOVERY_POINT_FILE), entries)
+            write_offset_checkpoint(os.path.join(log_dir, RECOVERY_POINT_FILE), entries)
 
     def close(self) -> None:
         """Flush and close every log, checkpoint, then mark each data dir cleanly shut down.
@@ -589,27 +599,4 @@ def _read_shutdown_shapes(path: str) -> dict[str, dict[int, SegmentShape]] | Non
         }
     except (OSError, ValueError, KeyError, TypeError):
         logger.warning("unreadable %s: every segment is recovered", path)
-        return {}
-
-
-def _write_checkpoint(path: str, entries: Iterable[tuple[str, int, int]]) -> None:
-    entries = list(entries)
-    lines = ["0", str(len(entries))] + [f"{t} {p} {o}" for t, p, o in entries]
-    write_file_atomically(path, ("\n".join(lines) + "\n").encode())
-
-
-def _read_checkpoint(path: str) -> dict[tuple[str, int], int]:
-    """Kafka's offset checkpoint format; an unreadable file counts as empty (full recovery)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().split("\n")
-        if lines[0].strip() != "0":
-            return {}
-        count = int(lines[1])
-        out = {}
-        for line in lines[2 : 2 + count]:
-            topic, partition, offset = line.split()
-            out[(topic, int(partition))] = int(offset)
-        return out
-    except (FileNotFoundError, ValueError, IndexError):
         return {}

@@ -43,6 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from onceflow.common import wall_clock_ms
+from onceflow.log.cleaner.swap import CrashHook, swap_in
 from onceflow.log.config import LogConfig
 from onceflow.log.fsutil import fsync_dir, read_int_file, write_file_atomically
 from onceflow.log.producer_append import complete_producer_appends, stage_producer_batch
@@ -179,6 +180,7 @@ class PartitionLog:
         self._dir_dirty = False
         self.failed: OSError | None = None
         self._reported_corruption: set[str] = set()  # corrupt batches a read already logged
+        self.cleaner_busy = False  # a cleaning round reads the segments (defers retention)
         self.last_flush_ms = wall_clock_ms()
         self.producer_state = ProducerStateManager(producer_id_expiration_ms)
         created = not os.path.isdir(self.dir_path)
@@ -444,6 +446,26 @@ class PartitionLog:
         logger.debug("rolled %s: new segment at offset %d", self.name, new.base_offset)
         return new
 
+    def replace_segments(
+        self, old: Sequence[LogSegment], new: LogSegment, crash: CrashHook | None = None
+    ) -> bool:
+        """Swap the cleaner's `new` segment in for the consecutive segments `old` (on the
+        event loop; `log.cleaner.swap`). False, and nothing changed, when `old` are no longer
+        consecutive segments of this log (retention or a truncation got there first)."""
+        with self._flush_lock:
+            index = next((i for i, s in enumerate(self._segments) if s is old[0]), None)
+            current = self._segments[index : index + len(old)] if index is not None else []
+            if len(current) != len(old) or any(
+                a is not b for a, b in zip(current, old, strict=True)
+            ):
+                return False
+            swap_in(self.dir_path, old, new, crash)
+            with self._lock:
+                self._segments[index : index + len(old)] = [new]
+                self._base_offsets[index : index + len(old)] = [new.base_offset]
+                self._unflushed = [s for s in self._unflushed if s not in old]
+        return True
+
     def _go_offline(self, exc: OSError, action: str) -> None:
         self.failed = exc
         logger.error("log %s is offline after a failed %s: %s", self.name, action, exc)
@@ -578,6 +600,8 @@ class PartitionLog:
         watermark; does nothing unless `cleanup.policy` includes `delete`. Returns how many
         segments were deleted and advances the log start offset past them.
         """
+        if self.cleaner_busy:
+            return 0  # the cleaner is reading these segments; retention runs next time
         now = wall_clock_ms() if now_ms is None else now_ms
         candidates = self._segments[:-1]
         hw = self.high_watermark

@@ -23,6 +23,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from onceflow.log.cleaner.swap import complete_swaps
 from onceflow.log.config import MAX_INT32, LogConfig
 from onceflow.log.fsutil import fsync_dir
 from onceflow.log.segment import (
@@ -210,7 +211,9 @@ def _index_problem(segment: LogSegment, next_base: int | None) -> str | None:
 
 
 def scan_directory(dir_path: str) -> list[int]:
-    """Base offsets of the segments in `dir_path`; removes leftovers of crashes."""
+    """Base offsets of the segments in `dir_path`; finishes an interrupted cleaner swap and
+    removes leftovers of crashes."""
+    complete_swaps(dir_path)
     bases: set[int] = set()
     names = os.listdir(dir_path)
     for name in names:

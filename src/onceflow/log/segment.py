@@ -59,24 +59,34 @@ class BatchInfo:
 class LogSegment:
     """A segment's files and in-memory state. Not thread-safe except `flush`."""
 
-    def __init__(self, dir_path: str, base_offset: int, config: LogConfig, *, create: bool) -> None:
+    def __init__(
+        self,
+        dir_path: str,
+        base_offset: int,
+        config: LogConfig,
+        *,
+        create: bool,
+        file_suffix: str = "",
+    ) -> None:
         self.dir_path = dir_path
         self.base_offset = base_offset
         self.config = config
+        # "" for a live segment; ".cleaned" or ".swap" while the cleaner replaces segments
+        self.file_suffix = file_suffix
         stem = os.path.join(dir_path, segment_file_stem(base_offset))
-        self.log_path = stem + LOG_SUFFIX
+        self.log_path = stem + LOG_SUFFIX + file_suffix
         flags = os.O_RDWR | os.O_CREAT
         if create:
             flags |= os.O_TRUNC
         self._fd = os.open(self.log_path, flags, 0o644)
         self.size = os.fstat(self._fd).st_size
         self.offset_index = OffsetIndex(
-            stem + INDEX_SUFFIX, base_offset, config.segment_index_bytes
+            stem + INDEX_SUFFIX + file_suffix, base_offset, config.segment_index_bytes
         )
         self.time_index = TimeIndex(
-            stem + TIME_INDEX_SUFFIX, base_offset, config.segment_index_bytes
+            stem + TIME_INDEX_SUFFIX + file_suffix, base_offset, config.segment_index_bytes
         )
-        self.txn_index = TransactionIndex(stem + TXN_INDEX_SUFFIX)
+        self.txn_index = TransactionIndex(stem + TXN_INDEX_SUFFIX + file_suffix)
         if create:
             self.offset_index.reset()
             self.time_index.reset()
@@ -104,7 +114,22 @@ class LogSegment:
     def file_paths(self) -> list[str]:
         """Every file of this segment that may exist."""
         stem = os.path.join(self.dir_path, segment_file_stem(self.base_offset))
+        if self.file_suffix:  # a cleaner's segment: no snapshot of its own
+            return [stem + s + self.file_suffix for s in SEGMENT_SUFFIXES if s != SNAPSHOT_SUFFIX]
         return [stem + suffix for suffix in SEGMENT_SUFFIXES]
+
+    def change_file_suffix(self, suffix: str) -> None:
+        """Rename the `.log` (first) and the index files that exist to end in `suffix` ("" for
+        the live names); open descriptors follow the rename. No fsync of the directory."""
+        files = [self, self.offset_index, self.time_index, self.txn_index]
+        for owner in files:
+            attr = "log_path" if owner is self else "path"
+            old = getattr(owner, attr)
+            new = old[: len(old) - len(self.file_suffix)] + suffix
+            if os.path.exists(old):
+                os.replace(old, new)
+            setattr(owner, attr, new)
+        self.file_suffix = suffix
 
     def last_modified_ms(self) -> int:
         """mtime of the `.log` file in milliseconds."""
