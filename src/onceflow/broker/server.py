@@ -52,6 +52,7 @@ class Broker:
         self._handshakes: set[asyncio.Task[None]] = set()
         self._connections: set[ClientConnection] = set()
         self._periodic: asyncio.Task[None] | None = None
+        self._cleaner_task: asyncio.Task[None] | None = None
         self.bound: Listener | None = None  # the first listener's
         self.bound_listeners: dict[str, Listener] = {}
         self._ssl_context: ssl.SSLContext | None = None
@@ -105,6 +106,8 @@ class Broker:
             self.metrics_server = MetricsServer(state.metrics, state)
             await self.metrics_server.start(config.metrics_listener)
         self._periodic = loop.create_task(self._run_periodic())
+        cleaner = state.logs.cleaner
+        self._cleaner_task = loop.create_task(cleaner.run()) if cleaner is not None else None
         log.info(
             "broker %d listening on %s (advertised %s), cluster id %s, data dir %s",
             state.node_id,
@@ -224,6 +227,11 @@ class Broker:
         if self.metrics_server is not None:
             await self.metrics_server.stop()
             self.metrics_server = None
+        if self._cleaner_task is not None:
+            self._cleaner_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._cleaner_task
+            self._cleaner_task = None
         if self._periodic is not None:
             self._periodic.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -4,8 +4,9 @@
 (`log.segment.bytes`, `log.roll.ms`/`log.roll.hours`, `log.retention.ms`/`.minutes`/`.hours`,
 `log.retention.bytes`, `log.index.interval.bytes`, `log.index.size.max.bytes`,
 `log.message.timestamp.type`, `message.max.bytes`, `log.cleanup.policy`,
-`log.flush.interval.messages`, `log.flush.interval.ms`) to the topic-level keys
-(`segment.bytes`, `segment.ms`, `retention.ms`, `retention.bytes`, `index.interval.bytes`,
+`log.flush.interval.messages`, `log.flush.interval.ms`, `log.cleaner.min.cleanable.ratio`,
+`log.cleaner.delete.retention.ms`, `log.cleaner.min/max.compaction.lag.ms`) to the topic-level
+keys (`segment.bytes`, `segment.ms`, `retention.ms`, `retention.bytes`, `index.interval.bytes`,
 `segment.index.bytes`, `message.timestamp.type`, `max.message.bytes`, `cleanup.policy`,
 `flush.messages`, `flush.ms`) and applies topic overrides on top.
 
@@ -16,8 +17,8 @@ Deviations from Kafka, written down here once:
   watermark only covers fsynced data. Kafka's default leaves flushing to the OS. With
   `flush.on.ack=false` the log behaves like Kafka: the high watermark is the log end offset and
   data is fsynced by `flush.messages`/`flush.ms` (unset means on segment roll and shutdown only).
-- `cleanup.policy=compact` is accepted but compaction is not implemented: such topics are kept
-  forever (time and size retention apply only to topics whose policy includes `delete`).
+- `cleanup.policy=compact` logs are compacted by the log cleaner (`log.cleaner`, one task);
+  time and size retention apply only to topics whose policy includes `delete`.
 """
 
 from __future__ import annotations
@@ -120,10 +121,11 @@ COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"
 
 # topic-level key -> (dataclass field, converter, DescribeConfigs type); Kafka's topic
 # configs with Kafka's validation. Applied on one node: segment/retention/flush/index keys,
-# cleanup.policy (compaction itself is not run), max.message.bytes, message.timestamp.type,
-# compression.type, message.timestamp.{before,after,difference}.max.ms and
-# min.insync.replicas. `ACCEPTED_ONLY` lists the keys that are validated, stored and
-# described but change nothing here (replication, throttling, the cleaner, tiered storage).
+# cleanup.policy, max.message.bytes, message.timestamp.type, compression.type,
+# message.timestamp.{before,after,difference}.max.ms, min.insync.replicas and the cleaner's
+# delete.retention.ms, min/max.compaction.lag.ms, min.cleanable.dirty.ratio (`log.cleaner`).
+# `ACCEPTED_ONLY` lists the keys that are validated, stored and described but change nothing
+# here (replication, throttling, tiered storage).
 _TOPIC_KEYS: dict[str, tuple[str, Any, str]] = {
     "segment.bytes": ("segment_bytes", _bounded_int(14, MAX_INT32), "int"),
     "segment.ms": ("segment_ms", _bounded_int(1, MAX_INT64), "long"),
@@ -176,7 +178,17 @@ _TOPIC_KEYS: dict[str, tuple[str, Any, str]] = {
     "segment.jitter.ms": ("segment_jitter_ms", _bounded_int(0, MAX_INT64), "long"),
     "unclean.leader.election.enable": ("unclean_leader_election_enable", _to_bool, "boolean"),
 }
-ACCEPTED_ONLY = frozenset(list(_TOPIC_KEYS)[list(_TOPIC_KEYS).index("compression.gzip.level") :])
+CLEANER_KEYS = frozenset(
+    {
+        "delete.retention.ms",
+        "max.compaction.lag.ms",
+        "min.cleanable.dirty.ratio",
+        "min.compaction.lag.ms",
+    }
+)
+ACCEPTED_ONLY = (
+    frozenset(list(_TOPIC_KEYS)[list(_TOPIC_KEYS).index("compression.gzip.level") :]) - CLEANER_KEYS
+)
 TOPIC_CONFIG_TYPES: Mapping[str, str] = {key: entry[2] for key, entry in _TOPIC_KEYS.items()}
 
 # broker-level key -> topic-level key (Kafka's mapping, plus onceflow's log.flush.on.ack)
@@ -195,6 +207,10 @@ BROKER_TO_TOPIC: Mapping[str, str] = {
     "log.flush.on.ack": "flush.on.ack",
     "compression.type": "compression.type",
     "min.insync.replicas": "min.insync.replicas",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
 }
 
 # coarser broker keys, used only when the finer one is absent (Kafka's precedence)

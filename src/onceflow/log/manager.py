@@ -19,7 +19,11 @@ Layout of a data directory (several may be given; the registry lives in the firs
 - `<topic>-<partition>/<offset>.snapshot` - producer state, written by each log on roll and on
   `close` (clean shutdown), see `log.producer_snapshot`.
 - `.clean_shutdown` - written by `close` after every log is flushed and closed, removed on
-  start; when present, no segment is re-validated (indexes are still sanity-checked).
+  start. It records, per log, each segment's size and last batch position (JSON; Kafka's
+  KIP-966 file is JSON too, with other fields). When present, a segment is re-validated only
+  if its size or last batch differs from the record (a torn or foreign write after the
+  shutdown) or a log is missing from it; indexes are still sanity-checked. An empty file (an
+  older onceflow) trusts every segment.
 
 Retention runs when the broker calls `delete_old_segments` (every
 `log.retention.check.interval.ms`). Deletion order for a topic: registry first (the commit
@@ -42,13 +46,16 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from onceflow.log.checkpoint import read_offset_checkpoint, write_offset_checkpoint
+from onceflow.log.cleaner.manager import LogCleanerManager
 from onceflow.log.config import LogConfig
 from onceflow.log.durability import GroupCommitter
 from onceflow.log.fsutil import fsync_dir, write_file_atomically
 from onceflow.log.partition import PartitionLog, partition_dir_name
+from onceflow.log.recovery import SegmentShape
 from onceflow.protocol.errors import ErrorCode
 
 logger = logging.getLogger("onceflow.log")
@@ -142,6 +149,7 @@ class LogManager:
         self._topics: dict[str, TopicInfo] = {}
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._log_dir_of: dict[tuple[str, int], str] = {}
+        self.cleaner: LogCleanerManager | None = None  # set by `start`
         self._started = False
 
     # -- events --------------------------------------------------------------------------------
@@ -184,6 +192,10 @@ class LogManager:
         """The log of a partition, None if the topic or partition does not exist."""
         return self._logs.get((topic, partition))
 
+    def log_dir_of(self, topic: str, partition: int) -> str | None:
+        """The data directory holding a partition."""
+        return self._log_dir_of.get((topic, partition))
+
     def topic(self, name: str) -> TopicInfo | None:
         """Registry entry of a topic."""
         return self._topics.get(name)
@@ -209,11 +221,16 @@ class LogManager:
             return
         found: dict[tuple[str, int], str] = {}
         clean: dict[str, bool] = {}
+        shapes: dict[str, dict[str, dict[int, SegmentShape]] | None] = {}
         recovery_points: dict[str, dict[tuple[str, int], int]] = {}
         for log_dir in self.log_dirs:
             os.makedirs(log_dir, exist_ok=True)
-            clean[log_dir] = os.path.exists(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE))
-            recovery_points[log_dir] = _read_checkpoint(os.path.join(log_dir, RECOVERY_POINT_FILE))
+            marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
+            clean[log_dir] = os.path.exists(marker)
+            shapes[log_dir] = _read_shutdown_shapes(marker) if clean[log_dir] else None
+            recovery_points[log_dir] = read_offset_checkpoint(
+                os.path.join(log_dir, RECOVERY_POINT_FILE)
+            )
             for name in sorted(os.listdir(log_dir)):
                 path = os.path.join(log_dir, name)
                 if name.endswith(".tmp") and os.path.isfile(path):
@@ -256,6 +273,7 @@ class LogManager:
                     self._create_log(info, partition, config)
                     continue
                 self._log_dir_of[key] = log_dir
+                recorded = shapes[log_dir]
                 self._logs[key] = PartitionLog(
                     log_dir,
                     info.name,
@@ -263,6 +281,11 @@ class LogManager:
                     config,
                     recovery_point=recovery_points[log_dir].get(key, 0),
                     clean_shutdown=clean[log_dir],
+                    shutdown_segments=(
+                        None
+                        if recorded is None
+                        else recorded.get(partition_dir_name(info.name, partition), {})
+                    ),
                     producer_id_expiration_ms=self.producer_id_expiration_ms,
                     offsets_listener=self._offsets_moved,
                 )
@@ -273,6 +296,7 @@ class LogManager:
             if os.path.exists(marker):
                 os.unlink(marker)
                 fsync_dir(log_dir)
+        self.cleaner = LogCleanerManager(self, self.broker_props)
         self._started = True
         logger.info(
             "loaded %d topic(s), %d partition(s) from %s",
@@ -488,7 +512,7 @@ class LogManager:
                 for (topic, partition), d in sorted(self._log_dir_of.items())
                 if d == log_dir and (topic, partition) in self._logs
             ]
-            _write_checkpoint(os.path.join(log_dir, RECOVERY_POINT_FILE), entries)
+            write_offset_checkpoint(os.path.join(log_dir, RECOVERY_POINT_FILE), entries)
 
     def close(self) -> None:
         """Flush and close every log, checkpoint, then mark each data dir cleanly shut down.
@@ -496,14 +520,23 @@ class LogManager:
         Call after the committer stopped (`shutdown` does both).
         """
         clean = True
-        for log in self.all_logs():
+        recorded: dict[str, dict[str, list[list[int]]]] = {d: {} for d in self.log_dirs}
+        for key, log in self._logs.items():
+            shapes = log.segment_shapes() if log.failed is None else None
             log.close()
             if log.failed is not None:
                 clean = False
+            elif shapes is not None:
+                recorded[self._log_dir_of[key]][log.name] = [
+                    [base, shape.size, shape.last_batch_position]
+                    for base, shape in sorted(shapes.items())
+                ]
         self.checkpoint_recovery_points()
         if clean:
             for log_dir in self.log_dirs:
-                write_file_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), b"")
+                body = {"version": 1, "logs": recorded[log_dir]}
+                encoded = json.dumps(body, separators=(",", ":")).encode()
+                write_file_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), encoded)
         self._logs.clear()
         self._started = False
 
@@ -551,24 +584,19 @@ def _read_partition_metadata(log_dir: str, topic: str, partition: int) -> uuid.U
     return None
 
 
-def _write_checkpoint(path: str, entries: Iterable[tuple[str, int, int]]) -> None:
-    entries = list(entries)
-    lines = ["0", str(len(entries))] + [f"{t} {p} {o}" for t, p, o in entries]
-    write_file_atomically(path, ("\n".join(lines) + "\n").encode())
-
-
-def _read_checkpoint(path: str) -> dict[tuple[str, int], int]:
-    """Kafka's offset checkpoint format; an unreadable file counts as empty (full recovery)."""
+def _read_shutdown_shapes(path: str) -> dict[str, dict[int, SegmentShape]] | None:
+    """Segment shapes per log name from a `.clean_shutdown` file; None when it records none
+    (empty, from an older onceflow) so every segment is trusted as before."""
     try:
         with open(path, encoding="utf-8") as f:
-            lines = f.read().split("\n")
-        if lines[0].strip() != "0":
-            return {}
-        count = int(lines[1])
-        out = {}
-        for line in lines[2 : 2 + count]:
-            topic, partition, offset = line.split()
-            out[(topic, int(partition))] = int(offset)
-        return out
-    except (FileNotFoundError, ValueError, IndexError):
+            text = f.read()
+        if not text.strip():
+            return None
+        data = json.loads(text)
+        return {
+            name: {int(b): SegmentShape(int(size), int(last)) for b, size, last in segments}
+            for name, segments in data["logs"].items()
+        }
+    except (OSError, ValueError, KeyError, TypeError):
+        logger.warning("unreadable %s: every segment is recovered", path)
         return {}

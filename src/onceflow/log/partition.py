@@ -39,10 +39,11 @@ import logging
 import os
 import threading
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from onceflow.common import wall_clock_ms
+from onceflow.log.cleaner.swap import CrashHook, swap_in
 from onceflow.log.config import LogConfig
 from onceflow.log.fsutil import fsync_dir, read_int_file, write_file_atomically
 from onceflow.log.producer_append import complete_producer_appends, stage_producer_batch
@@ -55,7 +56,7 @@ from onceflow.log.producer_state import (
     ProducerInfo,
     ProducerStateManager,
 )
-from onceflow.log.recovery import load_segments
+from onceflow.log.recovery import SegmentShape, load_segments, segment_shape
 from onceflow.log.segment import BatchInfo, LogSegment
 from onceflow.log.timestamps import find_offset_by_timestamp
 from onceflow.protocol.errors import ErrorCode
@@ -160,6 +161,7 @@ class PartitionLog:
         *,
         recovery_point: int = 0,
         clean_shutdown: bool = False,
+        shutdown_segments: Mapping[int, SegmentShape] | None = None,
         leader_epoch: int = 0,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         offsets_listener: OffsetsListener | None = None,
@@ -177,13 +179,17 @@ class PartitionLog:
         self._unflushed: list[LogSegment] = []  # rolled segments not yet fsynced
         self._dir_dirty = False
         self.failed: OSError | None = None
+        self._reported_corruption: set[str] = set()  # corrupt batches a read already logged
+        self.cleaner_busy = False  # a cleaning round reads the segments (defers retention)
         self.last_flush_ms = wall_clock_ms()
         self.producer_state = ProducerStateManager(producer_id_expiration_ms)
         created = not os.path.isdir(self.dir_path)
         os.makedirs(self.dir_path, exist_ok=True)
         if created:
             fsync_dir(os.path.dirname(self.dir_path))
-        loaded = load_segments(self.dir_path, config, self.name, recovery_point, clean_shutdown)
+        loaded = load_segments(
+            self.dir_path, config, self.name, recovery_point, clean_shutdown, shutdown_segments
+        )
         self._segments = loaded.segments
         self._base_offsets = [s.base_offset for s in loaded.segments]
         # first segment whose .txnindex needs a replay
@@ -440,6 +446,26 @@ class PartitionLog:
         logger.debug("rolled %s: new segment at offset %d", self.name, new.base_offset)
         return new
 
+    def replace_segments(
+        self, old: Sequence[LogSegment], new: LogSegment, crash: CrashHook | None = None
+    ) -> bool:
+        """Swap the cleaner's `new` segment in for the consecutive segments `old` (on the
+        event loop; `log.cleaner.swap`). False, and nothing changed, when `old` are no longer
+        consecutive segments of this log (retention or a truncation got there first)."""
+        with self._flush_lock:
+            index = next((i for i, s in enumerate(self._segments) if s is old[0]), None)
+            current = self._segments[index : index + len(old)] if index is not None else []
+            if len(current) != len(old) or any(
+                a is not b for a, b in zip(current, old, strict=True)
+            ):
+                return False
+            swap_in(self.dir_path, old, new, crash)
+            with self._lock:
+                self._segments[index : index + len(old)] = [new]
+                self._base_offsets[index : index + len(old)] = [new.base_offset]
+                self._unflushed = [s for s in self._unflushed if s not in old]
+        return True
+
     def _go_offline(self, exc: OSError, action: str) -> None:
         self.failed = exc
         logger.error("log %s is offline after a failed %s: %s", self.name, action, exc)
@@ -500,8 +526,10 @@ class PartitionLog:
         or after `upper_bound_offset` (default: the high watermark).
 
         OFFSET_OUT_OF_RANGE when `fetch_offset` is below the log start or above the log end,
-        KAFKA_STORAGE_ERROR when the log is offline.
-        Reads stay within one segment, as Kafka's do; the client fetches again for more.
+        KAFKA_STORAGE_ERROR when the log is offline or the read fails (the log goes offline),
+        CORRUPT_MESSAGE when a batch header on the way is corrupt (one error line; the log
+        stays online for other offsets), as Kafka's `ReplicaManager.readFromLocalLog` answers
+        per partition. Reads stay within one segment, as Kafka's do; the client fetches again.
         """
         hw = self.high_watermark
         upper = hw if upper_bound_offset is None else min(upper_bound_offset, hw)
@@ -517,6 +545,25 @@ class PartitionLog:
         empty = ReadResult(ErrorCode.NONE, b"", hw, self.last_stable_offset, start)
         if fetch_offset >= upper:
             return empty
+        try:
+            data = self._read_segments(fetch_offset, max_bytes, upper, min_one_message)
+        except CorruptRecordError as exc:
+            # one line per damaged place, not per fetch retry
+            level = logging.DEBUG if str(exc) in self._reported_corruption else logging.ERROR
+            self._reported_corruption.add(str(exc))
+            logger.log(level, "read of %s at offset %d failed: %s", self.name, fetch_offset, exc)
+            return ReadResult(ErrorCode.CORRUPT_MESSAGE, b"", hw, self.last_stable_offset, start)
+        except OSError as exc:
+            self._go_offline(exc, f"read at offset {fetch_offset}")
+            return ReadResult(
+                ErrorCode.KAFKA_STORAGE_ERROR, b"", hw, self.last_stable_offset, start
+            )
+        if data is None:
+            return empty
+        return ReadResult(ErrorCode.NONE, data, hw, self.last_stable_offset, start)
+
+    def _read_segments(self, fetch_offset: int, max_bytes: int, upper: int, min_one: bool):
+        """The batches `read` returns, None when there is nothing below `upper`."""
         index = max(0, bisect_right(self._base_offsets, fetch_offset) - 1)
         for segment in self._segments[index:]:
             if segment.base_offset >= upper:
@@ -524,9 +571,8 @@ class PartitionLog:
             position = segment.translate_offset(fetch_offset)
             if position is None:
                 continue
-            data = segment.read(position, max_bytes, upper, min_one_message)
-            return ReadResult(ErrorCode.NONE, data, hw, self.last_stable_offset, start)
-        return empty
+            return segment.read(position, max_bytes, upper, min_one)
+        return None
 
     def offset_for_timestamp(
         self, timestamp: int, upper_bound_offset: int | None = None
@@ -554,6 +600,8 @@ class PartitionLog:
         watermark; does nothing unless `cleanup.policy` includes `delete`. Returns how many
         segments were deleted and advances the log start offset past them.
         """
+        if self.cleaner_busy:
+            return 0  # the cleaner is reading these segments; retention runs next time
         now = wall_clock_ms() if now_ms is None else now_ms
         candidates = self._segments[:-1]
         hw = self.high_watermark
@@ -717,6 +765,14 @@ class PartitionLog:
             self.name,
         )
         self._replay_bound = None
+
+    def segment_shapes(self) -> dict[int, SegmentShape] | None:
+        """Each segment's size and last batch position by base offset, for the clean-shutdown
+        record (None when a header on the way is corrupt: the next start then recovers)."""
+        try:
+            return {s.base_offset: segment_shape(s) for s in self._segments}
+        except CorruptRecordError:
+            return None
 
     def close(self) -> None:
         """Flush, seal the active segment's time index, fsync the indexes, snapshot the

@@ -3,10 +3,12 @@ corrupt tail, rebuild the indexes.
 
 `load_segments` runs when `PartitionLog` opens: it removes leftovers of crashes from the
 directory (`scan_directory`), opens every segment and recovers every segment that may hold
-unflushed data (after an unclean shutdown: the segments from the recovery point on) and any
-segment whose index files are missing or fail their sanity check; a truncated tail drops the
-segments after it. A scan reads the `.log` in large chunks and
-checks each batch: length bounds, magic 2, CRC32C, offsets increasing (base offset at or after
+unflushed data (after an unclean shutdown: the segments from the recovery point on), any
+segment whose index files are missing or fail their sanity check (including a last `.index`
+entry off a batch boundary), and, after a clean shutdown, any segment whose size or last batch
+differs from what the shutdown recorded (`SegmentShape`: a torn or foreign write since); a
+truncated tail drops the segments after it. A scan reads the `.log` in large chunks and checks
+each batch: length bounds, magic 2, CRC32C, offsets increasing (base offset at or after
 the previous batch's next offset and the segment base, last offset delta >= 0, relative offsets
 within int32). The first batch failing a check and everything after it is truncated; the
 indexes are rebuilt from the valid batches with the same rule appends use. The segment's
@@ -18,8 +20,10 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from onceflow.log.cleaner.swap import complete_swaps
 from onceflow.log.config import MAX_INT32, LogConfig
 from onceflow.log.fsutil import fsync_dir
 from onceflow.log.segment import (
@@ -35,7 +39,9 @@ from onceflow.log.segment import (
 )
 from onceflow.records.batch import (
     LOG_OVERHEAD,
+    MAGIC,
     iter_batches,
+    parse_header,
     split_complete_batches,
     verify_crc,
 )
@@ -59,6 +65,14 @@ class SegmentRecovery:
 
 
 @dataclass(frozen=True)
+class SegmentShape:
+    """What a clean shutdown records of a segment: its size and its last batch's position."""
+
+    size: int
+    last_batch_position: int
+
+
+@dataclass(frozen=True)
 class LoadedSegments:
     """Outcome of `load_segments`."""
 
@@ -68,10 +82,18 @@ class LoadedSegments:
 
 
 def load_segments(
-    dir_path: str, config: LogConfig, name: str, recovery_point: int, clean_shutdown: bool
+    dir_path: str,
+    config: LogConfig,
+    name: str,
+    recovery_point: int,
+    clean_shutdown: bool,
+    shutdown_segments: Mapping[int, SegmentShape] | None = None,
 ) -> LoadedSegments:
     """Open every segment of the partition directory `dir_path` (log `name`), recovering
-    those that may hold unflushed or damaged data; an empty directory gets segment 0."""
+    those that may hold unflushed or damaged data; an empty directory gets segment 0.
+
+    After a clean shutdown, `shutdown_segments` (when the shutdown recorded them) is the shape
+    of each segment then; a segment whose shape differs now is recovered as after a crash."""
     bases = scan_directory(dir_path)
     if not bases:
         segment = LogSegment(dir_path, 0, config, create=True)
@@ -91,11 +113,16 @@ def load_segments(
         is_last = i == len(segments) - 1
         next_base = None if is_last else segments[i + 1].base_offset
         problem = missing[segment.base_offset] or _index_problem(segment, next_base)
+        if problem is None and clean_shutdown and shutdown_segments is not None:
+            problem = _shape_problem(segment, shutdown_segments.get(segment.base_offset))
         unflushed = not clean_shutdown and (next_base is None or next_base > recovery_point)
         if problem is None and not unflushed:
-            segment.load_state()
-            next_offset = segment.next_offset
-            continue
+            try:
+                segment.load_state()
+                next_offset = segment.next_offset
+                continue
+            except CorruptRecordError as exc:
+                problem = str(exc)
         outcome = recover_segment(segment, next_offset)
         recovered.add(segment.base_offset)
         replay_bound = _distrust_txn_index(replay_bound, segment)
@@ -133,6 +160,36 @@ def _distrust_txn_index(replay_bound: int | None, segment: LogSegment) -> int | 
     return replay_bound
 
 
+def segment_shape(segment: LogSegment) -> SegmentShape:
+    """The shape a clean shutdown records for `segment` (cheap: scans from the last index
+    entry). Raises CorruptRecordError if a header on the way is corrupt."""
+    return SegmentShape(segment.size, segment.last_batch_position())
+
+
+def _shape_problem(segment: LogSegment, recorded: SegmentShape | None) -> str | None:
+    """Why `segment` differs from the shape the clean shutdown recorded, or None.
+
+    Reads one batch: the last one, whose header must frame the file's end and whose CRC must
+    match. Changes before it (a bit flip mid-file) are met by reads, which answer
+    CORRUPT_MESSAGE for the partition."""
+    if recorded is None:
+        return "segment not recorded by the clean shutdown"
+    if segment.size != recorded.size:
+        return f"size {segment.size} differs from {recorded.size} at clean shutdown"
+    if segment.size == 0:
+        return None
+    data = segment.read_at(recorded.last_batch_position, segment.size)
+    try:
+        header = parse_header(data)
+    except CorruptRecordError as exc:
+        return f"last batch unreadable: {exc}"
+    if recorded.last_batch_position + header.total_size != segment.size:
+        return "last batch does not end the file"
+    if header.magic != MAGIC or not verify_crc(memoryview(data), header):
+        return "last batch fails its CRC"
+    return None
+
+
 def _index_problem(segment: LogSegment, next_base: int | None) -> str | None:
     """Why `segment`'s index files cannot be trusted, or None."""
     if not segment.offset_index.load():
@@ -146,11 +203,17 @@ def _index_problem(segment: LogSegment, next_base: int | None) -> str | None:
     if problem is None and next_base is not None:
         if segment.offset_index.last_entry()[0] >= next_base:
             problem = f"{INDEX_SUFFIX} points past the next segment"
+    if problem is None:
+        key, position = segment.offset_index.last_entry()
+        if position and segment.indexed_position(key) != position:
+            problem = f"last entry of {INDEX_SUFFIX} is not at a batch boundary"
     return problem
 
 
 def scan_directory(dir_path: str) -> list[int]:
-    """Base offsets of the segments in `dir_path`; removes leftovers of crashes."""
+    """Base offsets of the segments in `dir_path`; finishes an interrupted cleaner swap and
+    removes leftovers of crashes."""
+    complete_swaps(dir_path)
     bases: set[int] = set()
     names = os.listdir(dir_path)
     for name in names:

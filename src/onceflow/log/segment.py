@@ -18,7 +18,8 @@ from onceflow.common import wall_clock_ms
 from onceflow.log.config import MAX_INT32, LogConfig
 from onceflow.log.index import OffsetIndex, TimeIndex
 from onceflow.log.txn_index import TransactionIndex
-from onceflow.records.batch import HEADER_SIZE, BatchHeader, parse_header
+from onceflow.records.batch import HEADER_SIZE, MAGIC, MIN_BATCH_LENGTH, BatchHeader, parse_header
+from onceflow.records.errors import CorruptRecordError
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -58,24 +59,34 @@ class BatchInfo:
 class LogSegment:
     """A segment's files and in-memory state. Not thread-safe except `flush`."""
 
-    def __init__(self, dir_path: str, base_offset: int, config: LogConfig, *, create: bool) -> None:
+    def __init__(
+        self,
+        dir_path: str,
+        base_offset: int,
+        config: LogConfig,
+        *,
+        create: bool,
+        file_suffix: str = "",
+    ) -> None:
         self.dir_path = dir_path
         self.base_offset = base_offset
         self.config = config
+        # "" for a live segment; ".cleaned" or ".swap" while the cleaner replaces segments
+        self.file_suffix = file_suffix
         stem = os.path.join(dir_path, segment_file_stem(base_offset))
-        self.log_path = stem + LOG_SUFFIX
+        self.log_path = stem + LOG_SUFFIX + file_suffix
         flags = os.O_RDWR | os.O_CREAT
         if create:
             flags |= os.O_TRUNC
         self._fd = os.open(self.log_path, flags, 0o644)
         self.size = os.fstat(self._fd).st_size
         self.offset_index = OffsetIndex(
-            stem + INDEX_SUFFIX, base_offset, config.segment_index_bytes
+            stem + INDEX_SUFFIX + file_suffix, base_offset, config.segment_index_bytes
         )
         self.time_index = TimeIndex(
-            stem + TIME_INDEX_SUFFIX, base_offset, config.segment_index_bytes
+            stem + TIME_INDEX_SUFFIX + file_suffix, base_offset, config.segment_index_bytes
         )
-        self.txn_index = TransactionIndex(stem + TXN_INDEX_SUFFIX)
+        self.txn_index = TransactionIndex(stem + TXN_INDEX_SUFFIX + file_suffix)
         if create:
             self.offset_index.reset()
             self.time_index.reset()
@@ -103,7 +114,22 @@ class LogSegment:
     def file_paths(self) -> list[str]:
         """Every file of this segment that may exist."""
         stem = os.path.join(self.dir_path, segment_file_stem(self.base_offset))
+        if self.file_suffix:  # a cleaner's segment: no snapshot of its own
+            return [stem + s + self.file_suffix for s in SEGMENT_SUFFIXES if s != SNAPSHOT_SUFFIX]
         return [stem + suffix for suffix in SEGMENT_SUFFIXES]
+
+    def change_file_suffix(self, suffix: str) -> None:
+        """Rename the `.log` (first) and the index files that exist to end in `suffix` ("" for
+        the live names); open descriptors follow the rename. No fsync of the directory."""
+        files = [self, self.offset_index, self.time_index, self.txn_index]
+        for owner in files:
+            attr = "log_path" if owner is self else "path"
+            old = getattr(owner, attr)
+            new = old[: len(old) - len(self.file_suffix)] + suffix
+            if os.path.exists(old):
+                os.replace(old, new)
+            setattr(owner, attr, new)
+        self.file_suffix = suffix
 
     def last_modified_ms(self) -> int:
         """mtime of the `.log` file in milliseconds."""
@@ -236,14 +262,52 @@ class LogSegment:
                 if len(window) < HEADER_SIZE:
                     return
             header = parse_header(window, rel)
-            if header.batch_length < HEADER_SIZE - 12:
-                return
+            self.check_header(header, position)
             yield position, header
             position += header.total_size
 
+    def check_header(self, header: BatchHeader, position: int) -> None:
+        """Raise CorruptRecordError unless `header`, read at `position`, frames a v2 batch that
+        lies wholly in the file at or above the segment's base offset (no CRC: reads never
+        check it, as Kafka's do not; recovery does)."""
+        problem = None
+        if header.magic != MAGIC:
+            problem = f"magic {header.magic}"
+        elif header.batch_length < MIN_BATCH_LENGTH:
+            problem = f"batch length {header.batch_length}"
+        elif position + header.total_size > self.size:
+            problem = f"batch of {header.total_size} bytes runs past the end ({self.size})"
+        elif header.base_offset < self.base_offset or header.last_offset_delta < 0:
+            problem = f"offsets {header.base_offset}+{header.last_offset_delta}"
+        if problem is not None:
+            raise CorruptRecordError(
+                f"corrupt batch at position {position} of {self.log_path}: {problem}"
+            )
+
+    def indexed_position(self, offset: int) -> int:
+        """Where a scan for `offset` starts: the offset index's entry when a batch ending at
+        that entry's offset starts there, else 0 (an entry off a batch boundary is ignored)."""
+        key, position = self.offset_index.lookup(offset)
+        if position == 0:
+            return 0
+        try:
+            header = parse_header(os.pread(self._fd, HEADER_SIZE, position))
+            self.check_header(header, position)
+        except CorruptRecordError:
+            return 0
+        return position if header.base_offset + header.last_offset_delta == key else 0
+
+    def last_batch_position(self) -> int:
+        """Position of the last batch (0 for an empty segment); scans from the last index
+        entry. Raises CorruptRecordError when a header on the way is corrupt."""
+        last = 0
+        for position, _ in self.iter_headers(self.indexed_position(self.next_offset)):
+            last = position
+        return last
+
     def translate_offset(self, offset: int, start_position: int = 0) -> int | None:
         """Position of the first batch whose last offset is >= `offset`, or None."""
-        _, position = self.offset_index.lookup(offset)
+        position = self.indexed_position(offset)
         for batch_position, header in self.iter_headers(max(position, start_position)):
             if header.base_offset + header.last_offset_delta >= offset:
                 return batch_position
@@ -253,7 +317,8 @@ class LogSegment:
         """Whole batches from `position`: up to `max_bytes`, stopping before any batch whose base
         offset is >= `upper_bound_offset`; the first batch whole even if larger when `min_one`.
 
-        Returns a `memoryview` over one `pread`.
+        Returns a `memoryview` over one `pread`; stops before a corrupt header, and raises
+        CorruptRecordError when the first one is.
         """
         available = self.size - position
         if available <= 0:
@@ -263,6 +328,12 @@ class LogSegment:
         length = len(buf)
         while end + HEADER_SIZE <= length:
             header = parse_header(buf, end)
+            try:
+                self.check_header(header, position + end)
+            except CorruptRecordError:
+                if end == 0:
+                    raise
+                break  # the batches before it are answered; the next read meets it first
             if header.base_offset >= upper_bound_offset:
                 break
             if end + header.total_size > length:

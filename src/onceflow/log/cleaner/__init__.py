@@ -1,0 +1,9 @@
+"""The log cleaner: compaction of `cleanup.policy=compact` logs (Kafka's `LogCleaner`).
+
+- `cleaner`: one round over one log (cleanable range, groups, what is kept);
+- `offset_map`: each key's latest offset in the dirty section;
+- `transactions`: aborted transactions and when markers may go;
+- `batch_rewrite`: a batch rewritten with fewer records (same attributes, codec, CRC32C);
+- `swap`: the crash-safe `.cleaned`/`.swap` replacement and its completion at load;
+- `manager`: which log to clean next, the `cleaner-offset-checkpoint`, stats, the task.
+"""
