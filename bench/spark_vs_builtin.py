@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(ROOT / "tests"))  # support.kafka_cluster.spark_kafka_jars
 from broker_throughput import append_result, machine  # noqa: E402
+from process_cpu import cpu_by_role, cpu_delta  # noqa: E402
 from spark_eos import PARTITIONS, produce, spark_read, spark_stream  # noqa: E402
 from support.kafka_cluster import spark_kafka_jars  # noqa: E402
 
@@ -50,9 +51,11 @@ def copy_stream(spark, connector: str, bootstrap: str, topics: tuple[str, str], 
     exactly once, Spark's at least once)."""
     guarantee = "exactly_once" if connector == "onceflow" else None
     durations: dict[str, list[int]] = {}
+    before = cpu_by_role()
     seconds, rows, add_batch = spark_stream(
         spark, bootstrap, *topics, guarantee, per_trigger, checkpoint, connector, durations
     )
+    cpu = cpu_delta(before, cpu_by_role())
     return {
         "rows": rows,
         "seconds": seconds,
@@ -62,6 +65,10 @@ def copy_stream(spark, connector: str, bootstrap: str, topics: tuple[str, str], 
         # where a batch's time goes: Spark's phases (addBatch = the tasks and the sink's
         # commit; latestOffset, queryPlanning, walCommit, commitOffsets around it)
         "median_phase_ms": {k: statistics.median(v) for k, v in durations.items()},
+        # CPU seconds by process (the broker, Spark's JVM, the Python workers where the
+        # connectors run, the driver), and the whole run's CPU per 100k rows
+        "cpu_s": cpu,
+        "cpu_s_per_100k_rows": {k: round(v * 100_000 / max(rows, 1), 2) for k, v in cpu.items()},
     }
 
 
