@@ -20,6 +20,9 @@ from support.broker import BrokerProcess
 
 import onceflow.spark
 from onceflow.client.admin import AdminClient, NewTopic
+from onceflow.client.errors import KafkaConnectionError, KafkaTimeoutError
+from onceflow.client.producer import Producer
+from onceflow.spark import outcome
 from onceflow.spark.committer import SinkCommitError, abort_batch, commit_batch
 from onceflow.spark.options import OptionError, parse_sink_options
 from onceflow.spark.orders import end_offsets, read_committed
@@ -29,6 +32,7 @@ from onceflow.spark.twophase import (
     NothingToCommit,
     PreparedTransaction,
     TaskInfo,
+    fence,
     write_task,
 )
 
@@ -214,3 +218,77 @@ def test_job_id_is_refused_on_a_stream():
     assert source.writer(schema, False).prefix == "onceflow-job-j"
     with pytest.raises(OptionError, match="for batch writes"):
         source.streamWriter(schema, False)
+
+
+def _prepared(options, query: str, batch: int = 0):
+    values = [b"%s-%d" % (query.encode(), i) for i in range(12)]
+    message = write_task(options, TaskInfo(query, batch, 0, 0), f"test-{query}", _batches(values))
+    assert isinstance(message, PreparedTransaction)
+    return message, values
+
+
+def _commit_then(monkeypatch, before=None, commit: bool = True, times: int = 1):
+    """The driver's next `times` commits fail with a timeout: `before(producer)` runs first,
+    then the real commit when `commit`; later commits go through."""
+    real = Producer.commit_transaction
+    calls = []
+
+    def commit_transaction(self, timeout=None):
+        calls.append(self.transactional_id)
+        if len(calls) > times:
+            return real(self, timeout)
+        if before is not None:
+            before(self)
+        if commit:
+            real(self, timeout)
+        raise KafkaTimeoutError("Timed out waiting for EndTxn (injected)")
+
+    monkeypatch.setattr(Producer, "commit_transaction", commit_transaction)
+    return calls
+
+
+@pytest.mark.parametrize("committed", [True, False], ids=["committed", "still-open"])
+def test_a_timed_out_commit_is_resolved_before_it_is_reported(sink_broker, monkeypatch, committed):
+    """EndTxn times out after the commit (the answer was lost) or before it (nothing sent):
+    the driver asks the marker and the coordinator, finds it committed (done) or still open
+    (committed again), and the batch's rows are in the output once."""
+    bootstrap, query = sink_broker.bootstrap, f"lost-{committed}"
+    options = _options(bootstrap, "sink-c")
+    before = set(r.value for r in read_committed(bootstrap, "sink-c", 2))
+    message, values = _prepared(options, query)
+    calls = _commit_then(monkeypatch, commit=committed)
+    commit_batch(options, [message], 0)
+    assert len(calls) == (1 if committed else 2)
+    got = [r.value for r in read_committed(bootstrap, "sink-c", 2) if r.value not in before]
+    assert sorted(got) == sorted(values)
+
+
+def test_a_timed_out_commit_of_an_aborted_transaction_says_so(sink_broker, monkeypatch):
+    """The transaction was fenced (a later attempt) and the commit timed out: the error says
+    the rows are not in the output, and they are not."""
+    bootstrap = sink_broker.bootstrap
+    options = _options(bootstrap, "sink-c")
+    message, values = _prepared(options, "fenced")
+    _commit_then(monkeypatch, before=lambda p: fence(options, message.transactional_id),
+                 commit=False)  # fmt: skip
+    with pytest.raises(SinkCommitError, match="Its rows are not in the output"):
+        commit_batch(options, [message], 0)
+    assert not set(values) & {r.value for r in read_committed(bootstrap, "sink-c", 2)}
+
+
+def test_a_commit_whose_outcome_cannot_be_learned_says_so(sink_broker, monkeypatch):
+    """Neither the marker nor the coordinator answers: the error says the rows may or may
+    not be in the output and that a restart, not a manual rewrite, settles it."""
+    options = _options(sink_broker.bootstrap, "sink-d")
+    message, _ = _prepared(options, "unknown")
+    _commit_then(monkeypatch, commit=False)
+
+    def unreachable(*args, **kwargs):
+        raise KafkaConnectionError("connection refused (injected)")
+
+    monkeypatch.setattr(outcome, "read_marker", unreachable)
+    with pytest.raises(SinkCommitError, match="may or may not be in the output") as info:
+        commit_batch(options, [message], 0)
+    assert "restart the query from its checkpoint" in str(info.value)
+    monkeypatch.undo()
+    abort_batch(options, [message], 0, "test-unknown")

@@ -6,8 +6,10 @@ the batch before this one; and it settles the task ids beyond the batch's task c
 with more tasks may have left their transactions open, or committed their shares). Then every
 prepared transaction is committed, in parallel, with `Producer.resume_transaction(id, epoch)`
 and EndTxn, which is idempotent (a transaction already committed with that id and epoch
-answers success); last, the query marker moves to this batch. `abort_batch` aborts what a
-failed batch left open by running InitProducerId on every task partition's transactional id.
+answers success); a commit that fails is resolved (committed, still open, aborted or unknown:
+`onceflow.spark.outcome`) before it is reported; last, the query marker moves to this batch.
+`abort_batch` aborts what a failed batch left open by running InitProducerId on every task
+partition's transactional id.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from onceflow.client.errors import IllegalStateError, KafkaError, ProducerFencedError
+from onceflow.client.errors import IllegalStateError, KafkaError
 from onceflow.client.producer import Producer
 from onceflow.common import TopicPartition
 from onceflow.spark.faults import fault_point
@@ -32,6 +34,7 @@ from onceflow.spark.markers import (
     write_query_marker,
 )
 from onceflow.spark.options import SinkOptions
+from onceflow.spark.outcome import CommitOutcome, resolve_commit
 from onceflow.spark.twophase import (
     PreparedTransaction,
     admin_for,
@@ -54,8 +57,9 @@ COMMITTERS_KEPT = 32  # committing producers a driver worker keeps between batch
 
 
 class SinkCommitError(RuntimeError):
-    """The driver could not commit a prepared transaction; the batch's share is not in the
-    output, and the query must restart from its checkpoint to write it again."""
+    """The driver could not commit a prepared transaction: its share is not in the output
+    (aborted), or whether it is could not be learned (the message says which). Either way the
+    query restarts from its checkpoint, and the markers make the re-run write it once."""
 
 
 def commit_batch(
@@ -239,7 +243,10 @@ class _Committers:
 _committers = _Committers(COMMITTERS_KEPT)
 
 
-def _commit_one(options: SinkOptions, message: PreparedTransaction) -> None:
+def _commit_one(options: SinkOptions, message: PreparedTransaction, retry: bool = True) -> None:
+    """Commit one prepared transaction; when that fails, learn what became of it
+    (`outcome.resolve_commit`) before reporting: committed is success, still open is
+    committed again (once), aborted or unknown is a `SinkCommitError` that says which."""
     key, producer = _committers.take(options, message.transactional_id)
     try:
         try:
@@ -252,16 +259,41 @@ def _commit_one(options: SinkOptions, message: PreparedTransaction) -> None:
         _committers.give_back(key, producer)
     except BaseException as exc:
         producer.close(timeout=0)
-        if not isinstance(exc, (ProducerFencedError, KafkaError)):
+        if not isinstance(exc, (KafkaError, OSError)):  # KafkaError, timeouts, lost connections
             raise
-        raise SinkCommitError(
-            f"batch {message.batch_id}: could not commit the transaction of task partition "
-            f"{message.partition_id} ({message.transactional_id}, producer id "
-            f"{message.producer_id}, epoch {message.producer_epoch}): {exc}. "
-            f"{_why_ended(options, message)} Its rows are not in the output and the query "
-            "stops; restart the query from its checkpoint to write the batch again, exactly "
-            "once."
-        ) from exc
+        outcome = resolve_commit(options, message)
+        log.warning("%s: the commit failed (%s); the transaction is %s",
+                    message.transactional_id, exc, outcome.value)  # fmt: skip
+        if outcome is CommitOutcome.COMMITTED:
+            return
+        if outcome is CommitOutcome.OPEN and retry:
+            _commit_one(options, message, retry=False)
+            return
+        raise SinkCommitError(_failed_commit(options, message, exc, outcome)) from exc
+
+
+def _failed_commit(
+    options: SinkOptions, message: PreparedTransaction, exc: BaseException, outcome: CommitOutcome
+) -> str:
+    what = (
+        f"batch {message.batch_id}: could not commit the transaction of task partition "
+        f"{message.partition_id} ({message.transactional_id}, producer id "
+        f"{message.producer_id}, epoch {message.producer_epoch}): {exc}."
+    )
+    if outcome is CommitOutcome.UNKNOWN:
+        return (
+            f"{what} Whether it committed could not be learned (neither its progress marker "
+            "nor the transaction coordinator answered), so its rows may or may not be in the "
+            "output. Do not write them again by hand: restart the query from its checkpoint. "
+            "The re-run task reads its marker and writes the share only if it was not "
+            "committed, exactly once. `onceflow transactions describe --transactional-id "
+            f"{message.transactional_id}` shows the transaction's state."
+        )
+    return (
+        f"{what} {_why_ended(options, message)} Its rows are not in the output and the query "
+        "stops; restart the query from its checkpoint to write the batch again, exactly "
+        "once."
+    )
 
 
 def _why_ended(options: SinkOptions, message: PreparedTransaction) -> str:
