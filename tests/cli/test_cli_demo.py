@@ -168,3 +168,22 @@ def test_sigkill_of_the_demo_takes_its_broker_and_driver_down():
         proc.kill()
     _wait_until_gone(workdir)
     shutil.rmtree(workdir, ignore_errors=True)  # nobody was left to remove it
+
+
+def test_a_failed_demo_keeps_its_work_directory_and_says_where(capsys):
+    """The error names logs inside the work directory, so a failure must not delete it."""
+    from onceflow.cli.main import main
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code = main(
+        ["demo", "--bootstrap", f"127.0.0.1:{port}", "--records", "100", "--faults", "none"]
+    )
+    err = capsys.readouterr().err
+    assert code == 1 and "cannot reach" in err, err
+    kept = err.rsplit("kept data, checkpoint and logs in ", 1)[1].split()[0]
+    try:
+        assert os.path.isdir(kept)
+    finally:
+        shutil.rmtree(kept, ignore_errors=True)

@@ -92,21 +92,24 @@ def run(args: argparse.Namespace) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="onceflow-demo-"))
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     demo = Demo(args, workdir)
+    code = 1  # a failure keeps the work directory: its error points at logs inside it
     try:
         report = demo.run()
         print(report.text(), flush=True)
-        return 0 if report.ok else 1
+        code = 0 if report.ok else 1
+        return code
     except (DemoError, BrokerError, OSError, KafkaError, TimeoutError) as exc:
         print(f"onceflow demo: {exc}", file=sys.stderr)
-        return 1
+        return code
     except KeyboardInterrupt:
         print("onceflow demo: interrupted", file=sys.stderr)
-        return 130
+        code = 130
+        return code
     finally:
         demo.close()
         signal.signal(signal.SIGTERM, previous)
-        if args.keep:
-            print(f"onceflow demo: kept data, checkpoint and logs in {workdir}")
+        if args.keep or code == 1:
+            print(f"onceflow demo: kept data, checkpoint and logs in {workdir}", file=sys.stderr)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
 
