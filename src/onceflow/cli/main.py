@@ -24,6 +24,7 @@ SUBCOMMAND_MODULES = (
     "acls_cmd",
     "demo_cmd",
     "spark_cmd",
+    "console_cmd",
 )
 
 

@@ -1,0 +1,61 @@
+"""`onceflow console`: serve a read-only web console for a Kafka-compatible cluster.
+
+The console talks to the cluster through onceflow's AdminClient only (so it works on Apache
+Kafka too) and shows brokers and topics, each partition's last stable offset and the open
+transaction pinning it, every transactional id (hanging ones flagged), consumer groups with
+their lag, and the Spark sink's progress markers. Each page's data is also served as JSON
+under /api/ (/api/overview, /api/topics/NAME, /api/transactions, /api/groups, /api/spark).
+It needs the `console` extra: pip install 'onceflow[console]'. See docs/console.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from onceflow.cli.options import add_bootstrap, client_properties
+
+NAME = "console"
+DEFAULT_LISTEN = "127.0.0.1:8080"
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register the `console` sub-command."""
+    parser = subparsers.add_parser(
+        NAME,
+        help="serve a read-only web console for a cluster",
+        description=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_bootstrap(parser)
+    parser.add_argument(
+        "--listen",
+        default=DEFAULT_LISTEN,
+        metavar="HOST:PORT",
+        help=f"address the web server listens on (default {DEFAULT_LISTEN})",
+    )
+    parser.add_argument(
+        "--hanging-after-ms",
+        type=int,
+        default=None,
+        metavar="MS",
+        help="count a transaction open longer than this as hanging (default: the broker's "
+        "transaction.max.timeout.ms)",
+    )
+    parser.set_defaults(func=run, parser=parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    host, sep, port = args.listen.rpartition(":")
+    if not sep or not port.isdigit():
+        args.parser.error(f"--listen {args.listen!r}: expected HOST:PORT")
+    config = client_properties(args)
+    try:
+        import uvicorn
+
+        from onceflow.console.app import create_app
+    except ModuleNotFoundError as exc:
+        args.parser.error(f"{exc.name} is missing: pip install 'onceflow[console]'")
+    app = create_app(config, args.hanging_after_ms)
+    print(f"onceflow console on http://{host}:{port}/ for {args.bootstrap_server}", flush=True)
+    uvicorn.run(app, host=host.strip("[]"), port=int(port), log_level="warning")
+    return 0

@@ -1,0 +1,68 @@
+"""The overview page's numbers: brokers, topics and partitions (Metadata), open and hanging
+transactions, and consumer groups with their total lag."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from onceflow.client.admin import AdminClient
+from onceflow.console.groups import list_group_rows
+from onceflow.console.transactions import list_transaction_rows
+
+
+@dataclass(frozen=True)
+class BrokerRow:
+    node_id: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
+class TopicSummary:
+    topic: str
+    partitions: int
+
+
+@dataclass(frozen=True)
+class GroupLag:
+    group_id: str
+    state: str
+    members: int
+    total_lag: int
+
+
+@dataclass(frozen=True)
+class Overview:
+    brokers: list[BrokerRow]
+    topic_count: int
+    partition_count: int
+    topics: list[TopicSummary]
+    open_transactions: int
+    hanging_transactions: int
+    hanging_threshold_ms: int
+    groups: list[GroupLag]
+
+
+def gather_overview(admin: AdminClient, now_ms: int, threshold_ms: int) -> Overview:
+    """Everything the overview shows (internal topics left out)."""
+    brokers = [BrokerRow(b.node_id, b.host, b.port) for b in admin.describe_cluster()]
+    described = admin.describe_topics()
+    topics = [
+        TopicSummary(name, len(d.partitions))
+        for name, d in sorted(described.items())
+        if not d.is_internal
+    ]
+    transactions = list_transaction_rows(admin, now_ms, threshold_ms)
+    groups = [
+        GroupLag(g.group_id, g.state, len(g.members), g.total_lag) for g in list_group_rows(admin)
+    ]
+    return Overview(
+        brokers=sorted(brokers, key=lambda b: b.node_id),
+        topic_count=len(topics),
+        partition_count=sum(t.partitions for t in topics),
+        topics=topics,
+        open_transactions=sum(1 for t in transactions if t.open),
+        hanging_transactions=sum(1 for t in transactions if t.hanging),
+        hanging_threshold_ms=threshold_ms,
+        groups=groups,
+    )

@@ -1,0 +1,220 @@
+"""HTML for the console's pages: plain server-rendered tables, every value escaped.
+
+Each page's content sits in `<main>`; a few lines of inline script re-fetch the page with
+`?partial=1` every few seconds and swap the new `<main>` in, so numbers stay live without a
+reload or a JavaScript build.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from html import escape
+from urllib.parse import quote
+
+from onceflow.console.groups import GroupRow
+from onceflow.console.markers import QueryProgress
+from onceflow.console.overview import Overview
+from onceflow.console.topics import PartitionRow, TopicView
+from onceflow.console.transactions import TransactionRow
+
+REFRESH_MS = 3000
+NAV = (("/", "Overview"), ("/transactions", "Transactions"), ("/groups", "Groups"),
+       ("/spark", "Spark"))  # fmt: skip
+STYLE = (
+    "body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;margin:.5em 0}"
+    "td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}th{background:#eee}"
+    ".warn{color:#b00;font-weight:bold}nav a{margin-right:1em}"
+)
+POLL = (
+    "<script>setInterval(async()=>{const u=new URL(location.href);"
+    "u.searchParams.set('partial','1');const r=await fetch(u);"
+    "if(r.ok){document.querySelector('main').innerHTML=await r.text();}},"
+    f"{REFRESH_MS});</script>"
+)
+
+
+class Html(str):
+    """Markup already escaped: `table` puts it in as it is."""
+
+
+def link(href: str, text: str) -> Html:
+    return Html(f'<a href="{escape(href)}">{escape(text)}</a>')
+
+
+def warn(text: str) -> Html:
+    return Html(f'<span class="warn">{escape(text)}</span>')
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{_cell(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, Html):
+        return value
+    return escape("" if value is None else str(value))
+
+
+def page(title: str, main: str) -> str:
+    """A whole page: navigation, the content, the polling script."""
+    nav = "".join(str(link(href, text)) for href, text in NAV)
+    return (
+        f"<!doctype html><html><head><meta charset=utf-8><title>{escape(title)} · onceflow"
+        f"</title><style>{STYLE}</style></head><body><nav>{nav}</nav><main>{main}</main>"
+        f"{POLL}</body></html>"
+    )
+
+
+def error_main(title: str, message: str) -> str:
+    return f"<h1>{escape(title)}</h1><p>{escape(message)}</p>"
+
+
+def topic_href(topic: str) -> str:
+    return f"/topics/{quote(topic, safe='')}"
+
+
+def overview_main(o: Overview) -> str:
+    hanging = o.hanging_transactions
+    facts = table(
+        ["brokers", "topics", "partitions", "open transactions", "hanging transactions"],
+        [[len(o.brokers), o.topic_count, o.partition_count, o.open_transactions,
+          warn(str(hanging)) if hanging else hanging]],
+    )  # fmt: skip
+    return (
+        f"<h1>Overview</h1>{facts}"
+        f"<p>Hanging: open longer than {o.hanging_threshold_ms} ms.</p>"
+        "<h2>Brokers</h2>"
+        + table(["node id", "host", "port"], [[b.node_id, b.host, b.port] for b in o.brokers])
+        + "<h2>Consumer groups</h2>"
+        + table(
+            ["group", "state", "members", "total lag"],
+            [[g.group_id, g.state, g.members, g.total_lag] for g in o.groups],
+        )
+        + "<h2>Topics</h2>"
+        + table(
+            ["topic", "partitions"],
+            [[link(topic_href(t.topic), t.topic), t.partitions] for t in o.topics],
+        )
+    )
+
+
+def topic_main(view: TopicView) -> str:
+    rows = [_partition_cells(p) for p in view.partitions]
+    producers = [
+        [p.partition, r.producer_id, r.producer_epoch, r.transactional_id, r.last_sequence,
+         r.last_timestamp, r.current_txn_start_offset]
+        for p in view.partitions for r in p.producers
+    ]  # fmt: skip
+    return (
+        f"<h1>Topic {escape(view.topic)}</h1>"
+        + table(
+            [
+                "partition",
+                "leader",
+                "log start",
+                "high watermark",
+                "last stable offset",
+                "LSO lag (records)",
+                "LSO pinned by",
+                "error",
+            ],
+            rows,
+        )  # fmt: skip
+        + "<h2>Producers (DescribeProducers)</h2>"
+        + table(
+            [
+                "partition",
+                "producer id",
+                "epoch",
+                "transactional id",
+                "last sequence",
+                "last timestamp",
+                "open transaction from offset",
+            ],
+            producers,
+        )  # fmt: skip
+    )
+
+
+def _partition_cells(p: PartitionRow) -> list[object]:
+    pin: object = ""
+    if p.pinned_by is not None:
+        who = p.pinned_by.transactional_id or f"producer {p.pinned_by.producer_id}"
+        pin = warn(
+            f"{who} (producer id {p.pinned_by.producer_id}, epoch {p.pinned_by.producer_epoch},"
+            f" open since offset {p.pinned_by.current_txn_start_offset})"
+        )
+    return [p.partition, p.leader, p.log_start_offset, p.high_watermark, p.last_stable_offset,
+            p.lso_lag, pin, p.error]  # fmt: skip
+
+
+def transactions_main(rows: list[TransactionRow], only_hanging: bool, threshold_ms: int) -> str:
+    shown = [r for r in rows if r.hanging or not only_hanging]
+    toggle = (
+        link("/transactions", "all")
+        if only_hanging
+        else link("/transactions?hanging=1", "only hanging")
+    )
+    cells = [
+        [r.transactional_id, r.state, r.producer_id, r.producer_epoch, ", ".join(r.partitions),
+         "" if r.age_ms < 0 else r.age_ms, r.transaction_timeout_ms,
+         warn("hanging") if r.hanging else "", r.error]
+        for r in shown
+    ]  # fmt: skip
+    return (
+        f"<h1>Transactions</h1><p>Show {toggle}. Hanging: open longer than {threshold_ms} ms."
+        "</p>"
+        + table(
+            [
+                "transactional id",
+                "state",
+                "producer id",
+                "epoch",
+                "partitions",
+                "age (ms)",
+                "timeout (ms)",
+                "hanging",
+                "error",
+            ],
+            cells,
+        )  # fmt: skip
+    )
+
+
+def groups_main(groups: list[GroupRow]) -> str:
+    parts = ["<h1>Consumer groups</h1>"]
+    for g in groups:
+        parts.append(
+            f"<h2>{escape(g.group_id)}</h2><p>state {escape(g.state)}, "
+            f"{len(g.members)} member(s), total lag {g.total_lag}</p>"
+        )
+        parts.append(table(
+            ["member", "client id", "host", "assignment"],
+            [[m.member_id, m.client_id, m.host, ", ".join(m.assignment)] for m in g.members],
+        ))  # fmt: skip
+        parts.append(table(
+            ["topic", "partition", "committed offset", "last stable offset", "lag"],
+            [[o.topic, o.partition, o.committed_offset, o.last_stable_offset, o.lag]
+             for o in g.offsets],
+        ))  # fmt: skip
+    return "".join(parts)
+
+
+def spark_main(queries: list[QueryProgress]) -> str:
+    parts = ["<h1>Spark queries (progress markers)</h1>"]
+    for q in queries:
+        behind = q.tasks_behind
+        parts.append(
+            f"<h2>{escape(q.prefix)}</h2><p>query id {escape(q.query_id)}, last batch with "
+            f"every share committed {q.batch_id}, tasks {q.tasks}"
+            + (f", {warn('tasks behind: ' + ', '.join(map(str, behind)))}" if behind else "")
+            + "</p>"
+        )
+        parts.append(table(
+            ["task partition", "last committed batch", "rows", "query id"],
+            [[t.task_partition, t.batch_id, t.rows, t.query_id] for t in q.task_markers],
+        ))  # fmt: skip
+        parts.extend(f"<p>{warn(e)}</p>" for e in q.errors)
+    return "".join(parts)

@@ -1,0 +1,188 @@
+"""`onceflow console` against a live broker: a scripted state (an open transaction pinning the
+LSO of orders-0, a committed one before it, a consumer group with lag, a Spark query's markers
+with one task behind) read back through the JSON API and the HTML pages, and the command
+itself served over HTTP from a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+from support.broker import BrokerProcess
+from support.spark_daemons import free_port
+
+from onceflow.client.admin import AdminClient, NewTopic
+from onceflow.client.producer import Producer
+from onceflow.common import TopicPartition
+from onceflow.console.app import create_app
+from onceflow.spark.markers import QueryMarker, TaskMarker, query_group, task_group
+
+TOPIC = "orders"
+GROUP = "billing"
+PREFIX = "etl.orders"  # a prefix with a dot: the console must split marker group names right
+PINNER = "pinner-txn"
+COMMITTED_RECORDS = 3
+OPEN_RECORDS = 2
+GROUP_COMMITTED = 1
+
+
+@dataclass
+class Scenario:
+    bootstrap: str
+    pinner: Producer
+
+
+def _transactional(bootstrap: str, transactional_id: str) -> Producer:
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+    producer.init_transactions()
+    producer.begin_transaction()
+    return producer
+
+
+def _send(producer: Producer, count: int) -> None:
+    for i in range(count):
+        producer.send(TOPIC, value=f"v{i}".encode(), partition=0)
+    producer.flush(timeout=30)
+
+
+def _commit_markers(admin: AdminClient) -> None:
+    where = TopicPartition(TOPIC, 1)
+    admin.alter_consumer_group_offsets(
+        query_group(PREFIX), {where: QueryMarker("q-1", 5, 2).committed()}
+    )
+    for task, batch in ((0, 5), (1, 4)):
+        committed = TaskMarker("q-1", batch, 10 + task, "abc", TOPIC, (7, 0)).committed()
+        offsets = {where: (committed.offset, committed.metadata)}
+        admin.alter_consumer_group_offsets(task_group(PREFIX, task), offsets)
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
+    with BrokerProcess(tmp_path_factory.mktemp("console") / "data") as broker:
+        with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+            admin.create_topics([NewTopic(TOPIC, 2)])[TOPIC].raise_for_error()
+            committer = _transactional(broker.bootstrap, "committer-txn")
+            _send(committer, COMMITTED_RECORDS)
+            committer.commit_transaction()
+            committer.close()
+            pinner = _transactional(broker.bootstrap, PINNER)
+            _send(pinner, OPEN_RECORDS)
+            admin.alter_consumer_group_offsets(
+                GROUP, {TopicPartition(TOPIC, 0): (GROUP_COMMITTED, "")}
+            )
+            _commit_markers(admin)
+        yield Scenario(broker.bootstrap, pinner)
+        pinner.close(timeout=5)
+
+
+def _client(scenario: Scenario, hanging_after_ms: int | None = None) -> TestClient:
+    return TestClient(create_app({"bootstrap.servers": scenario.bootstrap}, hanging_after_ms))
+
+
+def test_topic_shows_the_open_transaction_pinning_the_lso(scenario: Scenario) -> None:
+    with _client(scenario) as client:
+        data = client.get(f"/api/topics/{TOPIC}").json()
+        p0, p1 = data["partitions"]
+        # 3 committed records and their COMMIT marker, then the open transaction's 2 records
+        lso = COMMITTED_RECORDS + 1
+        assert (p0["log_start_offset"], p0["last_stable_offset"]) == (0, lso)
+        assert p0["high_watermark"] == lso + OPEN_RECORDS
+        assert p0["lso_lag"] == OPEN_RECORDS
+        assert p0["pinned_by"]["transactional_id"] == PINNER
+        assert p0["pinned_by"]["current_txn_start_offset"] == lso
+        assert {p["transactional_id"] for p in p0["producers"]} == {"committer-txn", PINNER}
+        assert p1["lso_lag"] == 0 and p1["pinned_by"] is None and p1["producers"] == []
+        html = client.get(f"/topics/{TOPIC}").text
+        assert f"{PINNER} (producer id {p0['pinned_by']['producer_id']}" in html
+        assert f"<td>{lso}</td><td>{OPEN_RECORDS}</td>" in html
+
+
+def test_transactions_and_hanging_filter(scenario: Scenario) -> None:
+    with _client(scenario) as client:  # threshold: the broker's transaction.max.timeout.ms
+        data = client.get("/api/transactions").json()
+        rows = {r["transactional_id"]: r for r in data["transactions"]}
+        assert rows[PINNER]["state"] == "Ongoing"
+        assert rows[PINNER]["partitions"] == [f"{TOPIC}-0"]
+        assert rows[PINNER]["age_ms"] >= 0 and not rows[PINNER]["hanging"]
+        assert rows["committer-txn"]["state"] == "CompleteCommit"
+        assert rows["committer-txn"]["age_ms"] == -1
+        assert client.get("/api/overview").json()["hanging_transactions"] == 0
+    with _client(scenario, hanging_after_ms=1) as client:
+        overview = client.get("/api/overview").json()
+        assert (overview["open_transactions"], overview["hanging_transactions"]) == (1, 1)
+        html = client.get("/transactions?hanging=1").text
+        assert PINNER in html and "committer-txn" not in html
+
+
+def test_groups_lag_against_the_lso(scenario: Scenario) -> None:
+    lag = COMMITTED_RECORDS + 1 - GROUP_COMMITTED
+    with _client(scenario) as client:
+        (group,) = client.get("/api/groups").json()  # marker groups are not listed here
+        assert group["group_id"] == GROUP and group["total_lag"] == lag
+        assert group["offsets"] == [
+            {"topic": TOPIC, "partition": 0, "committed_offset": GROUP_COMMITTED,
+             "last_stable_offset": COMMITTED_RECORDS + 1, "lag": lag}
+        ]  # fmt: skip
+        overview = client.get("/api/overview").json()
+        assert overview["groups"] == [
+            {"group_id": GROUP, "state": "Empty", "members": 0, "total_lag": lag}
+        ]
+        assert (overview["topic_count"], overview["partition_count"]) == (1, 2)
+        assert f"<td>{GROUP}</td><td>Empty</td><td>0</td><td>{lag}</td>" in client.get("/").text
+
+
+def test_spark_markers_per_query(scenario: Scenario) -> None:
+    with _client(scenario) as client:
+        (query,) = client.get("/api/spark").json()
+        assert (query["prefix"], query["query_id"], query["batch_id"]) == (PREFIX, "q-1", 5)
+        assert [(t["task_partition"], t["batch_id"]) for t in query["task_markers"]] == [
+            (0, 5), (1, 4)
+        ]  # fmt: skip
+        assert query["tasks_behind"] == [1] and query["errors"] == []
+        assert "tasks behind: 1" in client.get("/spark").text
+
+
+def test_bad_input_and_unreachable_cluster_give_clear_pages(scenario: Scenario) -> None:
+    with _client(scenario) as client:
+        missing = client.get("/topics/no-such-topic")
+        assert missing.status_code == 404 and "no topic &#x27;no-such-topic&#x27;" in missing.text
+        assert client.get("/api/topics/no-such-topic").json() == {
+            "error": "The cluster has no topic 'no-such-topic'."
+        }
+    config = {"bootstrap.servers": f"127.0.0.1:{free_port()}", "request.timeout.ms": 2000}
+    with TestClient(create_app(config)) as client:
+        down = client.get("/api/overview")
+        assert down.status_code == 503 and "did not answer" in down.json()["error"]
+
+
+def test_console_command_serves_over_http(scenario: Scenario, tmp_path: Path) -> None:
+    port = free_port()
+    command = [sys.executable, "-m", "onceflow", "console", "--bootstrap-server",
+               scenario.bootstrap, "--listen", f"127.0.0.1:{port}"]  # fmt: skip
+    log = (tmp_path / "console.log").open("wb")
+    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as answer:
+                    html = answer.read().decode()
+                break
+            except OSError:
+                assert proc.poll() is None, (tmp_path / "console.log").read_text()
+                assert time.monotonic() < deadline, "the console did not start serving"
+                time.sleep(0.2)
+        assert f'<a href="/topics/{TOPIC}">{TOPIC}</a>' in html
+        assert "<title>Overview · onceflow</title>" in html
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        log.close()
