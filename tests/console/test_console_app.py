@@ -20,6 +20,7 @@ from support.broker import BrokerProcess
 from support.spark_daemons import free_port
 
 from onceflow.client.admin import AdminClient, NewTopic
+from onceflow.client.consumer import Consumer
 from onceflow.client.producer import Producer
 from onceflow.common import TopicPartition
 from onceflow.console.app import create_app
@@ -32,12 +33,15 @@ PINNER = "pinner-txn"
 COMMITTED_RECORDS = 3
 OPEN_RECORDS = 2
 GROUP_COMMITTED = 1
+LIVE_GROUP = "shipping"  # a group with a member, subscribed to TOPIC
+LIVE_COMMITTED = 2
 
 
 @dataclass
 class Scenario:
     bootstrap: str
     pinner: Producer
+    member: Consumer
 
 
 def _transactional(bootstrap: str, transactional_id: str) -> Producer:
@@ -64,6 +68,20 @@ def _commit_markers(admin: AdminClient) -> None:
         admin.alter_consumer_group_offsets(task_group(PREFIX, task), offsets)
 
 
+def _join(bootstrap: str) -> Consumer:
+    """A member of LIVE_GROUP holding both partitions of TOPIC, its offset committed."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": LIVE_GROUP, "enable.auto.commit": False}
+    )
+    consumer.subscribe([TOPIC])
+    deadline = time.monotonic() + 30
+    while not consumer.assignment():
+        assert time.monotonic() < deadline, "the consumer was never assigned partitions"
+        consumer.poll(timeout=0.2)
+    consumer.commit({TopicPartition(TOPIC, 0): LIVE_COMMITTED})
+    return consumer
+
+
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
     with BrokerProcess(tmp_path_factory.mktemp("console") / "data") as broker:
@@ -79,7 +97,9 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
                 GROUP, {TopicPartition(TOPIC, 0): (GROUP_COMMITTED, "")}
             )
             _commit_markers(admin)
-        yield Scenario(broker.bootstrap, pinner)
+        member = _join(broker.bootstrap)
+        yield Scenario(broker.bootstrap, pinner, member)
+        member.close()
         pinner.close(timeout=5)
 
 
@@ -123,20 +143,30 @@ def test_transactions_and_hanging_filter(scenario: Scenario) -> None:
 
 
 def test_groups_lag_against_the_lso(scenario: Scenario) -> None:
-    lag = COMMITTED_RECORDS + 1 - GROUP_COMMITTED
+    lso = COMMITTED_RECORDS + 1
+    lag, live_lag = lso - GROUP_COMMITTED, lso - LIVE_COMMITTED
     with _client(scenario) as client:
-        (group,) = client.get("/api/groups").json()  # marker groups are not listed here
-        assert group["group_id"] == GROUP and group["total_lag"] == lag
-        assert group["offsets"] == [
+        billing, shipping = client.get("/api/groups").json()  # marker groups are not listed
+        assert billing["group_id"] == GROUP and billing["total_lag"] == lag
+        assert billing["members"] == []
+        assert billing["offsets"] == [
             {"topic": TOPIC, "partition": 0, "committed_offset": GROUP_COMMITTED,
-             "last_stable_offset": COMMITTED_RECORDS + 1, "lag": lag}
+             "last_stable_offset": lso, "lag": lag}
         ]  # fmt: skip
+        assert (shipping["group_id"], shipping["state"]) == (LIVE_GROUP, "Stable")
+        (member,) = shipping["members"]
+        assert sorted(member["assignment"]) == [f"{TOPIC}-0", f"{TOPIC}-1"]
+        assert [(o["partition"], o["lag"]) for o in shipping["offsets"]] == [(0, live_lag)]
         overview = client.get("/api/overview").json()
         assert overview["groups"] == [
-            {"group_id": GROUP, "state": "Empty", "members": 0, "total_lag": lag}
+            {"group_id": GROUP, "state": "Empty", "members": 0, "total_lag": lag},
+            {"group_id": LIVE_GROUP, "state": "Stable", "members": 1, "total_lag": live_lag},
         ]
         assert (overview["topic_count"], overview["partition_count"]) == (1, 2)
         assert f"<td>{GROUP}</td><td>Empty</td><td>0</td><td>{lag}</td>" in client.get("/").text
+        html = client.get("/groups").text
+        assert f"<td>{member['member_id']}</td>" in html
+        assert f"<td>{TOPIC}</td><td>0</td><td>{LIVE_COMMITTED}</td><td>{lso}</td>" in html
 
 
 def test_spark_markers_per_query(scenario: Scenario) -> None:

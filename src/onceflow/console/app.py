@@ -26,10 +26,14 @@ from onceflow.client.errors import BrokerResponseError
 from onceflow.common import wall_clock_ms
 from onceflow.console import render
 from onceflow.console.groups import list_group_rows
-from onceflow.console.markers import QueryProgress, list_query_progress
+from onceflow.console.markers import list_query_progress
 from onceflow.console.overview import gather_overview
 from onceflow.console.topics import UnknownTopic, describe_topic
-from onceflow.console.transactions import hanging_threshold_ms, list_transaction_rows
+from onceflow.console.transactions import (
+    TransactionsView,
+    hanging_threshold_ms,
+    list_transaction_rows,
+)
 
 Gather = Callable[[AdminClient, Request], Any]
 
@@ -64,10 +68,7 @@ def to_json(data: Any) -> Any:
     if isinstance(data, list):
         return [to_json(item) for item in data]
     if dataclasses.is_dataclass(data) and not isinstance(data, type):
-        out = dataclasses.asdict(data)
-        if isinstance(data, QueryProgress):
-            out["tasks_behind"] = data.tasks_behind
-        return out
+        return dataclasses.asdict(data)
     return data
 
 
@@ -84,12 +85,12 @@ def create_app(config: Mapping[str, Any], hanging_after_ms: int | None = None) -
     def transactions(admin: AdminClient, request: Request) -> Any:
         threshold = cluster.threshold_ms(admin)
         rows = list_transaction_rows(admin, wall_clock_ms(), threshold)
-        return {"hanging_threshold_ms": threshold, "transactions": rows}
+        return TransactionsView(threshold, rows)
 
-    def show_transactions(data: Any, request: Request) -> str:
-        only_hanging = request.query_params.get("hanging") == "1"
-        rows = data["transactions"]
-        return render.transactions_main(rows, only_hanging, data["hanging_threshold_ms"])
+    def show_transactions(view: TransactionsView, request: Request) -> str:
+        return render.transactions_main(
+            view, only_hanging=request.query_params.get("hanging") == "1"
+        )
 
     pages: list[tuple[str, str, Gather, Callable[[Any, Request], str]]] = [
         ("/", "Overview", overview, lambda d, r: render.overview_main(d)),
@@ -131,8 +132,6 @@ def _json_endpoint(cluster: ClusterView, gather: Gather) -> Callable[[Request], 
         data, status, message = await _gather(cluster, gather, request)
         if status != 200:
             return JSONResponse({"error": message}, status_code=status)
-        if isinstance(data, dict):
-            return JSONResponse({k: to_json(v) for k, v in data.items()})
         return JSONResponse(to_json(data))
 
     return endpoint

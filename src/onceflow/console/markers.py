@@ -31,20 +31,16 @@ class TaskProgress:
 @dataclass
 class QueryProgress:
     """One `transactional.id.prefix`: its query marker (the later copy) and task markers.
-    `batch_id` is -1 before the first batch commits; `errors` lists markers that did not
-    parse."""
+    `batch_id` is -1 before the first batch commits; `tasks_behind` are the task partitions
+    whose marker is behind it; `errors` lists markers that did not parse."""
 
     prefix: str
     query_id: str = ""
     batch_id: int = -1
     tasks: int = 0
     task_markers: list[TaskProgress] = field(default_factory=list)
+    tasks_behind: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-
-    @property
-    def tasks_behind(self) -> list[int]:
-        """Task partitions whose marker is behind the query marker's batch."""
-        return [t.task_partition for t in self.task_markers if t.batch_id < self.batch_id]
 
 
 def split_marker_group(group_id: str) -> tuple[str, str] | None:
@@ -72,6 +68,9 @@ def list_query_progress(admin: AdminClient) -> list[QueryProgress]:
                 _add_marker(progress, listing.group_id, kind, committed[1])
     for progress in queries.values():
         progress.task_markers.sort(key=lambda t: t.task_partition)
+        progress.tasks_behind = [
+            t.task_partition for t in progress.task_markers if t.batch_id < progress.batch_id
+        ]
     return [queries[p] for p in sorted(queries)]
 
 

@@ -15,7 +15,7 @@ from onceflow.console.groups import GroupRow
 from onceflow.console.markers import QueryProgress
 from onceflow.console.overview import Overview
 from onceflow.console.topics import PartitionRow, TopicView
-from onceflow.console.transactions import TransactionRow
+from onceflow.console.transactions import TransactionsView
 
 REFRESH_MS = 3000
 NAV = (("/", "Overview"), ("/transactions", "Transactions"), ("/groups", "Groups"),
@@ -150,8 +150,8 @@ def _partition_cells(p: PartitionRow) -> list[object]:
             p.lso_lag, pin, p.error]  # fmt: skip
 
 
-def transactions_main(rows: list[TransactionRow], only_hanging: bool, threshold_ms: int) -> str:
-    shown = [r for r in rows if r.hanging or not only_hanging]
+def transactions_main(view: TransactionsView, only_hanging: bool) -> str:
+    shown = [r for r in view.transactions if r.hanging or not only_hanging]
     toggle = (
         link("/transactions", "all")
         if only_hanging
@@ -164,7 +164,8 @@ def transactions_main(rows: list[TransactionRow], only_hanging: bool, threshold_
         for r in shown
     ]  # fmt: skip
     return (
-        f"<h1>Transactions</h1><p>Show {toggle}. Hanging: open longer than {threshold_ms} ms."
+        f"<h1>Transactions</h1><p>Show {toggle}. Hanging: open longer than "
+        f"{view.hanging_threshold_ms} ms."
         "</p>"
         + table(
             [

@@ -41,6 +41,14 @@ class TransactionRow:
         return self.state in OPEN_STATES
 
 
+@dataclass(frozen=True)
+class TransactionsView:
+    """The transactions page: every transactional id and the hanging threshold applied."""
+
+    hanging_threshold_ms: int
+    transactions: list[TransactionRow]
+
+
 def hanging_threshold_ms(admin: AdminClient, hanging_after_ms: int | None) -> int:
     """`hanging_after_ms` when given, else the first broker's `transaction.max.timeout.ms`
     (Kafka's default when the broker does not say)."""
