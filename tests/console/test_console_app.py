@@ -1,7 +1,7 @@
 """`onceflow console` against a live broker: a scripted state (an open transaction pinning the
 LSO of orders-0, a committed one before it, a consumer group with lag, a Spark query's markers
 with one task behind) read back through the JSON API and the HTML pages, and the command
-itself served over HTTP from a subprocess."""
+itself served over HTTP from a subprocess; the core of it on Apache Kafka too (`peer`)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 from support.broker import BrokerProcess
+from support.peers import Peer
 from support.spark_daemons import free_port
 
 from onceflow.client.admin import AdminClient, NewTopic
@@ -51,9 +52,9 @@ def _transactional(bootstrap: str, transactional_id: str) -> Producer:
     return producer
 
 
-def _send(producer: Producer, count: int) -> None:
+def _send(producer: Producer, count: int, topic: str = TOPIC) -> None:
     for i in range(count):
-        producer.send(TOPIC, value=f"v{i}".encode(), partition=0)
+        producer.send(topic, value=f"v{i}".encode(), partition=0)
     producer.flush(timeout=30)
 
 
@@ -216,3 +217,29 @@ def test_console_command_serves_over_http(scenario: Scenario, tmp_path: Path) ->
         proc.terminate()
         proc.wait(timeout=10)
         log.close()
+
+
+def test_pinned_lso_and_group_lag_on_every_peer(peer: Peer) -> None:
+    """The same facts through the same admin requests on onceflow and on Apache Kafka."""
+    topic, group, txn_id = peer.name("console-t"), peer.name("console-g"), peer.name("pin")
+    with AdminClient({"bootstrap.servers": peer.bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].raise_for_error()
+        committed = Producer({"bootstrap.servers": peer.bootstrap})
+        _send(committed, COMMITTED_RECORDS, topic)  # idempotent, no transaction: LSO moves on
+        committed.close()
+        pinner = _transactional(peer.bootstrap, txn_id)
+        _send(pinner, OPEN_RECORDS, topic)
+        admin.alter_consumer_group_offsets(group, {TopicPartition(topic, 0): (1, "")})
+    try:
+        with TestClient(create_app({"bootstrap.servers": peer.bootstrap})) as client:
+            (p0,) = client.get(f"/api/topics/{topic}").json()["partitions"]
+            assert (p0["last_stable_offset"], p0["lso_lag"]) == (COMMITTED_RECORDS, OPEN_RECORDS)
+            assert p0["pinned_by"]["transactional_id"] == txn_id
+            rows = client.get("/api/transactions").json()["transactions"]
+            (mine,) = [r for r in rows if r["transactional_id"] == txn_id]
+            assert (mine["state"], mine["partitions"]) == ("Ongoing", [f"{topic}-0"])
+            groups = {g["group_id"]: g for g in client.get("/api/groups").json()}
+            assert groups[group]["total_lag"] == COMMITTED_RECORDS - 1
+    finally:
+        pinner.abort_transaction()
+        pinner.close(timeout=5)
