@@ -12,6 +12,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,7 @@ OPEN_RECORDS = 2
 GROUP_COMMITTED = 1
 LIVE_GROUP = "shipping"  # a group with a member, subscribed to TOPIC
 LIVE_COMMITTED = 2
+CLIENT_ID = "<b>shipper</b>"  # markup in a client.id must show as text
 
 
 @dataclass
@@ -72,7 +74,12 @@ def _commit_markers(admin: AdminClient) -> None:
 def _join(bootstrap: str) -> Consumer:
     """A member of LIVE_GROUP holding both partitions of TOPIC, its offset committed."""
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": LIVE_GROUP, "enable.auto.commit": False}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": LIVE_GROUP,
+            "client.id": CLIENT_ID,
+            "enable.auto.commit": False,
+        }
     )
     consumer.subscribe([TOPIC])
     deadline = time.monotonic() + 30
@@ -124,6 +131,9 @@ def test_topic_shows_the_open_transaction_pinning_the_lso(scenario: Scenario) ->
         html = client.get(f"/topics/{TOPIC}").text
         assert f"{PINNER} (producer id {p0['pinned_by']['producer_id']}" in html
         assert f"<td>{lso}</td><td>{OPEN_RECORDS}</td>" in html
+        partial = client.get(f"/topics/{TOPIC}?partial=1").text  # what the page polls
+        assert partial.startswith(f"<h1>Topic {TOPIC}</h1>") and "<html>" not in partial
+        assert f"{PINNER} (producer id" in partial
 
 
 def test_transactions_and_hanging_filter(scenario: Scenario) -> None:
@@ -165,8 +175,10 @@ def test_groups_lag_against_the_lso(scenario: Scenario) -> None:
         ]
         assert (overview["topic_count"], overview["partition_count"]) == (1, 2)
         assert f"<td>{GROUP}</td><td>Empty</td><td>0</td><td>{lag}</td>" in client.get("/").text
+        assert member["client_id"] == CLIENT_ID
         html = client.get("/groups").text
-        assert f"<td>{member['member_id']}</td>" in html
+        assert f"<td>{escape(member['member_id'])}</td>" in html
+        assert "<td>&lt;b&gt;shipper&lt;/b&gt;</td>" in html and CLIENT_ID not in html
         assert f"<td>{TOPIC}</td><td>0</td><td>{LIVE_COMMITTED}</td><td>{lso}</td>" in html
 
 
