@@ -80,7 +80,7 @@ def create_app(config: Mapping[str, Any], hanging_after_ms: int | None = None) -
         return gather_overview(admin, wall_clock_ms(), cluster.threshold_ms(admin))
 
     def topic(admin: AdminClient, request: Request) -> Any:
-        return describe_topic(admin, request.path_params["topic"])
+        return describe_topic(admin, request.path_params["topic"], wall_clock_ms())
 
     def transactions(admin: AdminClient, request: Request) -> Any:
         threshold = cluster.threshold_ms(admin)

@@ -147,7 +147,7 @@ def _partition_cells(p: PartitionRow) -> list[object]:
             f" open since offset {p.pinned_by.current_txn_start_offset})"
         )
     return [p.partition, p.leader, p.log_start_offset, p.high_watermark, p.last_stable_offset,
-            p.lso_lag, pin, p.error]  # fmt: skip
+            p.lso_lag, p.lso_lag_ms, pin, p.error]  # fmt: skip
 
 
 def transactions_main(view: TransactionsView, only_hanging: bool) -> str:

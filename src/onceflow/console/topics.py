@@ -9,7 +9,7 @@ ListTransactions, which names each id's current producer id.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from onceflow.client.admin import AdminClient
 from onceflow.client.txn_admin import ProducerState
@@ -46,6 +46,9 @@ class PartitionRow:
     producers: list[ProducerRow]
     pinned_by: ProducerRow | None  # the open transaction the LSO waits for
     error: str | None = None
+    # how long the LSO has waited: the age of the pinning transaction (DescribeTransactions'
+    # start time); None when nothing pins it or the pinning producer has no transactional id
+    lso_lag_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,7 @@ def producer_transactional_ids(admin: AdminClient) -> dict[int, str]:
     return {t.producer_id: t.transactional_id for t in admin.list_transactions()}
 
 
-def describe_topic(admin: AdminClient, topic: str) -> TopicView:
+def describe_topic(admin: AdminClient, topic: str, now_ms: int) -> TopicView:
     """Offsets, producers and LSO pin of every partition of `topic` (`UnknownTopic` if none)."""
     description = admin.describe_topics([topic]).get(topic)
     if description is None or description.error_code != ErrorCode.NONE:
@@ -74,7 +77,27 @@ def describe_topic(admin: AdminClient, topic: str) -> TopicView:
         found = producers[tp]
         states = [_producer_row(s, txn_ids) for s in found.producers]
         rows.append(_partition_row(p.partition, p.leader, offsets[tp], states, found.error_code))
-    return TopicView(topic, rows)
+    return TopicView(topic, _with_lso_lag_ms(admin, rows, now_ms))
+
+
+def _with_lso_lag_ms(
+    admin: AdminClient, rows: list[PartitionRow], now_ms: int
+) -> list[PartitionRow]:
+    pinning = {r.pinned_by.transactional_id for r in rows if r.pinned_by is not None} - {None}
+    if not pinning:
+        return rows
+    described = admin.describe_transactions(sorted(t for t in pinning if t is not None))
+    started = {
+        tid: d.transaction_start_time_ms
+        for tid, d in described.items()
+        if d.error_code == ErrorCode.NONE and d.transaction_start_time_ms >= 0
+    }
+    out = []
+    for row in rows:
+        tid = None if row.pinned_by is None else row.pinned_by.transactional_id
+        start = started.get(tid) if tid is not None else None
+        out.append(row if start is None else replace(row, lso_lag_ms=now_ms - start))
+    return out
 
 
 def _producer_row(state: ProducerState, txn_ids: dict[int, str]) -> ProducerRow:
