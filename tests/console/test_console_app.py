@@ -27,6 +27,7 @@ from onceflow.client.consumer import Consumer
 from onceflow.client.producer import Producer
 from onceflow.common import TopicPartition
 from onceflow.console.app import create_app
+from onceflow.console.markers import split_marker_group
 from onceflow.spark.markers import QueryMarker, TaskMarker, query_group, task_group
 
 TOPIC = "orders"
@@ -70,6 +71,8 @@ def _commit_markers(admin: AdminClient) -> None:
         committed = TaskMarker("q-1", batch, 10 + task, "abc", TOPIC, (7, 0)).committed()
         offsets = {where: (committed.offset, committed.metadata)}
         admin.alter_consumer_group_offsets(task_group(PREFIX, task), offsets)
+    # a marker group another tool wrote into: listed with the error, not a failed page
+    admin.alter_consumer_group_offsets(query_group("broken"), {where: (3, "not json")})
 
 
 def _join(bootstrap: str) -> Consumer:
@@ -192,13 +195,32 @@ def test_groups_lag_against_the_lso(scenario: Scenario) -> None:
 
 def test_spark_markers_per_query(scenario: Scenario) -> None:
     with _client(scenario) as client:
-        (query,) = client.get("/api/spark").json()
+        broken, query = client.get("/api/spark").json()
+        assert (broken["prefix"], broken["batch_id"], broken["task_markers"]) == ("broken", -1, [])
+        (error,) = broken["errors"]
+        assert error.startswith("onceflow-markers.broken.query: The progress marker of consumer")
         assert (query["prefix"], query["query_id"], query["batch_id"]) == (PREFIX, "q-1", 5)
         assert [(t["task_partition"], t["batch_id"]) for t in query["task_markers"]] == [
             (0, 5), (1, 4)
         ]  # fmt: skip
         assert query["tasks_behind"] == [1] and query["errors"] == []
-        assert "tasks behind: 1" in client.get("/spark").text
+        html = client.get("/spark").text
+        assert "tasks behind: 1" in html and "not one this onceflow version writes" in html
+
+
+@pytest.mark.parametrize(
+    ("group_id", "split"),
+    [
+        ("onceflow-markers.etl.orders.query", ("etl.orders", "query")),
+        ("onceflow-markers.p.alive", ("p", "alive")),
+        ("onceflow-markers.p.task-12", ("p", "task-12")),
+        ("onceflow-markers.query", None),  # no prefix
+        ("onceflow-markers.p.other", None),
+        ("billing", None),
+    ],
+)
+def test_split_marker_group(group_id: str, split: tuple[str, str] | None) -> None:
+    assert split_marker_group(group_id) == split
 
 
 def test_bad_input_and_unreachable_cluster_give_clear_pages(scenario: Scenario) -> None:
