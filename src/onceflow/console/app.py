@@ -54,7 +54,11 @@ class ClusterView:
             return gather(self._admin, request)
 
     def threshold_ms(self, admin: AdminClient) -> int:
-        return hanging_threshold_ms(admin, self._hanging_after_ms)
+        """The hanging threshold, looked up once (a broker's transaction.max.timeout.ms is a
+        static setting)."""
+        if self._hanging_after_ms is None:
+            self._hanging_after_ms = hanging_threshold_ms(admin, None)
+        return self._hanging_after_ms
 
     def close(self) -> None:
         with self._lock:
