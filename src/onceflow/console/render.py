@@ -1,8 +1,8 @@
 """HTML for the console's pages: plain server-rendered tables, every value escaped.
 
 Each page's content sits in `<main>`; a few lines of inline script re-fetch the page with
-`?partial=1` every few seconds and swap the new `<main>` in, so numbers stay live without a
-reload or a JavaScript build.
+`?partial=1` every few seconds and swap the new `<main>` in (an error page's too, so a cluster
+going away shows), so numbers stay live without a reload or a JavaScript build.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ STYLE = (
 )
 POLL = (
     "<script>setInterval(async()=>{const u=new URL(location.href);"
-    "u.searchParams.set('partial','1');const r=await fetch(u);"
-    "if(r.ok){document.querySelector('main').innerHTML=await r.text();}},"
+    "u.searchParams.set('partial','1');try{const r=await fetch(u);"
+    "document.querySelector('main').innerHTML=await r.text();}catch(e){}},"
     f"{REFRESH_MS});</script>"
 )
 
