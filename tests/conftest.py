@@ -1,7 +1,8 @@
 """Fixtures shared by all tests: `broker` (a fresh broker process), `broker_factory`,
 `proxied` (a broker behind the fault-injecting proxy), `pki` (test certificates), `peer` (the
-same test on onceflow's broker and on Apache Kafka with transaction version 2 and 1) and
-`kafka_clusters` (Apache Kafka clusters shared by the session)."""
+same test on onceflow's broker and on Apache Kafka with transaction version 2 and 1),
+`kafka_clusters` (Apache Kafka clusters shared by the session) and `secure_broker` (TLS and
+SASL listeners, shared by a module)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from support.peers import (  # noqa: E402
 )
 from support.pki import OPENSSL, Pki, make_pki  # noqa: E402
 from support.proxy import KafkaProxy  # noqa: E402
+from support.secure_broker import start_secure_broker  # noqa: E402
 
 
 @pytest.fixture
@@ -102,3 +104,12 @@ def peer(request: pytest.FixtureRequest, broker_factory: Callable[..., BrokerPro
     clusters: KafkaClusters = request.getfixturevalue("kafka_clusters")
     cluster = clusters.get(1, TRANSACTION_VERSION[request.param])
     return Peer(request.param, cluster=cluster)
+
+
+@pytest.fixture(scope="module")
+def secure_broker(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[BrokerProcess]:
+    """A broker with SSL, SASL_SSL and SASL_PLAINTEXT listeners (`support.secure_broker`),
+    shared by the tests of a module."""
+    broker = start_secure_broker(tmp_path_factory.mktemp("secure") / "data", pki)
+    yield broker
+    broker.stop()

@@ -7,8 +7,7 @@ import asyncio
 
 import pytest
 
-from broker.broker_helpers import call
-from broker.test_produce_fetch import create
+from broker.broker_helpers import call, create
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.alter_configs import AlterConfigsRequest

@@ -14,11 +14,10 @@ from broker.authz_helpers import (
     grant,
     open_authz_state,
 )
-from broker.broker_helpers import call, make_batch
+from broker.broker_helpers import call, make_batch, produce_request
 from broker.test_admin_handlers import creatable, create_request
 from broker.test_broker_txn_handlers import add_partitions, find_txn, init
 from broker.test_delete_records import delete_request
-from broker.test_produce_fetch import produce_request
 from onceflow.broker.authorized_ops import operations_in
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode

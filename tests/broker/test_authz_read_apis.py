@@ -7,8 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from broker.authz_helpers import ALICE, creation, grant, open_authz_state
-from broker.broker_helpers import call
-from broker.test_produce_fetch import fetch_request
+from broker.broker_helpers import call, fetch_request
 from onceflow.broker.authorized_ops import operations_in
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode

@@ -11,9 +11,8 @@ import hashlib
 import os
 
 from broker.authz_helpers import ADMIN, ALICE, MALLORY, creation, grant, open_authz_state
-from broker.broker_helpers import call, make_batch
+from broker.broker_helpers import call, make_batch, partition_results, produce_request
 from broker.test_broker_group_offsets import commit_request, txn_commit_request
-from broker.test_produce_fetch import partition_results, produce_request
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest

@@ -9,8 +9,14 @@ import time
 
 import pytest
 
-from broker.broker_helpers import call, decode_all, make_batch
-from broker.test_produce_fetch import create, fetch_request, partition_results, produce_request
+from broker.broker_helpers import (
+    call,
+    create,
+    decode_all,
+    fetch_request,
+    make_batch,
+    produce_partitions,
+)
 from onceflow.log.producer_state import AppendOrigin
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
@@ -42,8 +48,7 @@ def idempotent_batch(pid: int, epoch: int, seq: int, values, *, transactional=Fa
 
 
 def produce(state, version, partitions, topic="t"):
-    response = asyncio.run(call(state, ApiKey.PRODUCE, version, produce_request(topic, partitions)))
-    return partition_results(response)
+    return produce_partitions(state, topic, partitions, version)
 
 
 # -- InitProducerId ----------------------------------------------------------------------------

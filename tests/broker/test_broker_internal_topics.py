@@ -9,8 +9,7 @@ import uuid
 
 import pytest
 
-from broker.broker_helpers import call, make_batch
-from broker.test_produce_fetch import produce_request
+from broker.broker_helpers import call, make_batch, produce_request
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.create_partitions import CreatePartitionsRequest

@@ -5,26 +5,20 @@ from __future__ import annotations
 import asyncio
 import re
 
-from broker.broker_helpers import call, make_batch
+from broker.broker_helpers import call, make_batch, produce_request
 from onceflow.broker.config import BrokerConfig
 from onceflow.broker.metrics import BrokerMetrics, _escape
 from onceflow.broker.server import Broker
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.headers import RequestHeader, encode_request_frame
 from onceflow.protocol.messages.api_versions import ApiVersionsRequest
-from onceflow.protocol.messages.produce import ProduceRequest
 
 # a sample line of the text format: name, optional {labels}, a value
 _SAMPLE = re.compile(r'^[a-z_]+(\{([a-z_]+="(?:[^"\\]|\\.)*",?)*\})? -?\d+$')
 
 
 def produce(topic, partition, records):
-    data = ProduceRequest.TopicProduceData.PartitionProduceData(index=partition, records=records)
-    return ProduceRequest(
-        acks=-1,
-        timeout_ms=1000,
-        topic_data=[ProduceRequest.TopicProduceData(name=topic, partition_data=[data])],
-    )
+    return produce_request(topic, {partition: records}, timeout_ms=1000)
 
 
 async def http(address, request: bytes) -> tuple[str, str]:

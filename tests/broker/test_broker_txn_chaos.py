@@ -20,10 +20,9 @@ import asyncio
 
 import pytest
 
-from broker.broker_helpers import call
+from broker.broker_helpers import call, create
 from broker.test_broker_group_offsets import txn_commit_request
 from broker.test_broker_txn_handlers import add_partitions, end_txn, find_txn, init, run
-from broker.test_produce_fetch import create
 from onceflow.coordinator.txn.state import TxnState
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode

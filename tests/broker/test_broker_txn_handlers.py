@@ -11,8 +11,15 @@ import time
 
 import pytest
 
-from broker.broker_helpers import call, decode_all, make_batch
-from broker.test_produce_fetch import create, fetch_request, partition_results, produce_request
+from broker.broker_helpers import (
+    call,
+    create,
+    decode_all,
+    fetch_request,
+    make_batch,
+    partition_results,
+    produce_request,
+)
 from onceflow.broker.context import RequestContext
 from onceflow.broker.dispatch import lookup
 from onceflow.protocol.api_keys import ApiKey

@@ -9,14 +9,13 @@ import time
 
 import pytest
 
-from broker.broker_helpers import make_batch
+from broker.broker_helpers import make_batch, produce_request
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.headers import RequestHeader, encode_request_frame
 from onceflow.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from onceflow.protocol.messages.fetch import FetchRequest, FetchResponse
 from onceflow.protocol.messages.metadata import MetadataRequest, MetadataResponse
-from onceflow.protocol.messages.produce import ProduceRequest
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -178,12 +177,7 @@ def test_api_versions_unknown_version_answers_v0_with_the_table(broker):
 
 
 def produce(topic, acks, records):
-    partition = ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=records)
-    return ProduceRequest(
-        acks=acks,
-        timeout_ms=1000,
-        topic_data=[ProduceRequest.TopicProduceData(name=topic, partition_data=[partition])],
-    )
+    return produce_request(topic, {0: records}, acks=acks, timeout_ms=1000)
 
 
 def test_acks_zero_produce_sends_no_response(broker):

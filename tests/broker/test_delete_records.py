@@ -7,8 +7,15 @@ import asyncio
 
 import pytest
 
-from broker.broker_helpers import call, decode_all, make_batch
-from broker.test_produce_fetch import create, fetch_request, list_offsets_request, produce_request
+from broker.broker_helpers import (
+    call,
+    create,
+    decode_all,
+    fetch_request,
+    list_offsets_request,
+    make_batch,
+    produce_request,
+)
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.delete_records import DeleteRecordsRequest

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
-from broker.broker_helpers import call
-from broker.test_produce_fetch import PRODUCE_VERSIONS, create, partition_results, produce_request
-from onceflow.protocol.api_keys import ApiKey
+from broker.broker_helpers import (
+    PRODUCE_VERSIONS,
+    create,
+    produce_partitions,
+)
 from onceflow.protocol.errors import ErrorCode
 from onceflow.records.builder import BatchBuilder
 
@@ -23,8 +23,7 @@ def batch_with_keyless(n: int, keyless=KEYLESS, **kwargs):
 
 
 def produce(state, version, batch, topic="t"):
-    request = produce_request(topic, {0: batch})
-    return partition_results(asyncio.run(call(state, ApiKey.PRODUCE, version, request)))[(topic, 0)]
+    return produce_partitions(state, topic, {0: batch}, version)[(topic, 0)]
 
 
 # none, gzip, zstd (v7+): keys are checked after decompressing

@@ -7,83 +7,21 @@ import uuid
 
 import pytest
 
-from broker.broker_helpers import call, decode_all, make_batch
+from broker.broker_helpers import (
+    FETCH_VERSIONS,
+    PRODUCE_VERSIONS,
+    call,
+    create,
+    decode_all,
+    fetch_request,
+    list_offsets_request,
+    make_batch,
+    partition_results,
+    produce_request,
+)
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
-from onceflow.protocol.messages.fetch import FetchRequest
-from onceflow.protocol.messages.list_offsets import ListOffsetsRequest
-from onceflow.protocol.messages.produce import ProduceRequest
 from onceflow.records.batch import CONTROL_MASK, patch_crc
-
-PRODUCE_VERSIONS = range(3, 13)
-FETCH_VERSIONS = range(4, 17)
-
-
-def produce_request(topic, partitions: dict[int, object], acks=-1):
-    return ProduceRequest(
-        transactional_id=None,
-        acks=acks,
-        timeout_ms=5000,
-        topic_data=[
-            ProduceRequest.TopicProduceData(
-                name=topic,
-                partition_data=[
-                    ProduceRequest.TopicProduceData.PartitionProduceData(index=p, records=r)
-                    for p, r in partitions.items()
-                ],
-            )
-        ],
-    )
-
-
-def fetch_request(
-    topic,
-    offsets: dict[int, int],
-    *,
-    max_wait_ms=0,
-    min_bytes=1,
-    max_bytes=10**7,
-    partition_max_bytes=10**6,
-    session_id=0,
-    session_epoch=-1,
-    topic_id=None,
-):
-    return FetchRequest(
-        replica_id=-1,
-        max_wait_ms=max_wait_ms,
-        min_bytes=min_bytes,
-        max_bytes=max_bytes,
-        isolation_level=0,
-        session_id=session_id,
-        session_epoch=session_epoch,
-        topics=[
-            FetchRequest.FetchTopic(
-                topic=topic if topic_id is None else "",
-                topic_id=topic_id or uuid.UUID(int=0),
-                partitions=[
-                    FetchRequest.FetchTopic.FetchPartition(
-                        partition=p,
-                        current_leader_epoch=-1,
-                        fetch_offset=o,
-                        log_start_offset=-1,
-                        partition_max_bytes=partition_max_bytes,
-                    )
-                    for p, o in offsets.items()
-                ],
-            )
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
-
-
-def partition_results(response):
-    return {(t.name, p.index): p for t in response.responses for p in t.partition_responses}
-
-
-def create(state, name="t", partitions=3, **configs):
-    result = state.logs.create_topic(name, partitions, {k: str(v) for k, v in configs.items()})
-    assert result.error == ErrorCode.NONE
 
 
 @pytest.mark.parametrize("version", PRODUCE_VERSIONS)
@@ -318,24 +256,6 @@ def test_fetch_incremental_session_not_found(state):
     incremental, full = asyncio.run(scenario())
     assert incremental.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
     assert full.error_code == 0 and full.session_id == 0
-
-
-def list_offsets_request(topic, timestamps: dict[int, int], isolation=0):
-    return ListOffsetsRequest(
-        replica_id=-1,
-        isolation_level=isolation,
-        topics=[
-            ListOffsetsRequest.ListOffsetsTopic(
-                name=topic,
-                partitions=[
-                    ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
-                        partition_index=p, current_leader_epoch=-1, timestamp=ts
-                    )
-                    for p, ts in timestamps.items()
-                ],
-            )
-        ],
-    )
 
 
 @pytest.mark.parametrize("version", range(1, 11))

@@ -5,14 +5,14 @@ replica)."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import pytest
 
-from broker.broker_helpers import call
-from broker.test_produce_fetch import create, partition_results, produce_request
-from onceflow.protocol.api_keys import ApiKey
+from broker.broker_helpers import (
+    create,
+    produce_partitions,
+)
 from onceflow.protocol.errors import ErrorCode
 from onceflow.records.batch import split_complete_batches
 from onceflow.records.builder import BatchBuilder
@@ -21,8 +21,7 @@ from onceflow.records.record import decode_records
 
 
 def produce(state, batch, acks=-1, version=9, topic="t"):
-    request = produce_request(topic, {0: batch}, acks=acks)
-    return partition_results(asyncio.run(call(state, ApiKey.PRODUCE, version, request)))[(topic, 0)]
+    return produce_partitions(state, topic, {0: batch}, version, acks)[(topic, 0)]
 
 
 def stored(state, topic="t"):

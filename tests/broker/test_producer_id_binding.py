@@ -14,7 +14,7 @@ import asyncio
 import hashlib
 import logging
 
-from broker.broker_helpers import make_batch, open_state
+from broker.broker_helpers import make_batch, open_state, partition_results, produce_request
 from broker.test_authz_txn import (
     add_partitions,
     add_partitions_errors,
@@ -25,7 +25,6 @@ from broker.test_authz_txn import (
     txn_batch,
 )
 from broker.test_broker_group_offsets import txn_commit_request
-from broker.test_produce_fetch import partition_results, produce_request
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest

@@ -4,20 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.broker_helpers import call, make_batch
+from broker.broker_helpers import call, make_batch, produce_request
 from onceflow.broker.config import BrokerConfig
 from onceflow.broker.server import Broker
 from onceflow.protocol.api_keys import ApiKey
-from onceflow.protocol.messages.produce import ProduceRequest
 
 
 def produce(topic, records):
-    data = ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=records)
-    return ProduceRequest(
-        acks=-1,
-        timeout_ms=1000,
-        topic_data=[ProduceRequest.TopicProduceData(name=topic, partition_data=[data])],
-    )
+    return produce_request(topic, {0: records}, timeout_ms=1000)
 
 
 def test_retention_task_deletes_old_segments(tmp_path):

@@ -26,9 +26,10 @@ import time
 from pathlib import Path
 
 import pytest
-from interop.test_group_confluent import GROUP_BROKER_CONFIG, offset_fetch
+from interop.test_group_confluent import offset_fetch
 from interop.workload import create_topic
 from support.eos_app import exactly_once_problems
+from support.peers import GROUP_BROKER_CONFIG
 from support.topic_reader import confluent_read_to_end
 
 APP = Path(__file__).resolve().parent.parent / "support" / "eos_app.py"

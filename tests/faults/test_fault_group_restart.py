@@ -15,7 +15,6 @@ from __future__ import annotations
 import time
 
 from interop.test_group_confluent import (
-    GROUP_BROKER_CONFIG,
     PARTITIONS,
     WAIT_S,
     consumer_config,
@@ -23,6 +22,7 @@ from interop.test_group_confluent import (
     produce_values,
 )
 from interop.workload import create_topic
+from support.peers import GROUP_BROKER_CONFIG
 
 
 def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:

@@ -18,8 +18,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from broker.broker_helpers import make_batch
-from broker.test_produce_fetch import partition_results, produce_request
+from broker.broker_helpers import make_batch, partition_results, produce_request
 from confluent_kafka import Consumer, Producer, TopicPartition
 from interop.workload import create_topic
 from security.live import RawClient

@@ -53,10 +53,9 @@ from confluent_kafka.admin import (
 )
 from support.ctp_acls import DocAcl, read_ctp_acls
 from support.eos_app import EXIT_DENIED, exactly_once_problems, transform
+from support.peers import GROUP_BROKER_CONFIG
 from support.sasl_broker import scram_config, start_sasl_broker
 from support.topic_reader import confluent_read_to_end
-
-from interop.test_group_confluent import GROUP_BROKER_CONFIG
 
 APP = Path(__file__).resolve().parent.parent / "support" / "eos_app.py"
 DOC = read_ctp_acls()

@@ -18,27 +18,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import pytest
-
 from interop.workload import create_topic
 from onceflow.client.connection import BrokerConnection
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.offset_fetch import OffsetFetchRequest
 
-# fast groups: no initial delay, short sessions allowed, few __consumer_offsets partitions
-GROUP_BROKER_CONFIG = {
-    "group.initial.rebalance.delay.ms": 0,
-    "group.min.session.timeout.ms": 500,
-    "offsets.topic.num.partitions": 4,
-    "transaction.state.log.num.partitions": 4,
-}
 PARTITIONS = 4
 WAIT_S = 30.0
-
-
-@pytest.fixture
-def group_broker(broker_factory):
-    return broker_factory(GROUP_BROKER_CONFIG)
 
 
 def consumer_config(bootstrap: str, group: str, **extra) -> dict:

@@ -16,22 +16,11 @@ import time
 
 import pytest
 
-from interop.test_group_confluent import (
-    GROUP_BROKER_CONFIG,
-    PARTITIONS,
-    WAIT_S,
-    offset_fetch,
-    produce_values,
-)
+from interop.test_group_confluent import PARTITIONS, WAIT_S, offset_fetch, produce_values
 from interop.workload import create_topic
 from onceflow.protocol.errors import ErrorCode
 
 KCAT = shutil.which("kcat")
-
-
-@pytest.fixture
-def group_broker(broker_factory):
-    return broker_factory(GROUP_BROKER_CONFIG)
 
 
 def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:

@@ -33,13 +33,6 @@ RECORDS = [b"record-%d" % i for i in range(5)]
 KCAT = shutil.which("kcat")
 
 
-@pytest.fixture(scope="module")
-def secure_broker(tmp_path_factory, pki):
-    broker = start_secure_broker(tmp_path_factory.mktemp("secure") / "data", pki)
-    yield broker
-    broker.stop()
-
-
 def _topic() -> str:
     return f"secure-{uuid.uuid4().hex[:8]}"
 

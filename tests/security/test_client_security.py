@@ -22,7 +22,6 @@ from support.secure_broker import (
     PASSWORD,
     USER,
     listener_ports,
-    start_secure_broker,
 )
 from support.secure_broker import confluent_config as client_config
 
@@ -39,13 +38,6 @@ from onceflow.client.producer import Producer
 pytestmark = pytest.mark.timeout(120)
 
 RECORDS = [b"record-%d" % i for i in range(5)]
-
-
-@pytest.fixture(scope="module")
-def secure_broker(tmp_path_factory, pki):
-    broker = start_secure_broker(tmp_path_factory.mktemp("client-secure") / "data", pki)
-    yield broker
-    broker.stop()
 
 
 def _topic() -> str:

@@ -21,7 +21,6 @@ import uuid
 import pytest
 from support.secure_broker import (
     confluent_config,
-    start_secure_broker,
 )
 
 from onceflow.client.admin import AdminClient
@@ -38,13 +37,6 @@ pytestmark = pytest.mark.timeout(60)
 LONG_MS = 600_000  # far past the pytest timeout
 PATIENT = {"max.block.ms": LONG_MS, "request.timeout.ms": LONG_MS}
 UNTRUSTED = "(?i)certificate verify failed.*ssl.ca.location"
-
-
-@pytest.fixture(scope="module")
-def secure_broker(tmp_path_factory, pki):
-    broker = start_secure_broker(tmp_path_factory.mktemp("tls-errors") / "data", pki)
-    yield broker
-    broker.stop()
 
 
 @pytest.fixture(params=[("SSL", None), ("SASL_SSL", "SCRAM-SHA-512")], ids=["SSL", "SASL_SSL"])

@@ -22,13 +22,18 @@ from pathlib import Path
 from support.broker import BrokerProcess
 from support.kafka_cluster import KafkaCluster
 
-# the onceflow broker's settings for group and transaction tests; KafkaCluster's nodes are
-# configured to match (no rebalance delay, short sessions, few internal partitions)
-FAST_GROUP_BROKER = {
+# fast groups: no initial delay, short sessions allowed, few __consumer_offsets partitions
+GROUP_BROKER_CONFIG = {
     "group.initial.rebalance.delay.ms": 0,
     "group.min.session.timeout.ms": 500,
     "offsets.topic.num.partitions": 4,
     "transaction.state.log.num.partitions": 4,
+}
+
+# the onceflow broker's settings for group and transaction tests; KafkaCluster's nodes are
+# configured to match (no rebalance delay, short sessions, few internal partitions)
+FAST_GROUP_BROKER = {
+    **GROUP_BROKER_CONFIG,
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
     # Kafka without an authorizer lets any client write transaction markers (KIP-664's
     # abortTransaction); onceflow asks for this setting and a loopback client

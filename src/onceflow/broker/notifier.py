@@ -39,7 +39,7 @@ class HighWatermarkNotifier:
 
     def notify(self, topic: str, partition: int) -> None:
         """The high watermark (or log start) of `topic`/`partition` changed."""
-        waiters = self._waiters.pop((topic, partition), None)
+        waiters = self._waiters.pop(TopicPartition(topic, partition), None)
         if waiters:
             for future in waiters:
                 if not future.done():

@@ -142,13 +142,14 @@ class PrincipalMapper:
 
 def _protocol_range(config: BrokerConfig) -> tuple[ssl.TLSVersion, ssl.TLSVersion]:
     names = [p.strip().upper() for p in config.get("ssl.enabled.protocols").split(",")]
-    versions = [_TLS_VERSIONS.get(name) for name in names if name]
-    if not versions or None in versions:
+    names = [name for name in names if name]
+    if not names or any(name not in _TLS_VERSIONS for name in names):
         raise ConfigError(
             "ssl.enabled.protocols: only TLSv1.2 and TLSv1.3 are supported, got "
             f"{config.get('ssl.enabled.protocols')!r}"
         )
-    return min(versions), max(versions)  # type: ignore[type-var]
+    versions = [_TLS_VERSIONS[name] for name in names]
+    return min(versions), max(versions)
 
 
 def _load_keystore(context: ssl.SSLContext, config: BrokerConfig) -> None:

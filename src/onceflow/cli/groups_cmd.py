@@ -13,6 +13,7 @@ does not exist or is not empty, 2 bad usage.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from onceflow.cli.options import add_action, add_command, client_properties, fail
@@ -65,7 +66,7 @@ def _admin(args: argparse.Namespace) -> AdminClient:
     return AdminClient(client_properties(args))
 
 
-def _table(rows: list[list[object]]) -> str:
+def _table(rows: Sequence[Sequence[object]]) -> str:
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     return "\n".join(
         " ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in rows
@@ -119,7 +120,7 @@ def _describe(admin: AdminClient, group) -> str:
         {tp: OffsetSpec.latest() for tp in partitions}, isolation_level=READ_COMMITTED
     )
     header = "GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID"
-    rows: list[list[object]] = [header.split()]
+    rows: list[list[object]] = [list(header.split())]
     for tp in partitions:
         current = committed.get(tp)
         end = ends[tp].offset if ends[tp].error_code == ErrorCode.NONE else None

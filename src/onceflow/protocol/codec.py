@@ -13,6 +13,7 @@ The module-level `read_*` helpers take `(buf, pos)` and return `(value, new_pos)
 
 from __future__ import annotations
 
+import builtins
 import struct
 import uuid
 from collections.abc import Callable, Mapping
@@ -560,7 +561,7 @@ class Writer:
         self.buf += data
         return self
 
-    def tagged_fields(self, fields: Mapping[int, bytes] | None = None) -> Writer:
+    def tagged_fields(self, fields: Mapping[int, builtins.bytes] | None = None) -> Writer:
         """Write a tagged-field section from `{tag: raw value bytes}`, in tag order."""
         fields = fields or {}
         self.uvarint(len(fields))

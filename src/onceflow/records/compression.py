@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 from enum import IntEnum
+from typing import Any
 
 import cramjam
 
@@ -105,14 +107,15 @@ def _zstd_compress(data) -> bytes:
     return bytes(cramjam.zstd.compress(data, level=ZSTD_LEVEL))
 
 
-_COMPRESS = {
+# codec -> function; keyed by CompressionType, looked up by the batch header's int
+_COMPRESS: dict[int, Callable[[Any], bytes]] = {
     CompressionType.GZIP: _gzip_compress,
     CompressionType.SNAPPY: _snappy_compress,
     CompressionType.LZ4: _lz4_compress,
     CompressionType.ZSTD: _zstd_compress,
 }
 
-_DECOMPRESS = {
+_DECOMPRESS: dict[int, Callable[[Any], bytes]] = {
     CompressionType.GZIP: _gzip_decompress,
     CompressionType.SNAPPY: _snappy_decompress,
     CompressionType.LZ4: lambda data: bytes(cramjam.lz4.decompress(data)),

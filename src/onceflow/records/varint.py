@@ -8,6 +8,8 @@ deltas) take a fast path in both directions.
 
 from __future__ import annotations
 
+from typing import Final
+
 from onceflow.records.errors import CorruptRecordError
 
 __all__ = [
@@ -15,6 +17,8 @@ __all__ = [
     "decode_varlong",
     "encode_varint",
     "encode_varlong",
+    "SMALL_VARINTS",
+    "varint_bytes",
     "size_of_varint",
     "size_of_varlong",
 ]
@@ -50,6 +54,23 @@ def encode_varlong(out: bytearray, value: int) -> None:
         out.append(zigzag)
     else:
         _write_unsigned(out, zigzag)
+
+
+def _varlong_bytes(value: int) -> bytes:
+    out = bytearray()
+    encode_varlong(out, value)
+    return bytes(out)
+
+
+# the zig-zag bytes of 0 .. 16383, for writers that look small values up instead of encoding
+SMALL_VARINTS: Final[tuple[bytes, ...]] = tuple(_varlong_bytes(n) for n in range(1 << 14))
+
+
+def varint_bytes(value: int) -> bytes:
+    """`value` (an int64) as zig-zag varlong bytes (a table lookup for 0..16383)."""
+    if 0 <= value < 16384:
+        return SMALL_VARINTS[value]
+    return _varlong_bytes(value)
 
 
 def _decode(buf, pos: int, max_bytes: int, kind: str) -> tuple[int, int]:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
     from onceflow.protocol.headers import RequestHeader
     from onceflow.protocol.messages.describe_acls import DescribeAclsRequest
+    from onceflow.security.acl import AclBinding
 
 _Resource = DescribeAclsResponse.DescribeAclsResource
 _Acl = _Resource.AclDescription
@@ -59,6 +60,7 @@ async def handle_describe_acls(
 ) -> DescribeAclsResponse:
     """The ACLs matching the request's filter."""
     authorizer = ctx.broker.authorizer
+    bindings: list[AclBinding]
     if authorizer is None:
         error, message, bindings = ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER_MESSAGE, []
     elif (refused := denied(ctx, ApiKey.DESCRIBE_ACLS, "cluster")) is not None:

@@ -109,7 +109,8 @@ async def handle_offset_commit(
     version = header.request_api_version
     refused = denied(ctx, ApiKey.OFFSET_COMMIT, "group", request.group_id)
     if refused is not None:
-        errors, offsets = dict.fromkeys(partitions_of(request.topics), refused), {}
+        errors = dict.fromkeys(partitions_of(request.topics), refused)
+        offsets: dict[TopicPartition, CommittedOffset] = {}
     else:
         unauthorized = denied_names(ctx, ApiKey.OFFSET_COMMIT, "topic", topic_names(request))
         errors, offsets = collect_offsets(

@@ -48,6 +48,8 @@ from onceflow.protocol.messages.txn_offset_commit import TxnOffsetCommitResponse
 
 if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
+    from onceflow.common import TopicPartition
+    from onceflow.coordinator.group.offsets import CommittedOffset
     from onceflow.protocol.headers import RequestHeader
     from onceflow.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
 
@@ -68,7 +70,8 @@ async def handle_txn_offset_commit(
         or binding_refusal(ctx, "TxnOffsetCommit", request.producer_id)
     )
     if refused is not None:
-        errors, offsets = dict.fromkeys(partitions_of(request.topics), refused), {}
+        errors = dict.fromkeys(partitions_of(request.topics), refused)
+        offsets: dict[TopicPartition, CommittedOffset] = {}
     else:
         unauthorized = denied_names(ctx, api, "topic", topic_names(request))
         errors, offsets = collect_offsets(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from typing import NoReturn
 
 from onceflow.client.consumer.completed_fetch import CompletedFetch
 from onceflow.client.errors import IllegalStateError
@@ -156,6 +157,6 @@ def _tp(fetch: CompletedFetch) -> TopicPartition:
     return TopicPartition(fetch.topic, fetch.partition)
 
 
-def raise_not_assigned(tp: TopicPartition) -> None:
+def raise_not_assigned(tp: TopicPartition) -> NoReturn:
     """Raise Kafka's "No current assignment" error for `tp`."""
     raise IllegalStateError(f"No current assignment for partition {tp.topic}-{tp.partition}")

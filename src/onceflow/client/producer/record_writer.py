@@ -23,30 +23,14 @@ from onceflow.records.batch import (
 )
 from onceflow.records.compression import compress
 from onceflow.records.record import encode_record
-from onceflow.records.varint import encode_varlong
+from onceflow.records.varint import SMALL_VARINTS, varint_bytes
 
-__all__ = ["RecordBatchWriter", "zigzag_varint"]
+__all__ = ["RecordBatchWriter"]
 
-_TABLE_SIZE = 1 << 14
-
-
-def _encode_zigzag(value: int) -> bytes:
-    out = bytearray()
-    encode_varlong(out, value)
-    return bytes(out)
-
-
-# zig-zag varint bytes of 0 .. 16383 (lengths, offset and timestamp deltas)
-_VARINT = [_encode_zigzag(n) for n in range(_TABLE_SIZE)]
+_TABLE_SIZE = len(SMALL_VARINTS)
+_VARINT = SMALL_VARINTS  # lengths, offset and timestamp deltas
 _NULL = b"\x01"  # zig-zag -1: a null key or value
 _ZERO = b"\x00"
-
-
-def zigzag_varint(value: int) -> bytes:
-    """The zig-zag varint encoding of `value` (table lookup for 0..16383)."""
-    if 0 <= value < _TABLE_SIZE:
-        return _VARINT[value]
-    return _encode_zigzag(value)
 
 
 class RecordBatchWriter:
@@ -87,16 +71,16 @@ class RecordBatchWriter:
             if key is None:
                 key_part = _NULL
             else:
-                key_part = zigzag_varint(len(key)) + key
+                key_part = varint_bytes(len(key)) + key
             if value is None:
                 value_len, value_size = _NULL, 0
             else:
                 value_size = len(value)
-                value_len = zigzag_varint(value_size)
+                value_len = varint_bytes(value_size)
             ts_part = _VARINT[delta]
             offset_part = _VARINT[count]
             body = 2 + len(ts_part) + len(offset_part) + len(key_part) + len(value_len) + value_size
-            out += zigzag_varint(body)
+            out += varint_bytes(body)
             out += _ZERO  # attributes
             out += ts_part
             out += offset_part

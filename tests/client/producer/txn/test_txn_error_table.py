@@ -9,7 +9,7 @@ partitions in the transaction, and the offsets a retried TxnOffsetCommit still c
 
 `txn_error_table.json` is the table recorded from the client before its request handling was
 restructured (issue 9); the restructure must not change a single entry. A deliberate change of
-behaviour regenerates it with `python -m client.test_client_txn_error_table` from tests/ and
+behaviour regenerates it with `python -m client.producer.txn.test_txn_error_table` from tests/ and
 shows up, entry by entry, in the diff.
 """
 
@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from client.txn_scenarios import (
+from client.producer.txn.txn_scenarios import (
     COORDINATOR,
     NOW,
     SCENARIOS,

@@ -6,7 +6,7 @@ a broker offering every version the client knows and once to one offering versio
 `txn_request_bytes.json` is what the client sent before its request handling was restructured
 (issue 9): the version caps of transaction version 1 (TxnOffsetCommit <= v4, EndTxn <= v4,
 AddPartitionsToTxn <= v3) and every field must survive it. Regenerate deliberately with
-`python -m client.test_client_txn_request_bytes` from tests/.
+`python -m client.producer.txn.test_txn_request_bytes` from tests/.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import asyncio
 import json
 from pathlib import Path
 
-from client.txn_scenarios import SCENARIOS, assert_matches_recorded, record
+from client.producer.txn.txn_scenarios import SCENARIOS, assert_matches_recorded, record
 from onceflow.client.producer.txn.manager import TxnManager
 from onceflow.client.producer.txn.sender import TxnRequestSender
 from onceflow.protocol import messages

@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from client.test_accumulator import make as make_accumulator
+from client.producer.test_accumulator import make as make_accumulator
 from onceflow.client.net.backoff import (
     ExponentialBackoff,
     FailureBackoff,

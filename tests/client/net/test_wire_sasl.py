@@ -1,12 +1,12 @@
 """The wire core's SASL states (AUTHENTICATING between NEGOTIATING and READY): bytes in,
 events out. The broker is played by hand, with `security.scram.ScramServer` answering SCRAM
-tokens, as in test_client_wire.py."""
+tokens, as in net/test_wire.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from client.test_client_wire import _api_versions_answer, _frame, _sent_requests
+from client.net.test_wire import _api_versions_answer, _frame, _sent_requests
 from onceflow.client.errors import (
     IllegalStateError,
     SaslAuthenticationFailedError,
