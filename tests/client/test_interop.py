@@ -120,13 +120,20 @@ def test_confluent_and_kafka_python_write_onceflow_reads(peer) -> None:
     from kafka import KafkaProducer
 
     create_topic(peer.bootstrap, peer.name("foreign"))
-    ck = CKProducer({"bootstrap.servers": peer.bootstrap, "linger.ms": 5})
+    # idempotence keeps each partition in send order through retries (a new Kafka topic's
+    # leaders may answer NOT_LEADER_OR_FOLLOWER for a moment after CreateTopics)
+    ck = CKProducer(
+        {"bootstrap.servers": peer.bootstrap, "linger.ms": 5, "enable.idempotence": True}
+    )
     for i in range(3000):
         ck.produce(
             peer.name("foreign"), b"ck-%d" % i, partition=i % PARTITIONS, headers=[("src", b"ck")]
         )
     assert ck.flush(30) == 0
-    kp = KafkaProducer(bootstrap_servers=peer.bootstrap, enable_idempotence=False, acks="all")
+    kp = KafkaProducer(
+        bootstrap_servers=peer.bootstrap, enable_idempotence=False, acks="all",
+        max_in_flight_requests_per_connection=1,  # in order without idempotence
+    )  # fmt: skip
     for i in range(3000):
         kp.send(peer.name("foreign"), b"kp-%d" % i, key=b"k", partition=i % PARTITIONS)
     kp.flush(30)
