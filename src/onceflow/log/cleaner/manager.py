@@ -79,6 +79,12 @@ class LogCleanerManager:
             ]
             write_offset_checkpoint(os.path.join(log_dir, CHECKPOINT_FILE), entries)
 
+    def seconds_since_last_run(self) -> float | None:
+        """Seconds since a round ran or the task found nothing to clean (None: never)."""
+        if self.last_run_monotonic is None:
+            return None
+        return time.monotonic() - self.last_run_monotonic
+
     def state_of(self, log) -> LogCleaningState:
         """The cleaning state of `log` (created at first dirty offset 0)."""
         return self.states.setdefault((log.topic, log.partition), LogCleaningState())
@@ -92,7 +98,17 @@ class LogCleanerManager:
 
     def max_dirty_ratio(self) -> float:
         """The highest dirty ratio of any compacted log (a metric)."""
-        return max((self.dirty_ratio(log) for log in self.logs.all_logs()), default=0.0)
+        return max((self.dirty_ratio(log) for log in self.compacted_logs()), default=0.0)
+
+    def compacted_logs(self) -> list:
+        """The logs whose `cleanup.policy` includes compact, by topic and partition."""
+        logs = [log for log in self.logs.all_logs() if "compact" in log.config.cleanup_policy]
+        return sorted(logs, key=lambda log: (log.topic, log.partition))
+
+    def last_clean_ms(self, log) -> int:
+        """When a round on `log` last finished (ms since the epoch), -1 if never."""
+        state = self.states.get((log.topic, log.partition))
+        return -1 if state is None or state.last_clean_ms is None else state.last_clean_ms
 
     # -- choosing and cleaning -----------------------------------------------------------------
 
@@ -179,7 +195,7 @@ class LogCleanerManager:
         while True:
             cleaning = self.filthiest_round(wall_clock_ms()) if self.enabled else None
             if cleaning is None:
-                self.last_run_monotonic = self.last_run_monotonic or time.monotonic()
+                self.last_run_monotonic = time.monotonic()
                 await asyncio.sleep(self.backoff_ms / 1000)
                 continue
             log = cleaning.log
