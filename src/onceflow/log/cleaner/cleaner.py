@@ -17,8 +17,8 @@ horizon (`batch_rewrite`). Transaction markers go once their transaction has no 
 and their delete horizon passed (`transactions`). A batch of a producer id whose records are
 all removed stays as an empty header while the producer's state still refers to it (its
 5-batch window), so idempotence survives. Deviation, for the crash-safe swap: the last batch of
-each group is never removed entirely (kept verbatim), so a cleaned segment ends at the same
-offset as the segments it replaces.
+each group is never removed entirely (a data batch stays as an empty header, a marker
+verbatim), so a cleaned segment ends at the same offset as the segments it replaces.
 
 `prepare_round` runs on the event loop (it reads the offsets and producer state),
 `CleaningRound.write` in a worker thread (the group's segments are immutable), `swap` back on
@@ -211,9 +211,9 @@ class CleaningRound:
         if len(kept) == len(records) and not needs_horizon:
             return data
         if not kept:
-            if is_last:
-                self.stats.records_removed -= len(records)
-                return data
+            if is_last:  # an empty header keeps the group's last offset
+                self.stats.batches_rewritten += 1
+                return rebuild_batch(header, [])
             if pid == NO_PRODUCER_ID or (pid, header.last_offset) not in self.window_offsets:
                 return None
         self.stats.batches_rewritten += 1
