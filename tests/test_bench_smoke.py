@@ -57,6 +57,18 @@ TINY = {
     "spark_vs_builtin.py": ["--records", "3000", "--rounds", "1", "--per-trigger", "1500"],
     "idempotence_cost.py": ["--rounds", "1", "--bytes", "1MiB", "--micro-repeats", "1"],
     "kafka_side_by_side.py": ["--rounds", "1", "--seconds", "1"],
+    "log_cleaner.py": [
+        "--commits",
+        "3000",
+        "--transactions",
+        "300",
+        "--keys",
+        "100",
+        "--bytes",
+        "1MiB",
+        "--rounds",
+        "1",
+    ],  # fmt: skip
     "topic_compression.py": ["--rounds", "1", "--bytes", "1MiB"],
     "transactions_cost.py": ["--rounds", "1", "--seconds", "1"],
 }

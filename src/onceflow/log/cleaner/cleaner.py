@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from onceflow.log.cleaner.batch_rewrite import rebuild_batch
 from onceflow.log.cleaner.offset_map import build_offset_map, iter_batches_of
+from onceflow.log.cleaner.throttler import Throttler
 from onceflow.log.cleaner.transactions import CleanedTransactions
 from onceflow.log.config import MAX_INT32
 from onceflow.log.segment import BatchInfo, LogSegment
@@ -120,6 +121,7 @@ class CleaningRound:
     now_ms: int
     stats: CleanerStats = field(default_factory=CleanerStats)
     cleaned: list[LogSegment] = field(default_factory=list)
+    throttler: Throttler = field(default_factory=lambda: Throttler(float("inf")))
 
     def write(self) -> list[LogSegment]:
         """Write one `.cleaned` segment per group (fsynced); worker-thread safe."""
@@ -150,6 +152,7 @@ class CleaningRound:
         for segment in group:
             for header, data in iter_batches_of(segment, start):
                 self.stats.bytes_read += header.total_size
+                self.throttler.maybe_throttle(header.total_size)
                 kept = self._filter(
                     header, data, offset_map, txns, config, header.last_offset == last
                 )

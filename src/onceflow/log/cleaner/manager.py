@@ -10,10 +10,13 @@ directory's `cleaner-offset-checkpoint` (Kafka's name and format).
 Broker settings that apply: `log.cleaner.enable` (default true), `log.cleaner.backoff.ms`
 (default 15000: the pause when no log needs cleaning), `log.cleaner.min.cleanable.ratio`,
 `log.cleaner.delete.retention.ms`, `log.cleaner.min.compaction.lag.ms`,
-`log.cleaner.max.compaction.lag.ms` (topic defaults, `log.config`). `log.cleaner.threads` is
+`log.cleaner.max.compaction.lag.ms` (topic defaults, `log.config`),
+`log.cleaner.io.max.bytes.per.second` (bytes read, default unlimited as Kafka's; `throttler`).
+`log.cleaner.threads` is
 accepted, but there is one cleaner: an asyncio task that prepares and swaps on the event loop
-and writes cleaned segments in a worker thread, one log at a time. `log.cleaner.dedupe.buffer.size`
-and `log.cleaner.io.*` are accepted without effect (the offset map is an exact dict).
+and writes cleaned segments in a worker thread, one log at a time.
+`log.cleaner.dedupe.buffer.size` and `log.cleaner.io.buffer.*` are accepted without effect (the
+offset map is an exact dict).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from onceflow.coordinator.txn.faults import crash
 from onceflow.log.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from onceflow.log.cleaner.cleaner import CleanerStats, CleaningRound, cleanable_range, prepare_round
 from onceflow.log.cleaner.swap import CRASH_KEY, CRASH_POINTS
+from onceflow.log.cleaner.throttler import Throttler
 
 logger = logging.getLogger("onceflow.log.cleaner")
 
@@ -52,6 +56,10 @@ class LogCleanerManager:
         self.logs = logs
         self.enabled = str(props.get("log.cleaner.enable", "true")).strip().lower() == "true"
         self.backoff_ms = int(str(props.get("log.cleaner.backoff.ms", 15_000)))
+        # one throttler for the cleaner, as Kafka's (shared by its threads)
+        self.throttler = Throttler(
+            float(str(props.get("log.cleaner.io.max.bytes.per.second", float("inf"))))
+        )
         point = str(props.get(CRASH_KEY, "")).strip()
         if point and point not in CRASH_POINTS:
             raise ValueError(f"{CRASH_KEY} must be one of {', '.join(CRASH_POINTS)}")
@@ -133,6 +141,7 @@ class LogCleanerManager:
             if ratio < config.min_cleanable_dirty_ratio and not overdue:
                 continue
             if best is None or ratio > best[0]:
+                cleaning.throttler = self.throttler
                 best = (ratio, cleaning)
         return best[1] if best is not None else None
 
