@@ -58,6 +58,18 @@ TINY = {
     "spark_sink_scale.py": ["--tasks", "2", "4", "--batches", "3", "--rounds", "1"],
     "idempotence_cost.py": ["--rounds", "1", "--bytes", "1MiB", "--micro-repeats", "1"],
     "kafka_side_by_side.py": ["--rounds", "1", "--seconds", "1"],
+    "log_cleaner.py": [
+        "--commits",
+        "3000",
+        "--transactions",
+        "300",
+        "--keys",
+        "100",
+        "--bytes",
+        "1MiB",
+        "--rounds",
+        "1",
+    ],  # fmt: skip
     "topic_compression.py": ["--rounds", "1", "--bytes", "1MiB"],
     "transactions_cost.py": ["--rounds", "1", "--seconds", "1"],
 }

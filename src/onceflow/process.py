@@ -1,4 +1,5 @@
-"""Child processes that do not outlive the command that started them.
+"""Child processes that do not outlive the command that started them, and the TEST-ONLY crash
+that fault points use to end the broker as kill -9 would (`crash`).
 
 `child_options()` gives `subprocess.Popen` a `preexec_fn` that, on Linux, asks the kernel
 (prctl PR_SET_PDEATHSIG) to send the child SIGTERM when its parent dies, so a child broker or
@@ -12,12 +13,23 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import logging
 import os
 import signal
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 _PR_SET_PDEATHSIG = 1
+CRASH_EXIT_STATUS = 137  # 128 + SIGKILL: what the parent sees after kill -9
+
+log = logging.getLogger("onceflow.faults")
+
+
+def crash(point: str) -> NoReturn:
+    """End the process at once, without cleanup or flush, with kill -9's exit status (for
+    TEST-ONLY fault points: the transaction coordinator's, the log cleaner's)."""
+    log.critical("%s: TEST-ONLY fault point reached, exiting as kill -9 would", point)
+    os._exit(CRASH_EXIT_STATUS)
 
 
 def child_options() -> dict[str, Any]:

@@ -12,9 +12,10 @@ from onceflow.broker.server import Broker
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.headers import RequestHeader, encode_request_frame
 from onceflow.protocol.messages.api_versions import ApiVersionsRequest
+from onceflow.records.builder import BatchBuilder
 
 # a sample line of the text format: name, optional {labels}, a value
-_SAMPLE = re.compile(r'^[a-z_]+(\{([a-z_]+="(?:[^"\\]|\\.)*",?)*\})? -?\d+$')
+_SAMPLE = re.compile(r'^[a-z_]+(\{([a-z_]+="(?:[^"\\]|\\.)*",?)*\})? -?\d+(\.\d+)?$')
 
 
 def produce(topic, partition, records):
@@ -178,3 +179,46 @@ def test_exposition_follows_prometheus_conventions(state):
     for name, kind in families.items():
         assert kind in ("counter", "gauge"), (name, kind)
         assert name.endswith("_total") == (kind == "counter"), (name, kind)
+
+
+def test_metrics_show_the_log_cleaner(tmp_path):
+    config = BrokerConfig(
+        {
+            "log.dirs": str(tmp_path / "data"),
+            "listeners": "127.0.0.1:0",
+            "onceflow.metrics.listener": "127.0.0.1:0",
+            "log.cleaner.enable": "false",  # the round below is run by hand
+        }
+    )
+
+    async def scenario():
+        broker = Broker(config)
+        await broker.start()
+        try:
+            logs = broker.state.logs
+            logs.create_topic("table", 1, {"cleanup.policy": "compact", "segment.bytes": "600"})
+            log = logs.get_log("table", 0)
+            for i in range(40):
+                builder = BatchBuilder()
+                builder.append(1_000 + i, b"key-%d" % (i % 4), b"value-%d" % i)
+                log.append(builder.build())
+            log.flush()
+            address = broker.metrics_server.bound
+            _, before = await http(address, b"GET /metrics HTTP/1.1\r\n\r\n")
+            stats = logs.cleaner.clean_log(log)
+            _, after = await http(address, b"GET /metrics HTTP/1.1\r\n\r\n")
+            return samples(before), samples(after), stats
+        finally:
+            await broker.stop()
+
+    before, after, stats = asyncio.run(scenario())
+    p0 = '{topic="table",partition="0"}'
+    assert before["onceflow_log_cleaner_records_removed_total"] == "0"
+    assert float(before["onceflow_partition_dirty_ratio" + p0]) == 1.0
+    assert before["onceflow_partition_last_cleaned_timestamp_ms" + p0] == "-1"
+    assert stats.records_removed > 0
+    assert after["onceflow_log_cleaner_records_removed_total"] == str(stats.records_removed)
+    assert after["onceflow_log_cleaner_bytes_read_total"] == str(stats.bytes_read)
+    assert float(after["onceflow_partition_dirty_ratio" + p0]) == 0.0
+    assert int(after["onceflow_partition_last_cleaned_timestamp_ms" + p0]) > 0
+    assert float(after["onceflow_log_cleaner_seconds_since_last_run"]) >= 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -145,3 +146,41 @@ def test_real_command_exit_codes(broker):
     lines = again.stderr.decode().splitlines()
     assert len(lines) == 1
     assert lines[0].startswith("onceflow topics: cannot create topic 'real': TOPIC_ALREADY_EXISTS")
+
+
+def test_describe_shows_the_cleaning_of_compacted_partitions(broker_factory, capsys):
+    """A real broker's cleaner task compacts a topic; `describe --metrics-url` shows it."""
+    from confluent_kafka import Producer
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        metrics_port = probe.getsockname()[1]
+    broker = broker_factory(
+        {
+            "onceflow.metrics.listener": f"127.0.0.1:{metrics_port}",
+            "log.cleaner.backoff.ms": 100,
+            "log.cleaner.min.cleanable.ratio": "0.01",
+        }
+    )
+    b = ("--bootstrap-server", broker.bootstrap)
+    url = ("--metrics-url", f"http://127.0.0.1:{metrics_port}/metrics")
+    code, _, _ = _run(
+        capsys, "topics", "create", *b, "--topic", "table", "--partitions", "1",
+        "--config", "cleanup.policy=compact", "--config", "segment.bytes=2000",
+    )  # fmt: skip
+    assert code == 0
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(400):
+        producer.produce("table", key=b"key-%d" % (i % 5), value=b"value-%05d" % i)
+        producer.flush()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        code, out, _ = _run(capsys, "topics", "describe", *b, *url, "--topic", "table")
+        if "LastCleaned: never" not in out:
+            break
+        time.sleep(0.2)
+    line = out.splitlines()[1]
+    assert "\tDirtyRatio: " in line and "\tLastCleaned: 20" in line, out
+    code, out, _ = _run(capsys, "topics", "describe", *b, "--topic", "table")
+    assert "DirtyRatio" not in out  # only with --metrics-url
+    assert "cleaned table-0: offsets 0-" in broker.log_text()

@@ -240,6 +240,13 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = _defs(
     ConfigDef("log.cleaner.backoff.ms", "int", 15000, 0, "cleaner pause when nothing is dirty"),
     ConfigDef("log.cleaner.threads", "int", 1, 0, "accepted; onceflow runs one cleaner task"),
     ConfigDef(
+        "log.cleaner.io.max.bytes.per.second",
+        "str",
+        None,
+        None,
+        "cleaner read throttle, bytes per second (unset: unlimited, as Kafka)",
+    ),
+    ConfigDef(
         "log.cleaner.min.cleanable.ratio",
         "str",
         "0.5",

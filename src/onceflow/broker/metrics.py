@@ -32,6 +32,11 @@ take, the last stable offset to spot consumers stuck behind a hanging transactio
 - `onceflow_consumer_groups{state}` gauge: groups of the group coordinator by Kafka's state
   name ("Stable", "Empty", ...; Kafka's `NumGroups<State>`), and
   `onceflow_consumer_group_members{group}` gauge: members per group.
+- `onceflow_log_cleaner_bytes_read_total`, `onceflow_log_cleaner_bytes_written_total`,
+  `onceflow_log_cleaner_records_removed_total` counters, `onceflow_log_cleaner_max_dirty_ratio`
+  and `onceflow_log_cleaner_seconds_since_last_run` gauges: the log cleaner (`log.cleaner`);
+  `onceflow_partition_dirty_ratio{topic,partition}` and
+  `onceflow_partition_last_cleaned_timestamp_ms{topic,partition}` gauges for each compacted log.
 Values are read when scraped; the counters cost one list/dict increment per request.
 """
 
@@ -136,6 +141,7 @@ class BrokerMetrics:
             out.append(f"{name} {value}")
         _render_transactional_ids(out, state)
         _render_groups(out, state)
+        _render_cleaner(out, state)
         logs = []
         if state is not None:
             logs = sorted(state.logs.all_logs(), key=lambda p: (p.topic, p.partition))
@@ -158,6 +164,47 @@ def _render_transactional_ids(out: list[str], state: ScrapedState | None) -> Non
     by_state = Counter(t.state for t in transactions.coordinator.list_transactions().transactions)
     for txn_state in sorted(by_state):
         out.append(f'{name}{{state="{_escape(txn_state)}"}} {by_state[txn_state]}')
+
+
+def _render_cleaner(out: list[str], state: ScrapedState | None) -> None:
+    """The log cleaner's totals (Kafka's `LogCleaner` and `LogCleanerManager` metrics)."""
+    cleaner = state.logs.cleaner if state is not None else None
+    totals = cleaner.totals if cleaner is not None else None
+    since = cleaner.seconds_since_last_run() if cleaner is not None else None
+    for name, kind, value, text in (
+        ("onceflow_log_cleaner_bytes_read_total", "counter",
+         totals.bytes_read if totals else 0, "Bytes of segments read by cleaning rounds."),
+        ("onceflow_log_cleaner_bytes_written_total", "counter",
+         totals.bytes_written if totals else 0, "Bytes of cleaned segments written."),
+        ("onceflow_log_cleaner_records_removed_total", "counter",
+         totals.records_removed if totals else 0,
+         "Records removed (superseded, aborted, expired tombstones and markers)."),
+        ("onceflow_log_cleaner_max_dirty_ratio", "gauge",
+         cleaner.max_dirty_ratio() if cleaner is not None else 0.0,
+         "Highest dirty ratio of any compacted log (Kafka's max-dirty-percent, as a ratio)."),
+        ("onceflow_log_cleaner_seconds_since_last_run", "gauge",
+         -1 if since is None else round(since, 3),
+         "Seconds since the cleaner last ran a round or checked for dirty logs; -1 if never."),
+    ):  # fmt: skip
+        _header(out, name, kind, text)
+        out.append(f"{name} {value}")
+    compacted = [] if cleaner is None else cleaner.compacted_logs()
+    for name, text, read in (
+        ("onceflow_partition_dirty_ratio", "Dirty bytes over cleanable bytes of a compacted log.",
+         cleaner.dirty_ratio if cleaner else None),
+        ("onceflow_partition_last_cleaned_timestamp_ms",
+         "When the cleaner last finished a round on a compacted log (ms since the epoch); -1 "
+         "if never.", cleaner.last_clean_ms if cleaner else None),
+    ):  # fmt: skip
+        _header(out, name, "gauge", text)
+        if read is None:
+            continue
+        for partition_log in compacted:
+            labels = f'topic="{_escape(partition_log.topic)}",partition="{partition_log.partition}"'
+            value = read(partition_log)
+            out.append(
+                f"{name}{{{labels}}} {round(value, 4) if isinstance(value, float) else value}"
+            )
 
 
 def _render_groups(out: list[str], state: ScrapedState | None) -> None:

@@ -7,12 +7,20 @@ Modelled on Kafka's `kafka-topics.sh`: `--bootstrap-server`, `--topic`, `--parti
 (repeatable) and `--offset` for the common case; it prints Kafka's report, one line per
 partition with its new low watermark or its error. A failure prints one line naming the topic
 and Kafka's error code to stderr and exits 1; bad usage exits 2 (argparse).
+
+`describe --metrics-url http://HOST:PORT/metrics` (the broker's `onceflow.metrics.listener`)
+also prints, for each compacted partition, `DirtyRatio` (the log cleaner's dirty ratio) and
+`LastCleaned` (when a cleaning round last finished on it, UTC, or `never`): the Kafka protocol
+has no request that carries them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+import urllib.request
+from datetime import UTC, datetime
 
 from onceflow.cli.options import (
     add_action,
@@ -24,6 +32,10 @@ from onceflow.cli.options import (
 from onceflow.client.admin import AdminClient, NewTopic, OffsetSpec
 from onceflow.common import TopicPartition
 from onceflow.protocol.errors import ErrorCode
+
+_PARTITION_SAMPLE = re.compile(
+    r'^(onceflow_partition_\w+)\{topic="([^"]*)",partition="(\d+)"\} (-?[\d.]+)$'
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -53,6 +65,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
     describe = add_action(actions, "describe", "show partitions, leaders and offsets", run_describe)
     describe.add_argument("--topic", action="append", help="topic (repeatable; default: all)")
+    describe.add_argument(
+        "--metrics-url",
+        help="the broker's metrics endpoint (http://HOST:PORT/metrics, onceflow.metrics.listener):"
+        " adds each compacted partition's dirty ratio and last cleaning",
+    )
 
     delete = add_action(actions, "delete", "delete a topic", run_delete)
     delete.add_argument("--topic", required=True, action="append", help="topic (repeatable)")
@@ -140,6 +157,7 @@ def _describe(admin: AdminClient, args: argparse.Namespace) -> int:
     }
     latest = admin.list_offsets(specs_latest)
     earliest = admin.list_offsets(dict.fromkeys(specs_latest, OffsetSpec.earliest()))
+    cleaning = _cleaning_figures(args.metrics_url) if args.metrics_url else {}
     for name in sorted(descriptions):
         d = descriptions[name]
         print(
@@ -152,8 +170,38 @@ def _describe(admin: AdminClient, args: argparse.Namespace) -> int:
                 f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {p.leader}\t"
                 f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}\t"
                 f"LogStartOffset: {earliest[tp].offset}\tLogEndOffset: {latest[tp].offset}"
+                + cleaning.get((name, p.partition), "")
             )
     return 0
+
+
+def _cleaning_figures(url: str) -> dict[tuple[str, int], str]:
+    """`\tDirtyRatio: r\tLastCleaned: when` per compacted partition, from the broker's
+    Prometheus text (`onceflow_partition_dirty_ratio`, `..._last_cleaned_timestamp_ms`)."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    ratios: dict[tuple[str, int], str] = {}
+    cleaned: dict[tuple[str, int], int] = {}
+    for line in text.splitlines():
+        match = _PARTITION_SAMPLE.match(line)
+        if match is None:
+            continue
+        name, topic, partition, value = match.groups()
+        key = (topic, int(partition))
+        if name == "onceflow_partition_dirty_ratio":
+            ratios[key] = value
+        elif name == "onceflow_partition_last_cleaned_timestamp_ms":
+            cleaned[key] = int(value)
+    out = {}
+    for key, ratio in ratios.items():
+        stamp = cleaned.get(key, -1)
+        when = (
+            "never"
+            if stamp < 0
+            else datetime.fromtimestamp(stamp / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        )
+        out[key] = f"\tDirtyRatio: {float(ratio):.2f}\tLastCleaned: {when}"
+    return out
 
 
 def _delete(admin: AdminClient, args: argparse.Namespace) -> int:

@@ -454,7 +454,9 @@ class PartitionLog:
         consecutive segments of this log (retention or a truncation got there first)."""
         with self._flush_lock:
             index = next((i for i, s in enumerate(self._segments) if s is old[0]), None)
-            current = self._segments[index : index + len(old)] if index is not None else []
+            if index is None:
+                return False
+            current = self._segments[index : index + len(old)]
             if len(current) != len(old) or any(
                 a is not b for a, b in zip(current, old, strict=True)
             ):

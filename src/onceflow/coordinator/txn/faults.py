@@ -14,24 +14,14 @@ coordinator ends the process. The points:
 from __future__ import annotations
 
 import functools
-import logging
-import os
 from collections.abc import Callable
-from typing import NoReturn
 
-__all__ = ["AFTER_PREPARE_COMMIT", "CRASH_AFTER_PREPARE_ENV", "crash", "crash_hook"]
+from onceflow.process import crash
 
-log = logging.getLogger("onceflow.coordinator.txn")
+__all__ = ["AFTER_PREPARE_COMMIT", "CRASH_AFTER_PREPARE_ENV", "crash_hook"]
 
 AFTER_PREPARE_COMMIT = "onceflow.test.crash.after.prepare"
 CRASH_AFTER_PREPARE_ENV = "ONCEFLOW_TEST_CRASH_AFTER_PREPARE"
-CRASH_EXIT_STATUS = 137  # 128 + SIGKILL: what the parent sees after kill -9
-
-
-def crash(point: str) -> NoReturn:
-    """End the process at once, without cleanup or flush, with kill -9's exit status."""
-    log.critical("%s: TEST-ONLY fault point reached, exiting as kill -9 would", point)
-    os._exit(CRASH_EXIT_STATUS)
 
 
 def crash_hook(point: str, installed: bool) -> Callable[[], None] | None:

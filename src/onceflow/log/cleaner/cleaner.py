@@ -17,8 +17,8 @@ horizon (`batch_rewrite`). Transaction markers go once their transaction has no 
 and their delete horizon passed (`transactions`). A batch of a producer id whose records are
 all removed stays as an empty header while the producer's state still refers to it (its
 5-batch window), so idempotence survives. Deviation, for the crash-safe swap: the last batch of
-each group is never removed entirely (kept verbatim), so a cleaned segment ends at the same
-offset as the segments it replaces.
+each group is never removed entirely (a data batch stays as an empty header, a marker
+verbatim), so a cleaned segment ends at the same offset as the segments it replaces.
 
 `prepare_round` runs on the event loop (it reads the offsets and producer state),
 `CleaningRound.write` in a worker thread (the group's segments are immutable), `swap` back on
@@ -28,9 +28,11 @@ the event loop (`PartitionLog.replace_segments`, `cleaner.swap`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from onceflow.log.cleaner.batch_rewrite import rebuild_batch
 from onceflow.log.cleaner.offset_map import build_offset_map, iter_batches_of
+from onceflow.log.cleaner.throttler import Throttler
 from onceflow.log.cleaner.transactions import CleanedTransactions
 from onceflow.log.config import MAX_INT32
 from onceflow.log.segment import BatchInfo, LogSegment
@@ -112,7 +114,9 @@ def group_segments(segments: list[LogSegment], max_bytes: int) -> list[list[LogS
 class CleaningRound:
     """A prepared round: what it cleans and the state it was prepared with."""
 
-    log: object  # the PartitionLog
+    # the PartitionLog; not named, because log.partition imports the cleaner's swap (a type
+    # import would close a cycle the import-graph test refuses)
+    log: Any
     range: CleanableRange
     groups: list[list[LogSegment]]
     aborted: list[tuple[int, int]]
@@ -120,6 +124,7 @@ class CleaningRound:
     now_ms: int
     stats: CleanerStats = field(default_factory=CleanerStats)
     cleaned: list[LogSegment] = field(default_factory=list)
+    throttler: Throttler = field(default_factory=lambda: Throttler(float("inf")))
 
     def write(self) -> list[LogSegment]:
         """Write one `.cleaned` segment per group (fsynced); worker-thread safe."""
@@ -150,6 +155,7 @@ class CleaningRound:
         for segment in group:
             for header, data in iter_batches_of(segment, start):
                 self.stats.bytes_read += header.total_size
+                self.throttler.maybe_throttle(header.total_size)
                 kept = self._filter(
                     header, data, offset_map, txns, config, header.last_offset == last
                 )
@@ -211,9 +217,9 @@ class CleaningRound:
         if len(kept) == len(records) and not needs_horizon:
             return data
         if not kept:
-            if is_last:
-                self.stats.records_removed -= len(records)
-                return data
+            if is_last:  # an empty header keeps the group's last offset
+                self.stats.batches_rewritten += 1
+                return rebuild_batch(header, [])
             if pid == NO_PRODUCER_ID or (pid, header.last_offset) not in self.window_offsets:
                 return None
         self.stats.batches_rewritten += 1

@@ -10,10 +10,13 @@ directory's `cleaner-offset-checkpoint` (Kafka's name and format).
 Broker settings that apply: `log.cleaner.enable` (default true), `log.cleaner.backoff.ms`
 (default 15000: the pause when no log needs cleaning), `log.cleaner.min.cleanable.ratio`,
 `log.cleaner.delete.retention.ms`, `log.cleaner.min.compaction.lag.ms`,
-`log.cleaner.max.compaction.lag.ms` (topic defaults, `log.config`). `log.cleaner.threads` is
+`log.cleaner.max.compaction.lag.ms` (topic defaults, `log.config`),
+`log.cleaner.io.max.bytes.per.second` (bytes read, default unlimited as Kafka's; `throttler`).
+`log.cleaner.threads` is
 accepted, but there is one cleaner: an asyncio task that prepares and swaps on the event loop
-and writes cleaned segments in a worker thread, one log at a time. `log.cleaner.dedupe.buffer.size`
-and `log.cleaner.io.*` are accepted without effect (the offset map is an exact dict).
+and writes cleaned segments in a worker thread, one log at a time.
+`log.cleaner.dedupe.buffer.size` and `log.cleaner.io.buffer.*` are accepted without effect (the
+offset map is an exact dict).
 """
 
 from __future__ import annotations
@@ -26,10 +29,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from onceflow.common import wall_clock_ms
-from onceflow.coordinator.txn.faults import crash
 from onceflow.log.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from onceflow.log.cleaner.cleaner import CleanerStats, CleaningRound, cleanable_range, prepare_round
 from onceflow.log.cleaner.swap import CRASH_KEY, CRASH_POINTS
+from onceflow.log.cleaner.throttler import Throttler
+from onceflow.process import crash
 
 logger = logging.getLogger("onceflow.log.cleaner")
 
@@ -52,6 +56,10 @@ class LogCleanerManager:
         self.logs = logs
         self.enabled = str(props.get("log.cleaner.enable", "true")).strip().lower() == "true"
         self.backoff_ms = int(str(props.get("log.cleaner.backoff.ms", 15_000)))
+        # one throttler for the cleaner, as Kafka's (shared by its threads)
+        self.throttler = Throttler(
+            float(str(props.get("log.cleaner.io.max.bytes.per.second", float("inf"))))
+        )
         point = str(props.get(CRASH_KEY, "")).strip()
         if point and point not in CRASH_POINTS:
             raise ValueError(f"{CRASH_KEY} must be one of {', '.join(CRASH_POINTS)}")
@@ -79,6 +87,12 @@ class LogCleanerManager:
             ]
             write_offset_checkpoint(os.path.join(log_dir, CHECKPOINT_FILE), entries)
 
+    def seconds_since_last_run(self) -> float | None:
+        """Seconds since a round ran or the task found nothing to clean (None: never)."""
+        if self.last_run_monotonic is None:
+            return None
+        return time.monotonic() - self.last_run_monotonic
+
     def state_of(self, log) -> LogCleaningState:
         """The cleaning state of `log` (created at first dirty offset 0)."""
         return self.states.setdefault((log.topic, log.partition), LogCleaningState())
@@ -92,7 +106,17 @@ class LogCleanerManager:
 
     def max_dirty_ratio(self) -> float:
         """The highest dirty ratio of any compacted log (a metric)."""
-        return max((self.dirty_ratio(log) for log in self.logs.all_logs()), default=0.0)
+        return max((self.dirty_ratio(log) for log in self.compacted_logs()), default=0.0)
+
+    def compacted_logs(self) -> list:
+        """The logs whose `cleanup.policy` includes compact, by topic and partition."""
+        logs = [log for log in self.logs.all_logs() if "compact" in log.config.cleanup_policy]
+        return sorted(logs, key=lambda log: (log.topic, log.partition))
+
+    def last_clean_ms(self, log) -> int:
+        """When a round on `log` last finished (ms since the epoch), -1 if never."""
+        state = self.states.get((log.topic, log.partition))
+        return -1 if state is None or state.last_clean_ms is None else state.last_clean_ms
 
     # -- choosing and cleaning -----------------------------------------------------------------
 
@@ -117,6 +141,7 @@ class LogCleanerManager:
             if ratio < config.min_cleanable_dirty_ratio and not overdue:
                 continue
             if best is None or ratio > best[0]:
+                cleaning.throttler = self.throttler
                 best = (ratio, cleaning)
         return best[1] if best is not None else None
 
@@ -179,7 +204,7 @@ class LogCleanerManager:
         while True:
             cleaning = self.filthiest_round(wall_clock_ms()) if self.enabled else None
             if cleaning is None:
-                self.last_run_monotonic = self.last_run_monotonic or time.monotonic()
+                self.last_run_monotonic = time.monotonic()
                 await asyncio.sleep(self.backoff_ms / 1000)
                 continue
             log = cleaning.log

@@ -39,8 +39,8 @@ class CleanedTransactions:
         txn = self._open.get(producer_id)
         if txn is None:
             pending = self._aborted.get(producer_id)
-            aborted = bool(pending) and pending[0] <= base_offset
-            if aborted:
+            aborted = pending is not None and bool(pending) and pending[0] <= base_offset
+            if aborted and pending is not None:
                 pending.popleft()
             txn = self._open[producer_id] = _OpenTxn(aborted)
         return txn.aborted

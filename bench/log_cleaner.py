@@ -1,0 +1,275 @@
+"""The log cleaner: bounded internal topics, start time, and the cleaner's cost on produce.
+
+Builds a data directory holding what a busy broker leaves in its internal topics (one
+partition each, 1 MiB segments so the cleaner reaches old data): `--commits` offset commits
+over `--keys` group/partition keys in `__consumer_offsets` (1 000 records per batch, as a
+commit of many partitions writes them), and `--transactions` transactions over `--keys`
+transactional ids in `__transaction_state` (ONGOING, PREPARE_COMMIT, COMPLETE_COMMIT records
+each). The records are the coordinators' own encodings, appended through `PartitionLog`, so the
+directory is what the broker would have written. Then:
+
+- `before`: a broker (`onceflow broker` child process, clean shutdown) starts on it: seconds
+  from spawn to ready (the coordinators load both topics first) and disk bytes;
+- the cleaner runs in-process until no log needs cleaning (`LogCleanerManager.clean_log`):
+  seconds, bytes read and written, records removed;
+- `after`: the broker starts on the cleaned directory: seconds to ready, disk bytes;
+- `live_only`: a directory holding only the live keys (one commit per key, one COMPLETE_COMMIT
+  per id): seconds to ready. The aim is `after` within 2x of it;
+- produce cost: 1 KiB acks=all confluent-kafka produce of `--bytes` to a 3-partition topic on a
+  broker started on a copy of the uncleaned directory with an eager cleaner
+  (`log.cleaner.backoff.ms=100`) against the same with `log.cleaner.enable=false`, rounds
+  alternating, and the same with `log.cleaner.io.max.bytes.per.second=--throttle` (Kafka's
+  cleaner throttle; unthrottled is Kafka's default). The cleaner starts with the broker, so it
+  works while the produce runs (the result says how long cleaning takes alone, to compare with
+  the produce window). The aim is <= 10% lower MB/s. In one Python process the cleaner thread
+  competes with the event loop for the interpreter lock; the throttle bounds that.
+
+Appends the run to bench/results/log_cleaner.json and prints one line.
+
+    .venv/bin/python bench/log_cleaner.py                        # 1M commits, 100k txns
+    .venv/bin/python bench/log_cleaner.py --commits 100000 --transactions 10000
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from broker_throughput import append_result, machine, parse_size, ratio
+from confluent_kafka import Producer
+
+from onceflow.cli.embedded_broker import EmbeddedBroker
+from onceflow.client.admin import AdminClient, NewTopic
+from onceflow.coordinator.group.offsets import OffsetAndMetadata, TopicPartition
+from onceflow.coordinator.group.records import RecordBatchWriter
+from onceflow.coordinator.txn.log_codec import encode_key, encode_value
+from onceflow.coordinator.txn.metadata import TxnTransitMetadata
+from onceflow.coordinator.txn.state import TxnState
+from onceflow.log.manager import LogManager
+from onceflow.records.builder import BatchBuilder
+
+RESULTS = Path(__file__).parent / "results" / "log_cleaner.json"
+SEGMENT_BYTES = 1 << 20
+BROKER = {
+    "offsets.topic.num.partitions": 1,
+    "transaction.state.log.num.partitions": 1,
+    "offsets.topic.segment.bytes": SEGMENT_BYTES,
+    "transaction.state.log.segment.bytes": SEGMENT_BYTES,
+}
+INTERNAL = {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES)}
+PER_BATCH = 1000
+TXN_STEPS = (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT)
+
+
+def _offsets_batches(commits: int, keys: int, now: int):
+    """Batches of offset records: commit i sets key i % keys to offset i."""
+    groups = max(1, keys // 100)
+    for start in range(0, commits, PER_BATCH):
+        writer = RecordBatchWriter(now)
+        for i in range(start, min(commits, start + PER_BATCH)):
+            key = i % keys
+            tp = TopicPartition("events", key // groups)
+            writer.add_offset(
+                f"group-{key % groups}", tp, OffsetAndMetadata(i, commit_timestamp=now)
+            )
+        yield writer.build()
+
+
+def _txn_batches(transactions: int, keys: int, now: int, steps=TXN_STEPS):
+    """Batches of state records: transaction i of id i % keys, one record per state."""
+    builder = BatchBuilder()
+    for i in range(transactions):
+        tid = i % keys
+        epoch = (i // keys) % 30000
+        for state in steps:
+            partitions = (
+                frozenset()
+                if state == TxnState.COMPLETE_COMMIT
+                else frozenset({TopicPartition("events", tid % 8)})
+            )
+            transit = TxnTransitMetadata(
+                producer_id=1000 + tid,
+                previous_producer_id=-1,
+                next_producer_id=-1,
+                producer_epoch=epoch,
+                last_producer_epoch=-1,
+                txn_timeout_ms=60_000,
+                txn_state=state,
+                topic_partitions=partitions,
+                txn_start_timestamp=now,
+                txn_last_update_timestamp=now,
+            )
+            builder.append(now, encode_key(f"txn-{tid}"), encode_value(transit))
+        if len(builder) >= PER_BATCH:
+            yield builder.build()
+            builder = BatchBuilder()
+    if len(builder):
+        yield builder.build()
+
+
+def build_data_dir(path: Path, commits: int, transactions: int, keys: int) -> None:
+    """A data directory as the broker would leave it after that history."""
+    manager = LogManager(str(path), BROKER)
+    manager.start()
+    now = int(time.time() * 1000)
+    for topic, batches in (
+        ("__consumer_offsets", _offsets_batches(commits, keys, now)),
+        ("__transaction_state", _txn_batches(transactions, keys, now)),
+    ):
+        manager.create_topic(topic, 1, INTERNAL)
+        log = manager.get_log(topic, 0)
+        for batch in batches:
+            log.append(batch, now_ms=now)
+        log.flush()
+    manager.close()
+
+
+def clean_all(path: Path) -> dict[str, float]:
+    """Run the cleaner in-process until no log needs it; what it did."""
+    manager = LogManager(str(path), BROKER)
+    manager.start()
+    start = time.monotonic()
+    rounds = 0
+    for log in manager.cleaner.compacted_logs():
+        while manager.cleaner.clean_log(log) is not None:
+            rounds += 1
+    seconds = time.monotonic() - start
+    totals = manager.cleaner.totals
+    manager.close()
+    return {
+        "seconds": round(seconds, 2),
+        "rounds": rounds,
+        "bytes_read": totals.bytes_read,
+        "bytes_written": totals.bytes_written,
+        "records_removed": totals.records_removed,
+    }
+
+
+def disk_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def start_seconds(workdir: Path, settings=None) -> float:
+    """Seconds from spawning a broker on `workdir`/data to its ready line (then stopped)."""
+    start = time.monotonic()
+    broker = EmbeddedBroker(workdir, 600, settings={**BROKER, **(settings or {})})
+    seconds = time.monotonic() - start
+    broker.stop()
+    return round(seconds, 3)
+
+
+def produce_mb_per_s(workdir: Path, settings: dict, nbytes: int) -> float:
+    """1 KiB acks=all produce of `nbytes` to a fresh 3-partition topic; MB/s."""
+    broker = EmbeddedBroker(workdir, 600, settings={**BROKER, **settings})
+    try:
+        bootstrap = broker.address
+        with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+            admin.create_topics([NewTopic("load", 3, 1)])
+        producer = Producer(
+            {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 1 << 20}
+        )
+        producer.list_topics("load", timeout=10)
+        value = b"x" * 1024
+        count = nbytes // 1024
+        start = time.monotonic()
+        for i in range(count):
+            while True:
+                try:
+                    producer.produce("load", value, partition=i % 3)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+        assert producer.flush(120) == 0
+        return count * 1024 / 1e6 / (time.monotonic() - start)
+    finally:
+        broker.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--commits", type=int, default=1_000_000)
+    parser.add_argument("--transactions", type=int, default=100_000)
+    parser.add_argument("--keys", type=int, default=1000)
+    parser.add_argument("--bytes", type=parse_size, default=parse_size("64MiB"))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--throttle",
+        type=int,
+        default=2 * 1024 * 1024,
+        help="log.cleaner.io.max.bytes.per.second of the throttled mode",
+    )
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="onceflow-cleaner-bench-") as tmp:
+        root = Path(tmp)
+        history = root / "history"
+        started = time.monotonic()
+        build_data_dir(history / "data", args.commits, args.transactions, args.keys)
+        build_seconds = time.monotonic() - started
+        pristine = root / "pristine"
+        shutil.copytree(history, pristine)
+        before = {"start_seconds": start_seconds(history), "disk_bytes": disk_bytes(history)}
+        cleaning = clean_all(history / "data")
+        after = {"start_seconds": start_seconds(history), "disk_bytes": disk_bytes(history)}
+        live = root / "live"
+        build_data_dir(live / "data", args.keys, args.keys, args.keys)
+        live_only = {"start_seconds": start_seconds(live), "disk_bytes": disk_bytes(live)}
+        eager = {"log.cleaner.backoff.ms": 100, "log.cleaner.min.cleanable.ratio": "0.01"}
+        modes = {
+            "cleaner_off": {"log.cleaner.enable": "false"},
+            "cleaner_on": eager,
+            "cleaner_throttled": {**eager, "log.cleaner.io.max.bytes.per.second": args.throttle},
+        }
+        rates: dict[str, list[float]] = {mode: [] for mode in modes}
+        for round_ in range(args.rounds):
+            order = list(modes) if round_ % 2 == 0 else list(reversed(modes))
+            for mode in order:
+                workdir = root / f"{mode}-{round_}"
+                shutil.copytree(pristine, workdir)
+                rates[mode].append(produce_mb_per_s(workdir, modes[mode], args.bytes))
+                shutil.rmtree(workdir)
+    off = statistics.median(rates["cleaner_off"])
+    on = statistics.median(rates["cleaner_on"])
+    throttled = statistics.median(rates["cleaner_throttled"])
+    entry = {
+        "when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "config": {
+            "commits": args.commits,
+            "transactions": args.transactions,
+            "keys": args.keys,
+            "produce_bytes": args.bytes,
+            "rounds": args.rounds,
+        },
+        "build_seconds": round(build_seconds, 1),
+        "before": before,
+        "cleaning": cleaning,
+        "after": after,
+        "live_only": live_only,
+        "start_after_vs_live_only": round(
+            ratio(after["start_seconds"], live_only["start_seconds"]), 2
+        ),
+        "produce_mb_per_s": {k: [round(v, 1) for v in vs] for k, vs in rates.items()},
+        "produce_cost": round(1 - ratio(on, off), 3),
+        "produce_cost_throttled": round(1 - ratio(throttled, off), 3),
+        "throttle_bytes_per_s": args.throttle,
+    }
+    append_result(args.out, entry)
+    print(
+        f"start {before['start_seconds']}s ({before['disk_bytes'] / 1e6:.1f} MB) -> "
+        f"{after['start_seconds']}s ({after['disk_bytes'] / 1e6:.1f} MB) after cleaning "
+        f"({cleaning['seconds']}s); live keys only {live_only['start_seconds']}s "
+        f"(x{entry['start_after_vs_live_only']}); produce {off:.1f} -> {on:.1f} MB/s while "
+        f"cleaning ({entry['produce_cost']:+.1%} cost), {throttled:.1f} MB/s with "
+        f"log.cleaner.io.max.bytes.per.second={args.throttle} "
+        f"({entry['produce_cost_throttled']:+.1%})"
+    )
+
+
+if __name__ == "__main__":
+    main()
