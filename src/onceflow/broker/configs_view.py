@@ -125,8 +125,8 @@ def topic_config_entries(config: BrokerConfig, log_config, overrides: dict[str, 
 
 
 def broker_config_entries(config: BrokerConfig, dynamic: dict[str, str] | None = None):
-    """Every known broker config with its effective value and source (static or default),
-    then the stored dynamic ones (`broker.dynamic_configs`: accepted, no effect)."""
+    """The stored dynamic configs (`broker.dynamic_configs`: accepted, no effect), then every
+    other known broker config with its value and source (static or default)."""
     entries = [
         DescribedConfig(
             name,
@@ -138,6 +138,8 @@ def broker_config_entries(config: BrokerConfig, dynamic: dict[str, str] | None =
         for name, value in sorted((dynamic or {}).items())
     ]
     for name, value in config.items():
+        if dynamic and name in dynamic:  # one entry per name, as Kafka: the dynamic one wins
+            continue
         definition = BROKER_CONFIGS[name]
         sensitive = definition.type == "password"
         text = None if sensitive else describe_value(value)  # as Kafka: never a password
