@@ -19,7 +19,7 @@ import struct
 import time
 from pathlib import Path
 
-from interop.test_group_confluent import GROUP_BROKER_CONFIG, consumer_config
+from interop.test_group_confluent import consumer_config
 from interop.workload import (
     check_exact_round_trip,
     consume_confluent,
@@ -27,6 +27,7 @@ from interop.workload import (
     produce_confluent,
     record_value,
 )
+from support.peers import GROUP_BROKER_CONFIG
 
 from faults.test_fault_group_restart import committed
 
