@@ -182,7 +182,8 @@ def test_a_failed_demo_keeps_its_work_directory_and_says_where(capsys):
     )
     err = capsys.readouterr().err
     assert code == 1 and "cannot reach" in err, err
-    kept = err.rsplit("kept data, checkpoint and logs in ", 1)[1].split()[0]
+    assert err.count("\n") == 1, err  # still one line
+    kept = err.rsplit("data, checkpoint and logs kept in ", 1)[1].split(")")[0]
     try:
         assert os.path.isdir(kept)
     finally:

@@ -92,25 +92,29 @@ def run(args: argparse.Namespace) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="onceflow-demo-"))
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     demo = Demo(args, workdir)
-    code = 1  # a failure keeps the work directory: its error points at logs inside it
+    keep = args.keep  # a failure keeps the work directory too: its error points at logs there
     try:
         report = demo.run()
         print(report.text(), flush=True)
-        code = 0 if report.ok else 1
-        return code
+        if not report.ok:
+            keep = True
+            print(f"onceflow demo: data, checkpoint and logs kept in {workdir}", file=sys.stderr)
+            return 1
+        return 0
     except (DemoError, BrokerError, OSError, KafkaError, TimeoutError) as exc:
-        print(f"onceflow demo: {exc}", file=sys.stderr)
-        return code
+        keep = True
+        print(f"onceflow demo: {exc} (data, checkpoint and logs kept in {workdir})",
+              file=sys.stderr)  # fmt: skip
+        return 1
     except KeyboardInterrupt:
         print("onceflow demo: interrupted", file=sys.stderr)
-        code = 130
-        return code
+        return 130
     finally:
         demo.close()
         signal.signal(signal.SIGTERM, previous)
-        if args.keep or code == 1:
-            print(f"onceflow demo: kept data, checkpoint and logs in {workdir}", file=sys.stderr)
-        else:
+        if args.keep:
+            print(f"onceflow demo: kept data, checkpoint and logs in {workdir}")
+        elif not keep:
             shutil.rmtree(workdir, ignore_errors=True)
 
 

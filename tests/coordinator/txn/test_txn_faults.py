@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from onceflow import process
 from onceflow.coordinator.txn import faults
 from onceflow.coordinator.txn.config import TxnConfig
 from onceflow.coordinator.txn.faults import CRASH_AFTER_PREPARE_ENV
@@ -21,7 +22,7 @@ def test_an_installed_point_exits_with_kill_9s_status(monkeypatch) -> None:
     def fake_exit(status: int):
         raise Exited(status)
 
-    monkeypatch.setattr(faults.os, "_exit", fake_exit)
+    monkeypatch.setattr(process.os, "_exit", fake_exit)
     hook = faults.crash_hook(faults.AFTER_PREPARE_COMMIT, True)
     with pytest.raises(Exited) as raised:
         hook()
