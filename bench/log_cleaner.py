@@ -45,8 +45,9 @@ from confluent_kafka import Producer
 
 from onceflow.cli.embedded_broker import EmbeddedBroker
 from onceflow.client.admin import AdminClient, NewTopic
-from onceflow.coordinator.group.offsets import OffsetAndMetadata, TopicPartition
-from onceflow.coordinator.group.records import RecordBatchWriter
+from onceflow.common import TopicPartition
+from onceflow.coordinator.group.offsets import CommittedOffset
+from onceflow.coordinator.group.records import OffsetsBatchWriter
 from onceflow.coordinator.txn.log_codec import encode_key, encode_value
 from onceflow.coordinator.txn.metadata import TxnTransitMetadata
 from onceflow.coordinator.txn.state import TxnState
@@ -70,13 +71,11 @@ def _offsets_batches(commits: int, keys: int, now: int):
     """Batches of offset records: commit i sets key i % keys to offset i."""
     groups = max(1, keys // 100)
     for start in range(0, commits, PER_BATCH):
-        writer = RecordBatchWriter(now)
+        writer = OffsetsBatchWriter(now)
         for i in range(start, min(commits, start + PER_BATCH)):
             key = i % keys
             tp = TopicPartition("events", key // groups)
-            writer.add_offset(
-                f"group-{key % groups}", tp, OffsetAndMetadata(i, commit_timestamp=now)
-            )
+            writer.add_offset(f"group-{key % groups}", tp, CommittedOffset(i, commit_timestamp=now))
         yield writer.build()
 
 
