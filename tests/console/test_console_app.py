@@ -5,12 +5,8 @@ itself served over HTTP from a subprocess; the core of it on Apache Kafka too (`
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from html import escape
@@ -19,6 +15,7 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 from support.broker import BrokerProcess
+from support.console import ConsoleProcess
 from support.peers import Peer
 from support.spark_daemons import free_port
 
@@ -237,28 +234,10 @@ def test_bad_input_and_unreachable_cluster_give_clear_pages(scenario: Scenario) 
 
 
 def test_console_command_serves_over_http(scenario: Scenario, tmp_path: Path) -> None:
-    port = free_port()
-    command = [sys.executable, "-m", "onceflow", "console", "--bootstrap-server",
-               scenario.bootstrap, "--listen", f"127.0.0.1:{port}"]  # fmt: skip
-    log = (tmp_path / "console.log").open("wb")
-    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as answer:
-                    html = answer.read().decode()
-                break
-            except OSError:
-                assert proc.poll() is None, (tmp_path / "console.log").read_text()
-                assert time.monotonic() < deadline, "the console did not start serving"
-                time.sleep(0.2)
+    with ConsoleProcess(scenario.bootstrap, tmp_path / "console.log") as console:
+        html = console.get("/")
         assert f'<a href="/topics/{TOPIC}">{TOPIC}</a>' in html
         assert "<title>Overview · onceflow</title>" in html
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
 
 
 def test_pinned_lso_and_group_lag_on_every_peer(peer: Peer) -> None:
