@@ -131,6 +131,8 @@ def test_overview_counts_the_open_transaction(scenario: Scenario) -> None:
 def test_topic_page_shows_the_transaction_pinning_the_lso(scenario: Scenario) -> None:
     assert _open(scenario, f"/topics/{TOPIC}").status == 200
     cells = _row(scenario, 0, "0")
+    headers = scenario.page.locator("main table").first.locator("th").all_inner_texts()
+    assert len(headers) == len(cells) and headers[6:8] == ["LSO lag (ms)", "LSO pinned by"]
     # partition, leader, log start, high watermark, LSO, LSO lag, its age, pinned by, error
     assert cells[2:6] == ["0", str(LSO + OPEN_RECORDS), str(LSO), str(OPEN_RECORDS)]
     assert cells[7].startswith(f"{PINNER} (producer id ") and f"open since offset {LSO}" in cells[7]

@@ -67,5 +67,6 @@ def screenshot(page: Any, name: str, for_docs: bool = False) -> Path:
     page.screenshot(path=str(path), full_page=True)
     print(f"screenshot: {path}")
     if for_docs and os.environ.get("ONCEFLOW_DOC_SCREENSHOTS") == "1":
+        DOC_IMAGES.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(DOC_IMAGES / f"console-{name}.png"))
     return path

@@ -137,6 +137,7 @@ def topic_main(view: TopicView, actions: bool = False) -> str:
                 "high watermark",
                 "last stable offset",
                 "LSO lag (records)",
+                "LSO lag (ms)",
                 "LSO pinned by",
                 "error",
             ],
