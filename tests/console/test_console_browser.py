@@ -1,7 +1,7 @@
 """`onceflow console --allow-actions` driven in a headless Chromium against a live broker.
 
 The scripted state: on `orders` three committed records (a key, a JSON value, a header, a
-fixed timestamp) and then an open transaction of `pinner-txn` pinning partition 0's last stable
+fixed timestamp), one aborted record, and then an open transaction of `pinner-txn` pinning partition 0's last stable
 offset; on `hung` a transaction no coordinator knows (tests/support/hung_txn.py), which the test
 aborts from the topic page; on `big` one record larger than the browser shows; group `billing`
 with lag and no members, group `shipping` with a live member. Every page is checked for the
@@ -38,8 +38,10 @@ COMMITTED = [  # (key, value, headers, timestamp)
     (b"k1", b"\x00\xffbinary", [], 1_700_000_001_000),
     (b"k2", "caf\u00e9".encode(), [("trace", None)], 1_700_000_002_000),
 ]  # fmt: skip
+ABORTED = b"aborted"  # one record of an aborted transaction, after the committed ones
 OPEN_RECORDS = 2
-LSO = len(COMMITTED) + 1  # the committed records and their COMMIT marker
+ABORTED_OFFSET = len(COMMITTED) + 1  # after the committed records and their COMMIT marker
+LSO = ABORTED_OFFSET + 2  # the aborted record and its ABORT marker
 BILLING, BILLING_COMMITTED = "billing", 1
 SHIPPING = "shipping"
 BIG_SIZE = 100_000
@@ -62,6 +64,10 @@ def _script_state(bootstrap: str, admin: AdminClient) -> Producer:
     for key, value, headers, timestamp in COMMITTED:
         committer.send(TOPIC, value, key, partition=0, headers=headers, timestamp=timestamp)
     committer.commit_transaction()
+    committer.begin_transaction()
+    committer.send(TOPIC, ABORTED, partition=0)
+    committer.flush(timeout=30)  # written, then aborted
+    committer.abort_transaction()
     committer.close()
     pinner = Producer({"bootstrap.servers": bootstrap, "transactional.id": PINNER})
     pinner.init_transactions()
@@ -149,7 +155,8 @@ def test_message_browser_read_committed_and_uncommitted(scenario: Scenario) -> N
     page.click("#browse button")
     page.wait_for_selector("#count")
     offsets = [int(o) for o in page.locator("main table tr td:first-child").all_inner_texts()]
-    assert offsets == [0, 1, 2]  # read_committed: the open transaction's records are not read
+    # read_committed: neither the aborted record nor the open transaction's are read
+    assert offsets == [0, 1, 2]
     first = page.locator("main table tr").nth(1).inner_text()
     assert '"item": "tea"' in first and "source:" in first and "web" in first
     assert f"json, {len(COMMITTED[0][1])} bytes" in first
@@ -163,8 +170,9 @@ def test_message_browser_read_committed_and_uncommitted(scenario: Scenario) -> N
     page.click("#browse button")
     page.wait_for_selector("#count")
     offsets = [int(o) for o in page.locator("main table tr td:first-child").all_inner_texts()]
-    assert offsets == [0, 1, 2, LSO, LSO + 1]  # the marker at offset LSO - 1 is no record
-    assert "6f 70 65 6e 2d 30" in page.locator("main table tr").nth(4).inner_text()  # "open-0"
+    assert offsets == [0, 1, 2, ABORTED_OFFSET, LSO, LSO + 1]  # markers are no records
+    assert ABORTED.hex(" ") in page.locator("main table tr").nth(4).inner_text()
+    assert "6f 70 65 6e 2d 30" in page.locator("main table tr").nth(5).inner_text()  # "open-0"
 
     page.fill("#offset", "")
     page.fill("#timestamp", str(COMMITTED[1][3]))
