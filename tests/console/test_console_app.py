@@ -264,3 +264,34 @@ def test_pinned_lso_and_group_lag_on_every_peer(peer: Peer) -> None:
     finally:
         pinner.abort_transaction()
         pinner.close(timeout=5)
+
+
+def test_transactions_page_links_the_abort_of_a_hanging_one(scenario: Scenario) -> None:
+    config = {"bootstrap.servers": scenario.bootstrap}
+    with TestClient(create_app(config, hanging_after_ms=1, allow_actions=True)) as client:
+        (pinner,) = [
+            t for t in client.get("/api/transactions").json()["transactions"]
+            if t["transactional_id"] == PINNER
+        ]  # fmt: skip
+        href = f"/actions/abort?topic={TOPIC}&partition=0&producer_id={pinner['producer_id']}"
+        assert (
+            f'<a href="{escape(href)}">abort on {TOPIC}-0</a>' in client.get("/transactions").text
+        )
+        confirm = client.get(href).text
+        assert f"Abort the open transaction of producer {pinner['producer_id']}" in confirm
+        token = re.search('name="csrf_token" value="([^"]+)"', confirm)
+        assert token is not None
+        form = {"topic": TOPIC, "partition": "0", "csrf_token": token.group(1)}
+        # another site's page posting the console's form (with a token it somehow got)
+        foreign = client.post(
+            "/actions/abort",
+            data={**form, "producer_id": str(pinner["producer_id"])},
+            headers={"Origin": "http://elsewhere.example"},
+        )
+        assert foreign.status_code == 403 and "CSRF" in foreign.text
+        # a producer with no open transaction there: the broker is not asked to abort anything
+        absent = client.post("/actions/abort", data={**form, "producer_id": "424242"})
+        assert absent.status_code == 409
+        assert f"producer 424242 has no open transaction on {TOPIC}-0" in absent.text
+    with _client(scenario) as client:  # actions off: no links
+        assert "abort on" not in client.get("/transactions?hanging=1").text

@@ -1,12 +1,13 @@
 """`onceflow console --allow-actions` driven in a headless Chromium against a live broker.
 
 The scripted state: on `orders` three committed records (a key, a JSON value, a header, a
-fixed timestamp), one aborted record, and then an open transaction of `pinner-txn` pinning partition 0's last stable
-offset; on `hung` a transaction no coordinator knows (tests/support/hung_txn.py), which the test
-aborts from the topic page; on `big` one record larger than the browser shows; group `billing`
-with lag and no members, group `shipping` with a live member. Every page is checked for the
-numbers that state implies, and saved as a screenshot (tests/support/browser.py says where).
-One broker, one console and one browser serve the whole module.
+fixed timestamp), one aborted record, and then an open transaction of `pinner-txn` pinning
+partition 0's last stable offset; on `hung` a transaction no coordinator knows
+(tests/support/hung_txn.py), which the test aborts from the topic page; on `big` one record
+larger than the browser shows; group `billing` with lag and no members, group `shipping` with a
+live member. Every page is checked for the numbers that state implies, and saved as a
+screenshot (tests/support/browser.py says where). One broker, one console and one browser
+serve the whole module.
 """
 
 from __future__ import annotations
