@@ -227,6 +227,9 @@ def test_bad_input_and_unreachable_cluster_give_clear_pages(scenario: Scenario) 
         assert client.get("/api/topics/no-such-topic").json() == {
             "error": "The cluster has no topic 'no-such-topic'."
         }
+        bad = client.get(f"/api/topics/{TOPIC}/messages?offset=x")
+        assert bad.status_code == 400
+        assert bad.json() == {"error": "offset 'x' is not a whole number."}
     config = {"bootstrap.servers": f"127.0.0.1:{free_port()}", "request.timeout.ms": 2000}
     with TestClient(create_app(config)) as client:
         down = client.get("/api/overview")
@@ -261,6 +264,13 @@ def test_pinned_lso_and_group_lag_on_every_peer(peer: Peer) -> None:
             assert (mine["state"], mine["partitions"]) == ("Ongoing", [f"{topic}-0"])
             groups = {g["group_id"]: g for g in client.get("/api/groups").json()}
             assert groups[group]["total_lag"] == COMMITTED_RECORDS - 1
+            # the message browser stops at the LSO, or reads on into the open transaction
+            browse = f"/api/topics/{topic}/messages?offset=0&isolation="
+            committed_view = client.get(browse + "read_committed").json()
+            assert [m["offset"] for m in committed_view["messages"]] == [0, 1, 2]
+            assert committed_view["messages"][0]["value"]["text"] == "v0"
+            uncommitted = client.get(browse + "read_uncommitted").json()["messages"]
+            assert [m["value"]["text"] for m in uncommitted] == ["v0", "v1", "v2", "v0", "v1"]
     finally:
         pinner.abort_transaction()
         pinner.close(timeout=5)
