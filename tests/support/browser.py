@@ -60,13 +60,19 @@ def launch_chromium() -> Iterator[Any]:
 
 
 def screenshot(page: Any, name: str, for_docs: bool = False) -> Path:
-    """Save the page as `.artifacts/console/NAME.png` (and docs/img/console-NAME.png when
-    `for_docs` and ONCEFLOW_DOC_SCREENSHOTS=1); the artifact's path."""
+    """Save the page, as tall as its content, as `.artifacts/console/NAME.png` (copied to
+    docs/img/console-NAME.png when `for_docs` and ONCEFLOW_DOC_SCREENSHOTS=1); the artifact's
+    path."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    size = page.viewport_size
+    page.set_viewport_size({"width": size["width"], "height": 100})  # full_page grows it back
+    try:
+        page.screenshot(path=str(path), full_page=True)
+    finally:
+        page.set_viewport_size(size)
     print(f"screenshot: {path}")
     if for_docs and os.environ.get("ONCEFLOW_DOC_SCREENSHOTS") == "1":
         DOC_IMAGES.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(DOC_IMAGES / f"console-{name}.png"))
+        shutil.copyfile(path, DOC_IMAGES / f"console-{name}.png")
     return path
