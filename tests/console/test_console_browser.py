@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from support.broker import BrokerProcess
-from support.browser import launch_chromium, screenshot
+from support.browser import VIEWPORT, launch_chromium, screenshot
 from support.console import ConsoleProcess
 from support.hung_txn import HUNG_PRODUCER_ID, hang_a_transaction, last_stable_offset
 
@@ -97,16 +97,15 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
     work = tmp_path_factory.mktemp("console-browser")
     config = {"transaction.state.log.num.partitions": 3,
               "onceflow.admin.allow.write.txn.markers": True}  # fmt: skip
-    with BrokerProcess(work / "data", config) as broker:
+    with launch_chromium() as browser, BrokerProcess(work / "data", config) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         pinner = _script_state(broker.bootstrap, admin)
         member = _join(broker.bootstrap)
         args = ("--allow-actions", "--hanging-after-ms", "60000")
         try:
             with ConsoleProcess(broker.bootstrap, work / "console.log", *args) as console:
-                with launch_chromium() as browser:
-                    page = browser.new_page(viewport={"width": 1100, "height": 720})
-                    yield Scenario(broker.bootstrap, admin, console, page)
+                page = browser.new_page(viewport=VIEWPORT)
+                yield Scenario(broker.bootstrap, admin, console, page)
         finally:
             member.close()
             pinner.close(timeout=5)

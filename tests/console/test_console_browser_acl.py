@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
-from support.browser import launch_chromium, screenshot
+from support.browser import VIEWPORT, launch_chromium, screenshot
 from support.console import ConsoleProcess
 from support.hung_txn import last_stable_offset
 from support.sasl_broker import start_sasl_broker
@@ -58,6 +59,11 @@ def _allow_alice(admin: AdminClient, resource: ResourceType, name: str, op: AclO
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
     work = tmp_path_factory.mktemp("console-acl")
+    with launch_chromium() as browser:
+        yield from _scenario(work, browser)
+
+
+def _scenario(work: Path, browser: Any) -> Iterator[Scenario]:
     broker = start_sasl_broker(
         work / "data",
         **{
@@ -83,9 +89,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
                  f"sasl.username={ALICE}", f"sasl.password={PASSWORD}"]  # fmt: skip
         args = ["--allow-actions", *(a for kv in login for a in ("-X", kv))]
         with ConsoleProcess(broker.sasl_bootstrap, work / "console.log", *args) as console:
-            with launch_chromium() as browser:
-                page = browser.new_page(viewport={"width": 1100, "height": 720})
-                yield Scenario(broker, admin, console, page)
+            yield Scenario(broker, admin, console, browser.new_page(viewport=VIEWPORT))
     finally:
         pinner.close(timeout=5)
         admin.close()
