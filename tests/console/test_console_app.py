@@ -305,3 +305,18 @@ def test_transactions_page_links_the_abort_of_a_hanging_one(scenario: Scenario) 
         assert f"producer 424242 has no open transaction on {TOPIC}-0" in absent.text
     with _client(scenario) as client:  # actions off: no links
         assert "abort on" not in client.get("/transactions?hanging=1").text
+
+
+def test_reset_page_of_a_group_whose_id_holds_a_slash(scenario: Scenario) -> None:
+    config = {"bootstrap.servers": scenario.bootstrap}
+    with AdminClient(config) as admin:
+        admin.alter_consumer_group_offsets("team/a", {TopicPartition(TOPIC, 1): (0, "")})
+    try:
+        with TestClient(create_app(config, allow_actions=True)) as client:
+            groups = client.get("/groups").text
+            assert '<a href="/groups/team%2Fa/reset">reset offsets…</a>' in groups
+            form = client.get("/groups/team%2Fa/reset")
+            assert form.status_code == 200 and "<h1>Reset offsets of team/a</h1>" in form.text
+    finally:  # the other tests count the groups
+        with AdminClient(config) as admin:
+            admin.delete_groups(["team/a"])

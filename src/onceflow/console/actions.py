@@ -133,5 +133,5 @@ def action_routes(cluster: ClusterView, allow_actions: bool) -> list[Route]:
 
     return [
         Route("/actions/abort", abort, methods=["GET", "POST"]),
-        Route("/groups/{group}/reset", reset, methods=["GET", "POST"]),
+        Route("/groups/{group:path}/reset", reset, methods=["GET", "POST"]),  # ids may hold "/"
     ]
