@@ -14,7 +14,7 @@ from __future__ import annotations
 import hmac
 import secrets
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from starlette.requests import Request
@@ -123,15 +123,20 @@ def action_routes(cluster: ClusterView, allow_actions: bool) -> list[Route]:
         status = FAILED_STATUS if errors else 200
         return render_actions.reset_plan_main(plan, csrf, errors), status
 
-    async def abort(request: Request) -> Response:
-        handler = abort_do if request.method == "POST" else abort_confirm
-        return cast(Response, await guarded("Abort a transaction", handler)(request))
+    def by_method(title: str, show: Gather, act: Gather) -> Callable[[Request], Any]:
+        """GET shows (`show`), POST acts (`act`)."""
+        get, post = guarded(title, show), guarded(title, act)
 
-    async def reset(request: Request) -> Response:
-        handler = reset_do if request.method == "POST" else reset_form
-        return cast(Response, await guarded("Reset offsets", handler)(request))
+        async def endpoint(request: Request) -> Response:
+            chosen = post if request.method == "POST" else get
+            response: Response = await chosen(request)
+            return response
+
+        return endpoint
 
     return [
-        Route("/actions/abort", abort, methods=["GET", "POST"]),
-        Route("/groups/{group:path}/reset", reset, methods=["GET", "POST"]),  # ids may hold "/"
-    ]
+        Route("/actions/abort", by_method("Abort a transaction", abort_confirm, abort_do),
+              methods=["GET", "POST"]),
+        Route("/groups/{group:path}/reset", by_method("Reset offsets", reset_form, reset_do),
+              methods=["GET", "POST"]),  # a group id may hold "/"
+    ]  # fmt: skip
