@@ -56,6 +56,7 @@ def signed_broker(tmp_path_factory, issuer):
         tmp_path_factory.mktemp("signed") / "data",
         **{
             "sasl.enabled.mechanisms": "OAUTHBEARER,SCRAM-SHA-256",
+            "onceflow.sasl.bootstrap.users": f"SCRAM-SHA-256=[name=bob,password={SECRET}]",
             "sasl.oauthbearer.jwks.endpoint.url": issuer.jwks_url,
             "sasl.oauthbearer.expected.audience": AUDIENCE,
             "sasl.oauthbearer.expected.issuer": ISSUER,
@@ -171,6 +172,37 @@ def test_signed_broker_rejects_an_unsecured_token(signed_broker):
 def test_without_a_token_provider_is_a_config_error():
     with pytest.raises(ConfigException, match="token provider"):
         Producer(sasl_config(type("B", (), {"sasl_bootstrap": "127.0.0.1:1"})()))
+
+
+def test_jaas_config_oidc_and_scram_logins(signed_broker, issuer):
+    topic = _topic()
+    with AdminClient({"bootstrap.servers": signed_broker.bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1)])
+        admin.create_acls(
+            [
+                allow(AclOperation.DESCRIBE, topic, principal=p)
+                for p in (f"User:{WRITER}", "User:bob")
+            ]
+        )
+    module = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+    oidc = {
+        "bootstrap.servers": signed_broker.sasl_bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.oauthbearer.token.endpoint.url": issuer.token_url,
+        "sasl.jaas.config": f'{module} required clientId="{WRITER}" clientSecret="{SECRET}";',
+    }
+    scram = {
+        "bootstrap.servers": signed_broker.sasl_bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="bob" password="{SECRET}";',
+    }
+    for config in (oidc, scram):
+        with AdminClient(config) as admin:
+            assert topic in admin.list_topics()
+    log = signed_broker.log_text()
+    assert f"authenticated User:{WRITER}" in log and "authenticated User:bob" in log
 
 
 def test_librdkafka_oidc_login(signed_broker, issuer):

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onceflow.client.errors import ConfigException, SslAuthenticationError
+from onceflow.client.net.jaas import jaas_settings
 from onceflow.client.net.oauthbearer import (
     CallbackTokenProvider,
     OAuthBearerClient,
@@ -136,6 +137,7 @@ def _invalid(name: str, value: Any, reason: str) -> ConfigException:
 
 def client_security(config: Mapping[str, Any]) -> ClientSecurity:
     """Check the security properties of a client configuration (values typed or strings)."""
+    config = jaas_settings(config)
     protocol = (_text(config, "security.protocol") or "plaintext").lower()
     if protocol not in SECURITY_PROTOCOLS:
         raise _invalid(
