@@ -12,6 +12,12 @@ into a TLS context and a SASL mechanism, checked once when the client is built.
                                            unset: the system's default CAs
     ssl.certificate.location, ssl.key.location, ssl.key.password
                                            the client's certificate and key (mutual TLS)
+    ssl.truststore.location, .type, .password
+                                           instead of ssl.ca.location: a PKCS12 (default), JKS
+                                           or PEM trust store (`client.net.keystores`)
+    ssl.keystore.location, .type, .password (and ssl.key.password)
+                                           instead of the certificate and key files: the
+                                           client's key store, PKCS12, JKS or PEM
     ssl.endpoint.identification.algorithm  https (default, as librdkafka >= 2.0): the broker's
                                            certificate must name the host connected to; none
     enable.ssl.certificate.verification    true (default); false accepts any certificate
@@ -35,6 +41,7 @@ from typing import Any
 
 from onceflow.client.errors import ConfigException, SslAuthenticationError
 from onceflow.client.net.jaas import jaas_settings
+from onceflow.client.net.keystores import STORE_TYPES, load_keystore, load_truststore
 from onceflow.client.net.oauthbearer import (
     CallbackTokenProvider,
     OAuthBearerClient,
@@ -82,6 +89,12 @@ SECURITY_CONFIG_NAMES = (
     "ssl.key.password",
     "ssl.endpoint.identification.algorithm",
     "enable.ssl.certificate.verification",
+    "ssl.keystore.location",
+    "ssl.keystore.type",
+    "ssl.keystore.password",
+    "ssl.truststore.location",
+    "ssl.truststore.type",
+    "ssl.truststore.password",
     "sasl.jaas.config",
     "oauth_cb",
     "sasl.oauthbearer.method",
@@ -210,6 +223,18 @@ def _token_provider(config: Mapping[str, Any]) -> TokenProvider:
     return provider
 
 
+def _secret(config: Mapping[str, Any], name: str) -> str | None:
+    value = config.get(name)
+    return None if value is None else str(value)
+
+
+def _store_type(config: Mapping[str, Any], name: str) -> str:
+    store_type = (_text(config, name) or "PKCS12").upper()
+    if store_type not in STORE_TYPES:
+        raise _invalid(name, store_type, f"String must be one of: {', '.join(STORE_TYPES)}")
+    return store_type
+
+
 def _flag(config: Mapping[str, Any], name: str, default: bool) -> bool:
     value = config.get(name)
     if value is None or isinstance(value, bool):
@@ -233,14 +258,48 @@ def _ssl_context(config: Mapping[str, Any]) -> ssl.SSLContext:
     if not verify:
         context.verify_mode = ssl.CERT_NONE
     ca = _text(config, "ssl.ca.location")
+    truststore = _text(config, "ssl.truststore.location")
+    if ca is not None and truststore is not None:
+        raise ConfigException("set ssl.ca.location or ssl.truststore.location, not both")
     try:
-        if ca is not None:
+        if truststore is not None:
+            load_truststore(
+                context,
+                truststore,
+                _store_type(config, "ssl.truststore.type"),
+                _secret(config, "ssl.truststore.password"),
+            )
+        elif ca is not None:
             context.load_verify_locations(cafile=ca)
         else:
             context.load_default_certs()
-    except (OSError, ssl.SSLError) as exc:
-        raise _invalid("ssl.ca.location", ca, f"cannot load the CA certificates: {exc}") from None
+    except (OSError, ssl.SSLError, ValueError) as exc:
+        name, value = (
+            ("ssl.ca.location", ca)
+            if truststore is None
+            else ("ssl.truststore.location", truststore)
+        )
+        raise _invalid(name, value, f"cannot load the CA certificates: {exc}") from None
     certificate, key = _text(config, "ssl.certificate.location"), _text(config, "ssl.key.location")
+    keystore = _text(config, "ssl.keystore.location")
+    if keystore is not None:
+        if certificate is not None or key is not None:
+            raise ConfigException(
+                "set ssl.keystore.location or ssl.certificate.location/ssl.key.location, not both"
+            )
+        try:
+            load_keystore(
+                context,
+                keystore,
+                _store_type(config, "ssl.keystore.type"),
+                _secret(config, "ssl.keystore.password"),
+                _secret(config, "ssl.key.password"),
+            )
+        except (OSError, ssl.SSLError, ValueError) as exc:
+            raise _invalid(
+                "ssl.keystore.location", keystore, f"cannot load the key store: {exc}"
+            ) from None
+        return context
     if (certificate is None) != (key is None):
         raise ConfigException(
             "ssl.certificate.location and ssl.key.location must be set together (mutual TLS)"
