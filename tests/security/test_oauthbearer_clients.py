@@ -13,6 +13,8 @@ import uuid
 import pytest
 from support.client_round_trip import produce, round_trip
 from support.oidc_issuer import AUDIENCE, ISSUER, OidcIssuer, unsecured_token
+from support.oidc_issuer import oidc_config as oauth_oidc_config
+from support.oidc_issuer import sasl_config as oauth_sasl_config
 from support.sasl_broker import start_sasl_broker
 
 from onceflow.client.admin import AdminClient, NewTopic
@@ -74,25 +76,11 @@ def _topic() -> str:
 
 
 def sasl_config(broker, **settings) -> dict:
-    return {
-        "bootstrap.servers": broker.sasl_bootstrap,
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "OAUTHBEARER",
-        **settings,
-    }
+    return oauth_sasl_config(broker.sasl_bootstrap, **settings)
 
 
 def oidc_config(broker, issuer, client_id=WRITER, secret=SECRET) -> dict:
-    return sasl_config(
-        broker,
-        **{
-            "sasl.oauthbearer.method": "oidc",
-            "sasl.oauthbearer.token.endpoint.url": issuer.token_url,
-            "sasl.oauthbearer.client.id": client_id,
-            "sasl.oauthbearer.client.secret": secret,
-            "sasl.oauthbearer.scope": "kafka",
-        },
-    )
+    return oauth_oidc_config(broker.sasl_bootstrap, issuer, client_id, secret)
 
 
 def test_unsecured_token_round_trip(unsecured_broker):

@@ -133,6 +133,30 @@ def _handler(issuer: OidcIssuer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+def sasl_config(bootstrap: str, **settings: Any) -> dict[str, Any]:
+    """Client settings for an OAUTHBEARER login on a SASL_PLAINTEXT listener."""
+    return {
+        "bootstrap.servers": bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        **settings,
+    }
+
+
+def oidc_config(bootstrap: str, issuer: OidcIssuer, client_id: str, secret: str) -> dict[str, Any]:
+    """Client settings for an OIDC client-credentials login with this issuer (scope kafka)."""
+    return sasl_config(
+        bootstrap,
+        **{
+            "sasl.oauthbearer.method": "oidc",
+            "sasl.oauthbearer.token.endpoint.url": issuer.token_url,
+            "sasl.oauthbearer.client.id": client_id,
+            "sasl.oauthbearer.client.secret": secret,
+            "sasl.oauthbearer.scope": "kafka",
+        },
+    )
+
+
 def _basic(header: str) -> tuple[str, str] | None:
     scheme, _, value = header.partition(" ")
     if scheme.lower() != "basic":

@@ -1,0 +1,143 @@
+"""onceflow's client against Apache Kafka's OAUTHBEARER listeners: one with Kafka's unsecured
+validator (`OAuthBearerUnsecuredValidatorCallbackHandler`, the default), one with its OIDC
+validator (`OAuthBearerValidatorCallbackHandler`) reading the JWKS file of the local test
+issuer (Kafka 4.x only fetches URLs named by the system property
+`org.apache.kafka.sasl.oauthbearer.allowed.urls`). The StandardAuthorizer is on, so the
+token's sub is the principal Kafka's ACLs apply to. One cluster for the module."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from support.client_round_trip import produce, round_trip
+from support.kafka_cluster import KafkaCluster, KafkaUnavailable, kafka_libs
+from support.oidc_issuer import (
+    AUDIENCE,
+    ISSUER,
+    OidcIssuer,
+    oidc_config,
+    sasl_config,
+    unsecured_token,
+)
+
+from onceflow.client.admin import AdminClient, NewTopic
+from onceflow.client.errors import SaslAuthenticationFailedError, TopicAuthorizationFailedError
+from onceflow.security.acl import AclOperation
+from security.acl_helpers import allow
+
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
+
+WRITER, SECRET = "svc-writer", "writer-secret"
+RECORDS = [b"k-%d" % i for i in range(3)]
+MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+UNSECURED, SIGNED = "OAUTH_UNSECURED", "OAUTH_SIGNED"
+
+
+@pytest.fixture(scope="module")
+def issuer(tmp_path_factory):
+    with OidcIssuer(tmp_path_factory.mktemp("issuer"), {WRITER: SECRET, "mallory": "m"}) as it:
+        yield it
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory, issuer):
+    try:
+        kafka_libs()
+    except KafkaUnavailable as exc:
+        pytest.fail(str(exc))
+    signed = f"listener.name.{SIGNED.lower()}.oauthbearer."
+    cluster = KafkaCluster(
+        tmp_path_factory.mktemp("kafka-oauth"),
+        1,
+        extra_listeners={UNSECURED: "SASL_PLAINTEXT", SIGNED: "SASL_PLAINTEXT"},
+        jvm_options=[
+            f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={issuer.jwks_url},{issuer.token_url}"
+        ],
+        extra_config={
+            "sasl.enabled.mechanisms": "OAUTHBEARER",
+            f"listener.name.{UNSECURED.lower()}.oauthbearer.sasl.jaas.config": MODULE,
+            f"{signed}sasl.jaas.config": MODULE,
+            f"{signed}sasl.server.callback.handler.class": "org.apache.kafka.common.security."
+            "oauthbearer.OAuthBearerValidatorCallbackHandler",
+            "sasl.oauthbearer.jwks.endpoint.url": issuer.jwks_url,
+            "sasl.oauthbearer.expected.audience": AUDIENCE,
+            "sasl.oauthbearer.expected.issuer": ISSUER,
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:ANONYMOUS",  # PLAINTEXT: setup, controllers, inter-broker
+        },
+    )
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+def _topic_with_acls(kafka, *principals: str) -> str:
+    topic = f"oauth-{uuid.uuid4().hex[:8]}"
+    with AdminClient({"bootstrap.servers": kafka.bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1)])
+        admin.create_acls(
+            [
+                allow(op, topic, principal=p)
+                for p in principals
+                for op in (AclOperation.WRITE, AclOperation.READ)
+            ]
+        )
+    return topic
+
+
+def test_unsecured_token_on_kafkas_unsecured_validator(kafka):
+    topic = _topic_with_acls(kafka, "User:alice")
+    config = sasl_config(
+        kafka.listener_bootstrap(UNSECURED),
+        **{
+            "enable.sasl.oauthbearer.unsecure.jwt": "true",
+            "sasl.oauthbearer.config": "principal=alice scope=kafka lifeSeconds=600",
+        },
+    )
+    assert round_trip(config, topic, RECORDS) == RECORDS
+
+
+def test_expired_token_is_refused_as_onceflow_refuses_it(kafka):
+    def expired_cb(_config_str):
+        return unsecured_token("alice", life_s=-600), time.time() + 600
+
+    config = sasl_config(kafka.listener_bootstrap(UNSECURED), oauth_cb=expired_cb)
+    with pytest.raises(SaslAuthenticationFailedError) as failure:
+        with AdminClient(config) as admin:
+            admin.list_topics()
+    assert "invalid_token" in str(failure.value)
+
+
+def test_oidc_on_kafkas_jwks_validator_and_acls_apply(kafka, issuer):
+    topic = _topic_with_acls(kafka, f"User:{WRITER}")
+    bootstrap = kafka.listener_bootstrap(SIGNED)
+    assert round_trip(oidc_config(bootstrap, issuer, WRITER, SECRET), topic, RECORDS) == RECORDS
+    with pytest.raises(TopicAuthorizationFailedError):
+        produce(oidc_config(bootstrap, issuer, "mallory", "m"), topic, RECORDS)
+
+
+def test_jaas_config_oidc_login_on_kafka(kafka, issuer):
+    topic = _topic_with_acls(kafka, f"User:{WRITER}")
+    config = {
+        "bootstrap.servers": kafka.listener_bootstrap(SIGNED),
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.oauthbearer.token.endpoint.url": issuer.token_url,
+        "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
+        f'required clientId="{WRITER}" clientSecret="{SECRET}" scope="kafka";',
+    }
+    assert round_trip(config, topic, RECORDS) == RECORDS
+
+
+def test_signed_listener_refuses_an_unsecured_token(kafka):
+    config = sasl_config(
+        kafka.listener_bootstrap(SIGNED),
+        **{
+            "enable.sasl.oauthbearer.unsecure.jwt": "true",
+            "sasl.oauthbearer.config": "principal=x",
+        },
+    )
+    with pytest.raises(SaslAuthenticationFailedError, match="invalid_token"):
+        with AdminClient(config) as admin:
+            admin.list_topics()
