@@ -43,8 +43,15 @@ def unsecured_token(sub: str, life_s: int = 3600, **claims: Any) -> str:
 class OidcIssuer:
     """The issuer; `clients` maps client ids to secrets, each client's token has sub=client id."""
 
-    def __init__(self, directory: Path, clients: dict[str, str] | None = None, kid: str = "k1"):
-        self.kid = kid
+    def __init__(
+        self,
+        directory: Path,
+        clients: dict[str, str] | None = None,
+        kid: str = "k1",
+        iss: str = ISSUER,
+        aud: str = AUDIENCE,
+    ):
+        self.kid, self.iss, self.aud = kid, iss, aud
         self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.clients = dict(clients or {})
         self.token_life_s = 3600
@@ -76,7 +83,7 @@ class OidcIssuer:
     def mint(self, sub: str, life_s: int | None = None, key: Any = None, **claims: Any) -> str:
         """An RS256 JWT for `sub` (iss and aud of this issuer unless `claims` say otherwise)."""
         now = int(time.time())
-        body = {"iss": ISSUER, "aud": AUDIENCE, "sub": sub, "iat": now}
+        body = {"iss": self.iss, "aud": self.aud, "sub": sub, "iat": now}
         body |= {"exp": now + (self.token_life_s if life_s is None else life_s), **claims}
         header = {"alg": "RS256", "typ": "JWT", "kid": self.kid}
         signing_input = f"{b64url(json.dumps(header).encode())}.{b64url(json.dumps(body).encode())}"
