@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 from support.client_round_trip import produce, round_trip
-from support.oidc_issuer import AUDIENCE, ISSUER, OidcIssuer, unsecured_token
+from support.oidc_issuer import AUDIENCE, ISSUER, WRITER, WRITER_SECRET, unsecured_token
 from support.oidc_issuer import oidc_config as oauth_oidc_config
 from support.oidc_issuer import sasl_config as oauth_sasl_config
 from support.sasl_broker import start_sasl_broker
@@ -29,14 +29,8 @@ from security.acl_helpers import allow
 
 pytestmark = pytest.mark.timeout(120)
 
-WRITER, SECRET = "svc-writer", "writer-secret-Ω"
+SECRET = WRITER_SECRET
 RECORDS = [b"record-%d" % i for i in range(3)]
-
-
-@pytest.fixture(scope="module")
-def issuer(tmp_path_factory):
-    with OidcIssuer(tmp_path_factory.mktemp("issuer"), {WRITER: SECRET, "mallory": "m"}) as it:
-        yield it
 
 
 @pytest.fixture(scope="module")

@@ -12,11 +12,10 @@ import uuid
 
 import pytest
 from support.client_round_trip import produce, round_trip
-from support.kafka_cluster import KafkaCluster, KafkaUnavailable, kafka_libs
+from support.oauth_kafka import SIGNED, UNSECURED, start_oauth_kafka
 from support.oidc_issuer import (
-    AUDIENCE,
-    ISSUER,
-    OidcIssuer,
+    WRITER,
+    WRITER_SECRET,
     oidc_config,
     sasl_config,
     unsecured_token,
@@ -29,46 +28,13 @@ from security.acl_helpers import allow
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
-WRITER, SECRET = "svc-writer", "writer-secret"
+SECRET = WRITER_SECRET
 RECORDS = [b"k-%d" % i for i in range(3)]
-MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
-UNSECURED, SIGNED = "OAUTH_UNSECURED", "OAUTH_SIGNED"
-
-
-@pytest.fixture(scope="module")
-def issuer(tmp_path_factory):
-    with OidcIssuer(tmp_path_factory.mktemp("issuer"), {WRITER: SECRET, "mallory": "m"}) as it:
-        yield it
 
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory, issuer):
-    try:
-        kafka_libs()
-    except KafkaUnavailable as exc:
-        pytest.fail(str(exc))
-    signed = f"listener.name.{SIGNED.lower()}.oauthbearer."
-    cluster = KafkaCluster(
-        tmp_path_factory.mktemp("kafka-oauth"),
-        1,
-        extra_listeners={UNSECURED: "SASL_PLAINTEXT", SIGNED: "SASL_PLAINTEXT"},
-        jvm_options=[
-            f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={issuer.jwks_url},{issuer.token_url}"
-        ],
-        extra_config={
-            "sasl.enabled.mechanisms": "OAUTHBEARER",
-            f"listener.name.{UNSECURED.lower()}.oauthbearer.sasl.jaas.config": MODULE,
-            f"{signed}sasl.jaas.config": MODULE,
-            f"{signed}sasl.server.callback.handler.class": "org.apache.kafka.common.security."
-            "oauthbearer.OAuthBearerValidatorCallbackHandler",
-            "sasl.oauthbearer.jwks.endpoint.url": issuer.jwks_url,
-            "sasl.oauthbearer.expected.audience": AUDIENCE,
-            "sasl.oauthbearer.expected.issuer": ISSUER,
-            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "super.users": "User:ANONYMOUS",  # PLAINTEXT: setup, controllers, inter-broker
-        },
-    )
-    cluster.start()
+    cluster = start_oauth_kafka(tmp_path_factory.mktemp("kafka-oauth"), issuer)
     yield cluster
     cluster.stop()
 

@@ -1,4 +1,5 @@
-"""The ACL recipe of docs/spark-operations.md ("ACLs for a query"), on onceflow's broker: a
+"""The ACL recipe of docs/spark-operations.md ("ACLs for a query"), on onceflow's broker and on
+Apache Kafka (its OIDC validator and StandardAuthorizer, support.oauth_kafka): a
 streaming query (onceflow source and exactly-once sink) logged in with OAUTHBEARER (OIDC client
 credentials from the local test issuer, passed as `kafka.`-prefixed Spark options) runs with
 exactly the table's ACLs, and without any one of them fails with that ACL's authorization
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 from security.acl_helpers import allow, binding_filter
 from support.kafka_tools import ACLS, run_tool
+from support.oauth_kafka import SIGNED, start_oauth_kafka
 from support.oidc_issuer import AUDIENCE, ISSUER, OidcIssuer, oidc_config
 from support.sasl_broker import start_sasl_broker
 from support.topics import create_topics, produce
@@ -84,10 +86,24 @@ def issuer(tmp_path_factory):
         yield it
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory, issuer):
+@dataclass(frozen=True)
+class KafkaPeer:
+    """Apache Kafka as the query's cluster: setup on PLAINTEXT, the query on OAUTH_SIGNED."""
+
+    bootstrap: str
+    sasl_bootstrap: str
+
+
+@pytest.fixture(scope="module", params=["onceflow", pytest.param("kafka", marks=pytest.mark.kafka)])
+def broker(request, tmp_path_factory, issuer):
+    directory = tmp_path_factory.mktemp(f"acl-{request.param}")
+    if request.param == "kafka":
+        cluster = start_oauth_kafka(directory, issuer)
+        yield KafkaPeer(cluster.bootstrap, cluster.listener_bootstrap(SIGNED))
+        cluster.stop()
+        return
     broker = start_sasl_broker(
-        tmp_path_factory.mktemp("acl-broker") / "data",
+        directory / "data",
         **{
             "sasl.enabled.mechanisms": "OAUTHBEARER",
             "sasl.oauthbearer.jwks.endpoint.url": issuer.jwks_url,

@@ -22,6 +22,9 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 ISSUER = "https://issuer.onceflow.test"
 AUDIENCE = "onceflow-broker"
+# the security tests' OIDC clients: a writer the tests grant ACLs, mallory who gets none
+WRITER, WRITER_SECRET = "svc-writer", "writer-secret-Ω"
+TEST_CLIENTS = {WRITER: WRITER_SECRET, "mallory": "m"}
 
 
 def b64url(data: bytes) -> str:
