@@ -7,6 +7,7 @@ refuses the handshake, so the store's certificate is what gets the client in."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 from support.broker import BrokerProcess
@@ -119,3 +120,20 @@ def test_store_errors_name_the_setting(stores, change, message):
     with pytest.raises(ConfigException, match=message) as failure:
         client_security({**store_config(stores, "JKS", "PKCS12"), **change})
     assert "wrong" not in str(failure.value).replace("is wrong", "")
+
+
+def test_pem_key_store_and_trust_store(pki, tmp_path):
+    keystore = tmp_path / "client.pem"
+    keystore.write_text(
+        Path(pki.path("client.crt")).read_text() + Path(pki.path("client.key")).read_text()
+    )
+    security = client_security(
+        {
+            "security.protocol": "SSL",
+            "ssl.keystore.location": str(keystore),
+            "ssl.keystore.type": "PEM",
+            "ssl.truststore.location": pki.ca,
+            "ssl.truststore.type": "PEM",
+        }
+    )
+    assert security.ssl_context is not None and len(security.ssl_context.get_ca_certs()) == 1

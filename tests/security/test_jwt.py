@@ -151,3 +151,27 @@ def test_server_refuses_an_authzid_other_than_the_principal():
     with pytest.raises(SaslAuthenticationError, match="authorization id"):
         server.step(f"n,a=admin,\x01auth=Bearer {token}\x01\x01".encode())
     assert server.state is OAuthBearerServerState.FAILED
+
+
+def test_jwks_over_http_and_an_es256_key(tmp_path):
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+
+    with OidcIssuer(tmp_path) as issuer:  # serves the JWKS at /jwks too
+        validator = JwksValidator(f"{issuer.base_url}/jwks", [AUDIENCE], ISSUER)
+        assert validator.validate(issuer.mint("alice")).principal == "alice"
+    # an EC P-256 key in a JWKS file; ES256 signatures are r || s, 32 bytes each
+    key = ec.generate_private_key(ec.SECP256R1())
+    numbers = key.public_key().public_numbers()
+    jwk = {"kty": "EC", "crv": "P-256", "kid": "ec1", "use": "sig"}
+    jwk |= {"x": b64url(numbers.x.to_bytes(32, "big")), "y": b64url(numbers.y.to_bytes(32, "big"))}
+    (tmp_path / "ec.json").write_text(json.dumps({"keys": [jwk]}))
+    header = b64url(json.dumps({"alg": "ES256", "kid": "ec1"}).encode())
+    claims = {"sub": "bob", "exp": int(time.time()) + 60}
+    signing_input = f"{header}.{b64url(json.dumps(claims).encode())}"
+    r, s = decode_dss_signature(key.sign(signing_input.encode(), ec.ECDSA(hashes.SHA256())))
+    token = f"{signing_input}.{b64url(r.to_bytes(32, 'big') + s.to_bytes(32, 'big'))}"
+    assert JwksValidator((tmp_path / "ec.json").as_uri()).validate(token).principal == "bob"
+    with pytest.raises(InvalidTokenError, match="signature does not verify"):
+        JwksValidator((tmp_path / "ec.json").as_uri()).validate(token[:-4] + "AAAA")
