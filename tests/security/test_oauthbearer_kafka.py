@@ -3,7 +3,8 @@ validator (`OAuthBearerUnsecuredValidatorCallbackHandler`, the default), one wit
 validator (`OAuthBearerValidatorCallbackHandler`) reading the JWKS file of the local test
 issuer (Kafka 4.x only fetches URLs named by the system property
 `org.apache.kafka.sasl.oauthbearer.allowed.urls`). The StandardAuthorizer is on, so the
-token's sub is the principal Kafka's ACLs apply to. One cluster for the module."""
+token's sub is the principal Kafka's ACLs apply to. One 3-node cluster for the module (topics
+replicated 3 ways), so a client logs in to more than one node."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from support.oidc_issuer import (
 from onceflow.client.admin import AdminClient, NewTopic
 from onceflow.client.errors import SaslAuthenticationFailedError, TopicAuthorizationFailedError
 from onceflow.security.acl import AclOperation
-from security.acl_helpers import allow
+from security.acl_helpers import allow, binding_filter
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
@@ -34,22 +35,32 @@ RECORDS = [b"k-%d" % i for i in range(3)]
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory, issuer):
-    cluster = start_oauth_kafka(tmp_path_factory.mktemp("kafka-oauth"), issuer)
+    cluster = start_oauth_kafka(tmp_path_factory.mktemp("kafka-oauth"), issuer, nodes=3)
     yield cluster
     cluster.stop()
 
 
+ACL_PROPAGATION_S = 30.0
+
+
 def _topic_with_acls(kafka, *principals: str) -> str:
+    """A new topic and READ/WRITE ACLs on it, once every node has them: Kafka's nodes learn of
+    ACLs from the metadata log, each in its own time."""
     topic = f"oauth-{uuid.uuid4().hex[:8]}"
+    acls = [
+        allow(op, topic, principal=p)
+        for p in principals
+        for op in (AclOperation.WRITE, AclOperation.READ)
+    ]
     with AdminClient({"bootstrap.servers": kafka.bootstrap}) as admin:
-        admin.create_topics([NewTopic(topic, 1, 1)])
-        admin.create_acls(
-            [
-                allow(op, topic, principal=p)
-                for p in principals
-                for op in (AclOperation.WRITE, AclOperation.READ)
-            ]
-        )
+        admin.create_topics([NewTopic(topic, 3, 3)])
+        admin.create_acls(acls)
+    deadline = time.monotonic() + ACL_PROPAGATION_S
+    for node in kafka.nodes:
+        with AdminClient({"bootstrap.servers": node.address}) as admin:
+            while len(admin.describe_acls(binding_filter(name=topic))) < len(acls):
+                assert time.monotonic() < deadline, f"node {node.node_id} lacks the ACLs"
+                time.sleep(0.2)
     return topic
 
 

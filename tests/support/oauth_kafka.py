@@ -1,5 +1,5 @@
-"""An Apache Kafka cluster (1 node) with two SASL_PLAINTEXT OAUTHBEARER listeners: OAUTH_UNSECURED
-with Kafka's default unsecured validator, OAUTH_SIGNED with its OIDC validator
+"""An Apache Kafka cluster (1 or 3 nodes) with two SASL_PLAINTEXT OAUTHBEARER listeners:
+OAUTH_UNSECURED with Kafka's default unsecured validator, OAUTH_SIGNED with its OIDC validator
 (`OAuthBearerValidatorCallbackHandler`) reading the JWKS file of a local test issuer (Kafka 4.x
 fetches only URLs named by `-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls`). The
 StandardAuthorizer is on; the PLAINTEXT listener (setup, controllers) is `User:ANONYMOUS`, a
@@ -19,7 +19,7 @@ LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginMod
 VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
 
 
-def start_oauth_kafka(directory: Path, issuer: OidcIssuer) -> KafkaCluster:
+def start_oauth_kafka(directory: Path, issuer: OidcIssuer, nodes: int = 1) -> KafkaCluster:
     """Started; fails the test (never skips) when Kafka's jars are missing."""
     try:
         kafka_libs()
@@ -28,7 +28,7 @@ def start_oauth_kafka(directory: Path, issuer: OidcIssuer) -> KafkaCluster:
     signed = f"listener.name.{SIGNED.lower()}.oauthbearer."
     cluster = KafkaCluster(
         directory,
-        1,
+        nodes,
         extra_listeners={UNSECURED: "SASL_PLAINTEXT", SIGNED: "SASL_PLAINTEXT"},
         jvm_options=[
             f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={issuer.jwks_url},{issuer.token_url}"
