@@ -7,6 +7,7 @@ apply to."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 
@@ -109,6 +110,22 @@ def test_oauth_cb_token_and_an_expired_one(unsecured_broker):
             admin.list_topics()
     assert "invalid_token" in str(failure.value)
     assert "invalid token: the token expired" in unsecured_broker.log_text()
+
+
+def test_the_producers_token_fetch_never_runs_on_its_event_loop(unsecured_broker):
+    on_a_loop: list[bool] = []
+
+    def oauth_cb(_config_str):
+        try:
+            asyncio.get_running_loop()
+            on_a_loop.append(True)
+        except RuntimeError:
+            on_a_loop.append(False)
+        return unsecured_token("erin", life_s=600), time.time() + 600
+
+    config = sasl_config(unsecured_broker, oauth_cb=oauth_cb)
+    assert round_trip(config, _topic(), RECORDS) == RECORDS
+    assert on_a_loop and not any(on_a_loop)
 
 
 def test_oidc_client_credentials_principal_is_the_sub_and_acls_apply(signed_broker, issuer):

@@ -24,8 +24,9 @@ Token providers (librdkafka's and KIP-768's property names, read by `client.net.
 
 A token is reused until 80% of its lifetime has passed (librdkafka's refresh point); a new
 connection then fetches a fresh one. A connection keeps its token until the broker's session
-lifetime (KIP-368) ends it. Deviation: the fetch runs on the client's I/O thread when a
-connection opens with a stale token (librdkafka refreshes in the background).
+lifetime (KIP-368) ends it. The fetch runs in `prepare()`, which the producer's and consumer's
+I/O loop runs on a worker thread before connecting (the AdminClient's blocking connections
+call it inline); librdkafka refreshes in the background instead.
 """
 
 from __future__ import annotations
@@ -291,6 +292,10 @@ class OAuthBearerClient:
         self._token = token
         self._sent = False
         self.server_error: str | None = None
+
+    def prepare(self) -> None:
+        """Fetch the token now if it is due (blocking: the token endpoint or the callback)."""
+        self._token.current()
 
     def first_token(self) -> bytes:
         if self._sent:
