@@ -49,6 +49,7 @@ def test_security_throughput(tmp_path):
 
 TINY = {
     "acl_lookup.py": ["--acls", "100", "--requests", "200", "--rounds", "1"],
+    "sasl_login_cost.py": ["--logins", "3", "--rounds", "1"],
     "broker_throughput.py": ["--bytes", "1MiB", "--seconds", "20"],
     "client_throughput.py": ["--records", "500", "--rounds", "1"],
     "client_txn_throughput.py": ["--records", "500", "--rounds", "1"],

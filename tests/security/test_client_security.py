@@ -16,6 +16,7 @@ import uuid
 
 import pytest
 from support.broker import BrokerProcess
+from support.client_round_trip import round_trip as client_round_trip
 from support.secure_broker import (
     CASE_IDS,
     CASES,
@@ -45,24 +46,7 @@ def _topic() -> str:
 
 
 def round_trip(config: dict) -> list[bytes]:
-    topic = _topic()
-    producer = Producer({**config, "max.block.ms": 20_000})
-    try:
-        for value in RECORDS:
-            producer.send(topic, value, partition=0)
-        producer.flush(30)
-    finally:
-        producer.close()
-    consumer = Consumer({**config, "auto.offset.reset": "earliest"})
-    values: list[bytes] = []
-    try:
-        consumer.assign([(topic, 0, 0)])
-        deadline = time.monotonic() + 30
-        while len(values) < len(RECORDS) and time.monotonic() < deadline:
-            values += [r.value for r in consumer.poll(1.0)]
-    finally:
-        consumer.close()
-    return values
+    return client_round_trip(config, _topic(), RECORDS)
 
 
 @pytest.mark.parametrize(("listener", "mechanism"), CASES, ids=CASE_IDS)

@@ -48,3 +48,30 @@ def test_a_bad_security_option_is_a_config_error(pki):
     options = {**_options(pki.ca), "kafka.security.protocol": "tls", "topic": "t"}
     with pytest.raises(ConfigException, match="security.protocol"):
         producer_config(parse_sink_options(options).client)
+
+
+def test_oauthbearer_jaas_and_store_options_reach_the_client(pki):
+    """OIDC settings, an importable oauth_cb and Java's JAAS line keep their case-sensitive
+    values through Spark's lower-casing of the keys."""
+    jaas = (
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+        'clientId="Spark-App" clientSecret="Mixed-Case";'
+    )
+    spelled = {
+        "kafka.bootstrap.servers": "h:9093",
+        "kafka.security.protocol": "SASL_PLAINTEXT",
+        "kafka.sasl.oauthbearer.token.endpoint.url": "http://idp.example/Token",
+        "kafka.sasl.jaas.config": jaas,
+        "topic": "t",
+    }
+    sink = parse_sink_options({k.lower(): v for k, v in spelled.items()})
+    security = producer_config(sink.client).security
+    assert security.mechanism == "OAUTHBEARER" and security.token is not None
+    provider = security.token.provider
+    assert (provider.endpoint_url, provider.client_id) == ("http://idp.example/Token", "Spark-App")
+
+    by_name = {"kafka.bootstrap.servers": "h:9093", "subscribe": "t"}
+    by_name |= {"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "OAUTHBEARER"}
+    by_name["kafka.oauth_cb"] = "json:loads"  # any importable callable
+    source = parse_source_options(by_name, batch=False)
+    assert consumer_config(source.client).security.token is not None

@@ -12,6 +12,10 @@ With `sasl_ssl=SaslSsl(keystore, users)` every node also listens for SASL_SSL (S
 server certificate and key from one PEM file; the users are created when the storage is
 formatted); `sasl_ssl_bootstrap` names those listeners.
 
+With `extra_listeners={"NAME": "SASL_PLAINTEXT", ...}` every node also listens on those
+listeners (their settings, `listener.name.<name>.*`, go in `extra_config`; `jvm_options` adds
+system properties); `listener_bootstrap(name)` names them.
+
 `kill(node_id)` is a kill -9, `restart(node_id)` starts the node again on the same ports and
 data; `log_text()` gives every node's log for a failure message. Nothing here is onceflow code:
 it only runs Kafka's own classes (`kafka.tools.StorageTool`, `kafka.Kafka`) and asks the
@@ -126,6 +130,7 @@ class KafkaNode:
     controller_port: int
     directory: Path
     sasl_ssl_port: int = 0
+    extra_ports: dict[str, int] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -165,6 +170,8 @@ class KafkaCluster:
         transaction_version: int = 2,
         extra_config: dict[str, object] | None = None,
         sasl_ssl: SaslSsl | None = None,
+        extra_listeners: dict[str, str] | None = None,
+        jvm_options: list[str] | None = None,
     ) -> None:
         if nodes not in (1, 3):
             raise ValueError("a test cluster has 1 or 3 nodes")
@@ -172,6 +179,8 @@ class KafkaCluster:
         self.transaction_version = transaction_version
         self.extra_config = dict(extra_config or {})
         self.sasl_ssl = sasl_ssl
+        self.extra_listeners = dict(extra_listeners or {})
+        self.jvm_options = list(jvm_options or [])
         self.cluster_id = _random_cluster_id()
         self.nodes = [
             KafkaNode(
@@ -180,6 +189,7 @@ class KafkaCluster:
                 free_port(),
                 self.base_dir / f"node{i}",
                 free_port() if sasl_ssl else 0,
+                {name: free_port() for name in self.extra_listeners},
             )
             for i in range(1, nodes + 1)
         ]
@@ -193,6 +203,10 @@ class KafkaCluster:
     def sasl_ssl_bootstrap(self) -> str:
         """`bootstrap.servers` of the SASL_SSL listeners."""
         return ",".join(f"127.0.0.1:{node.sasl_ssl_port}" for node in self.nodes)
+
+    def listener_bootstrap(self, name: str) -> str:
+        """`bootstrap.servers` of one of the `extra_listeners`."""
+        return ",".join(f"127.0.0.1:{node.extra_ports[name]}" for node in self.nodes)
 
     @property
     def version(self) -> str:
@@ -360,6 +374,12 @@ class KafkaCluster:
         }
         if self.sasl_ssl is not None:
             config.update(self._sasl_ssl_properties(node))
+        for name, protocol in self.extra_listeners.items():
+            address = f"{name}://127.0.0.1:{node.extra_ports[name]}"
+            config["listeners"] = f"{config['listeners']},{address}"
+            config["advertised.listeners"] = f"{config['advertised.listeners']},{address}"
+            protocols = config["listener.security.protocol.map"]
+            config["listener.security.protocol.map"] = f"{protocols},{name}:{protocol}"
         config.update(self.extra_config)
         return "".join(f"{key}={_text(value)}\n" for key, value in config.items())
 
@@ -409,7 +429,12 @@ class KafkaCluster:
         cmd = java_command(
             "kafka.Kafka",
             str(node.config_path),
-            heap=[*JVM_HEAP, f"-Dlog4j2.configurationFile={log4j}", "-Djava.awt.headless=true"],
+            heap=[
+                *JVM_HEAP,
+                f"-Dlog4j2.configurationFile={log4j}",
+                "-Djava.awt.headless=true",
+                *self.jvm_options,
+            ],
         )
         with open(node.log_path, "ab") as log:
             node.proc = subprocess.Popen(

@@ -131,6 +131,59 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = _defs(
         "KIP-368: SASL session lifetime (0: sessions do not expire)",
     ),
     ConfigDef(
+        "sasl.oauthbearer.jwks.endpoint.url",
+        "str",
+        None,
+        None,
+        "OAUTHBEARER: JWKS (file:// or http(s)://) of signed tokens; unset: unsecured tokens",
+    ),
+    ConfigDef(
+        "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+        "long",
+        3600000,
+        1,
+        "OAUTHBEARER: how often the JWKS is reloaded (also on an unknown kid)",
+    ),
+    ConfigDef(
+        "sasl.oauthbearer.expected.audience",
+        "str",
+        "",
+        None,
+        "OAUTHBEARER (signed): comma-separated audiences, one of which aud must name",
+    ),
+    ConfigDef(
+        "sasl.oauthbearer.expected.issuer",
+        "str",
+        None,
+        None,
+        "OAUTHBEARER (signed): the iss tokens must carry",
+    ),
+    ConfigDef(
+        "sasl.oauthbearer.sub.claim.name",
+        "str",
+        "sub",
+        None,
+        "OAUTHBEARER: the claim naming the principal (User:<value>)",
+    ),
+    ConfigDef(
+        "sasl.oauthbearer.scope.claim.name", "str", "scope", None, "OAUTHBEARER: the scope claim"
+    ),
+    ConfigDef(
+        "sasl.oauthbearer.clock.skew.seconds",
+        "int",
+        30,
+        0,
+        "OAUTHBEARER: tolerance of the exp, iat and nbf checks",
+    ),
+    ConfigDef(
+        "onceflow.sasl.oauthbearer.unsecured.required.scope",
+        "str",
+        "",
+        None,
+        "OAUTHBEARER (unsecured): scopes a token must have (Kafka's "
+        "unsecuredValidatorRequiredScope)",
+    ),
+    ConfigDef(
         "onceflow.sasl.bootstrap.users",
         "password",
         None,

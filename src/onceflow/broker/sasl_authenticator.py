@@ -17,7 +17,8 @@ old principal for other requests until the new exchange completes; the new one m
 same principal (Kafka: "Cannot change principals during re-authentication").
 
 Session lifetime (KIP-368): with `connections.max.reauth.ms` > 0 every successful exchange
-starts a session of that length, told to the client in SaslAuthenticate v1+; a request other
+starts a session of that length (OAUTHBEARER: at most until the token expires), told to the
+client in SaslAuthenticate v1+; a request other
 than SaslHandshake on an expired session closes the connection.
 """
 
@@ -31,13 +32,18 @@ from typing import Final
 
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.security.credentials import ScramCredentialStore
+from onceflow.security.oauthbearer import OAUTHBEARER_MECHANISM, OAuthBearerServer, TokenValidator
 from onceflow.security.plain import PLAIN_MECHANISM, PlainServer
 from onceflow.security.sasl import IllegalSaslStateError, SaslServer
 from onceflow.security.scram import ScramMechanism, ScramServer
 
 __all__ = ["AuthState", "IllegalAuthTransition", "SaslAuthenticator", "SUPPORTED_MECHANISMS"]
 
-SUPPORTED_MECHANISMS: Final = (PLAIN_MECHANISM, *(m.mechanism_name for m in ScramMechanism))
+SUPPORTED_MECHANISMS: Final = (
+    PLAIN_MECHANISM,
+    *(m.mechanism_name for m in ScramMechanism),
+    OAUTHBEARER_MECHANISM,
+)
 
 
 class AuthState(Enum):
@@ -83,8 +89,12 @@ class SaslAuthenticator:
         enabled_mechanisms: Sequence[str],
         max_reauth_ms: int = 0,
         clock: Callable[[], float] = time.monotonic,
+        token_validator: TokenValidator | None = None,
+        wall_clock: Callable[[], float] = time.time,
     ):
         self._credentials = credentials
+        self._token_validator = token_validator
+        self._wall_clock = wall_clock
         self.enabled_mechanisms = [m for m in enabled_mechanisms if m in SUPPORTED_MECHANISMS]
         self.max_reauth_ms = max_reauth_ms
         self._clock = clock
@@ -135,6 +145,10 @@ class SaslAuthenticator:
     def _new_server(self, mechanism: str) -> SaslServer:
         if mechanism == PLAIN_MECHANISM:
             return PlainServer(self._credentials.verify_password)
+        if mechanism == OAUTHBEARER_MECHANISM:
+            if self._token_validator is None:  # the broker builds one when OAUTHBEARER is on
+                raise IllegalSaslStateError("OAUTHBEARER is enabled without a token validator")
+            return OAuthBearerServer(self._token_validator)
         scram = ScramMechanism.from_mechanism_name(mechanism)
         if scram is None:  # unreachable: enabled_mechanisms holds supported ones only
             raise IllegalSaslStateError(f"unsupported mechanism {mechanism}")
@@ -169,8 +183,13 @@ class SaslAuthenticator:
         if self.max_reauth_ms <= 0:
             self.session_expires_at = None
             return 0
-        self.session_expires_at = self._clock() + self.max_reauth_ms / 1000
-        return self.max_reauth_ms
+        lifetime_ms = self.max_reauth_ms
+        token_expires_at = getattr(server, "token_expires_at", None)
+        if token_expires_at is not None:  # Kafka: a session ends when its token expires
+            token_left_ms = int((token_expires_at - self._wall_clock()) * 1000)
+            lifetime_ms = max(1, min(lifetime_ms, token_left_ms))
+        self.session_expires_at = self._clock() + lifetime_ms / 1000
+        return lifetime_ms
 
     def fail(self) -> None:
         """Any state -> FAILED (a failed re-authentication too); the connection closes."""

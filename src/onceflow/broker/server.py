@@ -33,6 +33,7 @@ from onceflow.broker.connection import ClientConnection, TlsClientConnection
 from onceflow.broker.listeners import Listener, ListenerSpec, SecurityProtocol
 from onceflow.broker.metrics import MetricsServer
 from onceflow.broker.state import BrokerState
+from onceflow.security.oauthbearer import TokenValidator
 
 log = logging.getLogger("onceflow.broker.server")
 
@@ -57,6 +58,7 @@ class Broker:
         self.bound_listeners: dict[str, Listener] = {}
         self._ssl_context: ssl.SSLContext | None = None
         self._principal_mapper = None
+        self._token_validator: TokenValidator | None = None  # OAUTHBEARER's, shared
         self.metrics_server: MetricsServer | None = None
 
     @property
@@ -73,6 +75,10 @@ class Broker:
 
             self._ssl_context = server_context(config)
             self._principal_mapper = PrincipalMapper(config.get("ssl.principal.mapping.rules"))
+        if "OAUTHBEARER" in config.sasl_enabled_mechanisms:
+            from onceflow.security.jwt import token_validator
+
+            self._token_validator = token_validator(config.get)
         loop = asyncio.get_running_loop()
         state = await loop.run_in_executor(None, BrokerState.open, config)
         self.state = state
@@ -127,6 +133,7 @@ class Broker:
                 self.state.credentials,
                 config.sasl_enabled_mechanisms,
                 config.get("connections.max.reauth.ms"),
+                token_validator=self._token_validator,
             )
         principal_of = None
         if spec.protocol is SecurityProtocol.SSL:

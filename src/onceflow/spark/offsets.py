@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from onceflow.client.admin import AdminClient, OffsetSpec
-from onceflow.client.errors import KafkaTimeoutError
+from onceflow.client.errors import KafkaTimeoutError, error_for_code
 from onceflow.common import TopicPartition
 from onceflow.protocol.errors import ErrorCode
 from onceflow.spark.options import SourceOptions
@@ -190,6 +190,13 @@ class OffsetResolver:
         described = self._retrying(lambda admin: admin.describe_topics(names))
         out = []
         for name, topic in described.items():
+            if topic.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                # as Kafka's consumer: a subscribed topic it may not read is an error, not an
+                # empty topic (a pattern never sees such topics: Metadata hides them)
+                raise error_for_code(
+                    topic.error_code,
+                    f"Not authorized to access topics: [{name}]; the source needs READ on it",
+                )
             if topic.error_code != ErrorCode.NONE or topic.is_internal or not opts.matches(name):
                 continue
             out.extend((name, p.partition) for p in topic.partitions)

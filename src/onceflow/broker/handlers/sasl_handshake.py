@@ -3,9 +3,10 @@
 API: SaslHandshake (key 17), versions 0-1 (v0 only refused).
 
 Behaviour: on a SASL listener, the first step of the login (`broker.sasl_authenticator`): an
-enabled mechanism (`sasl.enabled.mechanisms`: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) is accepted
-and the enabled list returned; another gets UNSUPPORTED_SASL_MECHANISM with the list, after
-`connection.failed.authentication.delay.ms`, and the connection closes, as in Kafka. On an
+enabled mechanism (`sasl.enabled.mechanisms`: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512,
+OAUTHBEARER) is accepted and the enabled list returned; another gets
+UNSUPPORTED_SASL_MECHANISM with the list, after `connection.failed.authentication.delay.ms`,
+and the connection closes, as in Kafka. On an
 authenticated connection it starts a re-authentication when `connections.max.reauth.ms` > 0
 (KIP-368), else answers ILLEGAL_SASL_STATE. On a PLAINTEXT or SSL listener: ILLEGAL_SASL_STATE,
 as Kafka's KafkaApis answers.

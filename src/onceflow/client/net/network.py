@@ -41,6 +41,7 @@ from onceflow.client.errors import (
     IllegalSaslStateError,
     KafkaConnectionError,
     KafkaTimeoutError,
+    SaslAuthenticationFailedError,
     UnsupportedVersionError,
 )
 from onceflow.client.net.address import split_host_port
@@ -51,6 +52,7 @@ from onceflow.client.net.tasks import BackgroundTasks
 from onceflow.client.net.wire import WireConnection
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
+from onceflow.security.sasl import SaslAuthenticationError
 
 __all__ = ["AsyncBrokerConnection", "NetworkClient"]
 
@@ -87,6 +89,7 @@ class AsyncBrokerConnection(asyncio.Protocol):
         """Connect and negotiate versions; raises KafkaConnectionError / KafkaTimeoutError (or
         TimeoutError when a handshake response is late by `timeout_s`)."""
         loop = asyncio.get_running_loop()
+        await self._prepare_sasl(loop, timeout_s)
         tls = {}
         if self.ssl_context is not None:
             tls = {"ssl": self.ssl_context, "server_hostname": self.host}
@@ -117,6 +120,21 @@ class AsyncBrokerConnection(asyncio.Protocol):
             self.close(exc if isinstance(exc, Exception) else None)
             raise
         return self
+
+    async def _prepare_sasl(self, loop: asyncio.AbstractEventLoop, timeout_s: float) -> None:
+        """The SASL mechanism's blocking work (an OAUTHBEARER token fetch) on a worker
+        thread, so that the loop serves other connections meanwhile."""
+        sasl = self._wire.sasl
+        if sasl is None:
+            return
+        try:
+            await asyncio.wait_for(loop.run_in_executor(None, sasl.prepare), timeout_s)
+        except TimeoutError as exc:
+            raise KafkaTimeoutError(
+                f"preparing the {sasl.mechanism} login to {self.host}:{self.port} timed out"
+            ) from exc
+        except SaslAuthenticationError as exc:  # the token provider failed
+            raise SaslAuthenticationFailedError(exc.client_message) from None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]

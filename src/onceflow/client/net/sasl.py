@@ -25,6 +25,11 @@ SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 class SaslClient(Protocol):
     mechanism: str
 
+    def prepare(self) -> None:
+        """Blocking work before the exchange (an OAUTHBEARER token fetch); the transports run
+        it on a worker thread, never on an event loop."""
+        ...
+
     def first_token(self) -> bytes: ...
 
     def next_token(self, challenge: bytes) -> bytes | None: ...
@@ -39,6 +44,9 @@ class PlainClient:
         self.username = username
         self._password = password
         self._sent = False
+
+    def prepare(self) -> None:
+        """Nothing to fetch."""
 
     def first_token(self) -> bytes:
         if self._sent:
@@ -62,6 +70,9 @@ class ScramSaslClient:
         self.mechanism = mechanism.mechanism_name
         self._scram = ScramClient(mechanism, username, password)
         self._final_sent = False
+
+    def prepare(self) -> None:
+        """Nothing to fetch (the PBKDF2 runs when the server's salt arrives)."""
 
     def first_token(self) -> bytes:
         return self._scram.first_message()
