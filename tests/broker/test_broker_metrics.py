@@ -5,42 +5,24 @@ from __future__ import annotations
 import asyncio
 import re
 
-from broker.broker_helpers import call, make_batch, produce_request, samples
+from broker.broker_helpers import (
+    api_versions_over_tcp,
+    call,
+    http,
+    make_batch,
+    produce_request,
+    samples,
+)
 from onceflow.broker.config import BrokerConfig
 from onceflow.broker.metrics import BrokerMetrics
 from onceflow.broker.metrics_base import escape
 from onceflow.broker.server import Broker
 from onceflow.protocol.api_keys import ApiKey
-from onceflow.protocol.headers import RequestHeader, encode_request_frame
-from onceflow.protocol.messages.api_versions import ApiVersionsRequest
 from onceflow.records.builder import BatchBuilder
 
 
 def produce(topic, partition, records):
     return produce_request(topic, {partition: records}, timeout_ms=1000)
-
-
-async def http(address, request: bytes) -> tuple[str, str]:
-    reader, writer = await asyncio.open_connection(address.host, address.port)
-    writer.write(request)
-    await writer.drain()
-    data = await asyncio.wait_for(reader.read(), 10)
-    writer.close()
-    head, _, body = data.decode().partition("\r\n\r\n")
-    return head, body
-
-
-async def api_versions_over_tcp(address) -> None:
-    reader, writer = await asyncio.open_connection(address.host, address.port)
-    header = RequestHeader(
-        request_api_key=18, request_api_version=3, correlation_id=7, client_id="m"
-    )
-    request = ApiVersionsRequest(client_software_name="t", client_software_version="1")
-    writer.write(encode_request_frame(header, request))
-    await writer.drain()
-    size = int.from_bytes(await reader.readexactly(4), "big")
-    await reader.readexactly(size)
-    writer.close()
 
 
 def test_metrics_listener_serves_partition_and_request_figures(tmp_path):

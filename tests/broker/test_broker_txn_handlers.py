@@ -17,6 +17,7 @@ from broker.broker_helpers import (
     decode_all,
     fetch_request,
     make_batch,
+    offset_commit_request,
     partition_results,
     produce_request,
     samples,
@@ -701,15 +702,8 @@ def test_metrics_show_hanging_transactions_fencing_group_lag_and_flushes(txn_sta
     """broker.metrics_eos: a transaction open past transaction.max.timeout.ms is hanging; a
     second InitProducerId of an id fences its producer; a group's lag is the LSO minus its
     committed offset; every acks=all produce's fsync lands in the flush histogram."""
-    from onceflow.protocol.messages.offset_commit import OffsetCommitRequest
-
     coordinator = txn_state.transactions.coordinator
-    _Part = OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition
-    commit = OffsetCommitRequest(
-        group_id="lagging", generation_id_or_member_epoch=-1, member_id="",
-        topics=[OffsetCommitRequest.OffsetCommitRequestTopic(
-            name="t", partitions=[_Part(partition_index=2, committed_offset=1)])],
-    )  # fmt: skip
+    commit = offset_commit_request("lagging", "t", 2, 1)
 
     async def scenario():
         plain = produce_request("t", {2: make_batch([b"a", b"b", b"c"])})
