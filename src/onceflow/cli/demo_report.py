@@ -106,7 +106,8 @@ def timeline_svg(run: Timeline) -> str:
     phases = [e for e in run.events if e.kind == PHASE]
     for n, event in enumerate(phases):
         stop = phases[n + 1].at if n + 1 < len(phases) else end
-        out.append(_bar(x(event.at), x(stop), 0, "#90a4ae" if n % 2 else "#b0bec5", event.text))
+        colour = "#78909c" if n % 2 else "#90a4ae"
+        out.append(_bar(x(event.at), x(stop), 0, colour, event.text, label=event.text))
     out += _driver_bars(run, x, end)
     for batch in run.batches:
         title = (
@@ -164,7 +165,10 @@ def _driver_bars(run: Timeline, x, end: float) -> list[str]:
                 if "finished" in event.text
                 else "failed"
             )
-            out.append(_bar(x(start.at), x(event.at), 1, COLOURS[outcome], event.text))
+            label = event.text.split(" ", 3)[2] if event.text.startswith("driver run") else ""
+            out.append(
+                _bar(x(start.at), x(event.at), 1, COLOURS[outcome], event.text, f"run {label}")
+            )
             start = None
     if start is not None:
         out.append(_bar(x(start.at), x(end), 1, "#9e9e9e", start.text + " (running)"))
@@ -176,7 +180,7 @@ def _bar(x0: float, x1: float, lane: int, colour: str, title: str, label: str = 
     text = (
         f'<text x="{x0 + width / 2:.1f}" y="{lane * LANE + 21}" fill="#fff" '
         f'text-anchor="middle">{escape(label)}</text>'
-        if label and width > 12
+        if label and width > 7 * len(label)
         else ""
     )
     return (
