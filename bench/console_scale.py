@@ -64,9 +64,9 @@ def create_topics(bootstrap: str, topics: int, partitions: int) -> float:
     return time.perf_counter() - start
 
 
-def create_transactional_ids(bootstrap: str, count: int, open_every: int) -> float:
-    """InitProducerId for txn-00000...; every `open_every`-th id also adds a partition (an
-    open transaction). Seconds taken."""
+def create_transactional_ids(bootstrap: str, count: int, open_every: int, topics: int) -> float:
+    """InitProducerId for txn-00000...; every `open_every`-th id also adds partition 0 of one
+    of the `topics` topics (an open transaction). Seconds taken."""
     start = time.perf_counter()
     topic_cls = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
     with BrokerConnection.from_address(bootstrap, request_timeout_ms=120_000).connect() as conn:
@@ -84,9 +84,12 @@ def create_transactional_ids(bootstrap: str, count: int, open_every: int) -> flo
                     v3_and_below_transactional_id=tid,
                     v3_and_below_producer_id=response.producer_id,
                     v3_and_below_producer_epoch=response.producer_epoch,
-                    v3_and_below_topics=[topic_cls(name="topic-0000", partitions=[i % 10])],
+                    v3_and_below_topics=[topic_cls(name=f"topic-{i % topics:04d}", partitions=[0])],
                 )
-                conn.send(add, 3)
+                for result in conn.send(add, 3).results_by_topic_v3_and_below:
+                    for p in result.results_by_partition:
+                        if p.partition_error_code:
+                            raise SystemExit(f"AddPartitionsToTxn {tid}: {p.partition_error_code}")
     return time.perf_counter() - start
 
 
@@ -157,7 +160,7 @@ def main() -> int:
             setup = {
                 "create_topics_s": create_topics(broker.address, args.topics, args.partitions),
                 "create_txn_ids_s": create_transactional_ids(
-                    broker.address, args.txn_ids, args.open_every
+                    broker.address, args.txn_ids, args.open_every, args.topics
                 ),
             }
             server = serve_console(broker.address, args.port)
