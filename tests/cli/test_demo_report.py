@@ -88,6 +88,16 @@ def test_a_run_in_progress_shows_its_phase():
     assert "running: pipeline" in html and "<table>" in html
 
 
+def test_a_demo_that_stopped_early_says_where():
+    """`run` writes the report of a demo whose step failed: no check, the failure as phase."""
+    run = Timeline()
+    run.add("phase", "failed: cannot reach 127.0.0.1:1")
+    run.finished = run.started + 1
+    html = render_report(run)
+    assert "the demo stopped before its check: failed: cannot reach 127.0.0.1:1" in html
+    assert 'class="verdict failed"' in html
+
+
 def _offsets_file(path: Path, started_ms: int, ends: dict[int, int]) -> None:
     """An `offsets/N` entry as Spark writes it for the onceflow source."""
     meta = {"batchWatermarkMs": 0, "batchTimestampMs": started_ms, "conf": {}}

@@ -48,6 +48,8 @@ def _clock(at: float) -> str:
 def _verdict(run: Timeline) -> tuple[str, str]:
     """(css class, text) of the exactly-once check."""
     summary = run.summary
+    if "ok" not in summary and run.finished is not None:
+        return "failed", f"the demo stopped before its check: {run.phase}"
     if "ok" not in summary:
         return "running", f"running: {run.phase}"
     if summary["ok"]:
