@@ -133,6 +133,7 @@ def test_demo_unreachable_bootstrap_is_one_line_and_exit_1():
         (["--records", "0"], b"--records >= 100"),
         (["--bootstrap", "127.0.0.1:1", "--faults", "broker"], b"need the embedded broker"),
         (["--faults", "bogus"], b"invalid choice"),
+        (["--console", "8080"], b"expected HOST:PORT"),
     ],
 )
 def test_demo_rejects_bad_arguments(args, message):

@@ -20,6 +20,7 @@ What it shows, step by step:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import shutil
 import signal
@@ -103,13 +104,11 @@ def run(args: argparse.Namespace) -> int:
     if args.bootstrap and args.faults in ("broker", "all"):
         print("onceflow demo: --faults broker/all need the embedded broker", file=sys.stderr)
         return 2
-    console_address = None
-    if args.console:
-        host, sep, port = args.console.rpartition(":")
-        if not sep or not port.isdigit():
-            print(f"onceflow demo: --console {args.console!r}: expected HOST:PORT", file=sys.stderr)
-            return 2
-        console_address = (host.strip("[]"), int(port))
+    try:
+        console_address = _console_address(args.console) if args.console else None
+    except ValueError as exc:
+        print(f"onceflow demo: {exc}", file=sys.stderr)
+        return 2
     workdir = Path(tempfile.mkdtemp(prefix="onceflow-demo-"))
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     demo = Demo(args, workdir)
@@ -141,6 +140,18 @@ def run(args: argparse.Namespace) -> int:
             print(f"onceflow demo: kept data, checkpoint and logs in {workdir}")
         elif not keep:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _console_address(text: str) -> tuple[str, int]:
+    """(host, port) of `--console HOST:PORT`; ValueError, its message the one line to print,
+    when malformed or when the console extra is not installed."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"--console {text!r}: expected HOST:PORT")
+    missing = [m for m in ("starlette", "uvicorn") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ValueError(f"--console needs {', '.join(missing)}: pip install 'onceflow[console]'")
+    return host.strip("[]"), int(port)
 
 
 def _exit_on_sigterm(_signum: int, _frame: Any) -> None:
