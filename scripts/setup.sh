@@ -2,9 +2,10 @@
 # Installs everything onceflow needs on a fresh machine: a virtual environment in .venv with the
 # package, its Spark extra and its test dependencies, a headless Java 17 runtime for PySpark
 # when no `java` is on the PATH (the demo needs it), and, for the tests only, Debian's kcat and
-# Apache Kafka's jars (scripts/fetch_kafka.sh, with Maven). Without apt and root or sudo, the
-# test-only parts are skipped with a warning: the demo still runs, the kcat tests are skipped
-# and the Kafka tests fail saying what is missing. Safe to re-run.
+# chromium and Apache Kafka's jars (scripts/fetch_kafka.sh, with Maven). Without apt and root or
+# sudo, the test-only parts are skipped with a warning: the demo still runs, the kcat and
+# console-browser tests are skipped and the Kafka tests fail saying what is missing. Safe to
+# re-run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +35,10 @@ fi
 if ! command -v kcat >/dev/null 2>&1; then
     echo "setup: installing Debian's kcat (interop tests)" >&2
     apt_install kcat || echo "setup: could not install kcat; its interop tests will be skipped" >&2
+fi
+if ! command -v chromium >/dev/null 2>&1; then
+    echo "setup: installing Debian's chromium (the console's browser tests)" >&2
+    apt_install chromium || echo "setup: could not install chromium; the console's browser tests will be skipped" >&2
 fi
 if ! command -v mvn >/dev/null 2>&1; then
     echo "setup: installing Maven to fetch Apache Kafka for the peer tests" >&2

@@ -6,10 +6,16 @@ its partition. The CLI finds it with describe-producers and aborts it by start o
 partition's last stable offset then moves past it. A live confluent-kafka transaction shows up
 in list and describe. A broker without `onceflow.admin.allow.write.txn.markers` refuses the
 abort.
+
+The same commands on a 3-node Apache Kafka cluster (transaction version 2), where the
+coordinator and the partitions' leaders are other brokers than the bootstrap one: an open
+transaction over three partitions is listed, described, found not hanging, and aborted
+partition by partition.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -18,8 +24,12 @@ import pytest
 from confluent_kafka import Producer
 from interop.workload import create_topic
 from support.hung_txn import HUNG_PRODUCER_ID, hang_a_transaction, last_stable_offset
+from support.peers import FAST_GROUP_BROKER, KAFKA_TV2, ONCEFLOW
 
 from onceflow.cli.main import main
+from onceflow.client.admin import AdminClient, NewTopic, OffsetSpec
+from onceflow.client.producer import Producer as OnceflowProducer
+from onceflow.common import TopicPartition
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -171,3 +181,77 @@ def test_find_hanging_reports_only_transactions_no_coordinator_will_end(broker_f
     code, _, err = _run(capsys, "transactions", "find-hanging", *b, "--broker-id", "1",
                         "--partition", "0")  # fmt: skip
     assert code == 1 and "--partition needs --topic" in err
+
+
+@pytest.fixture(params=[ONCEFLOW, pytest.param(KAFKA_TV2, marks=pytest.mark.kafka)])
+def cluster(request, broker_factory) -> tuple[str, int]:
+    """(bootstrap, replication factor): a onceflow broker, or a shared 3-node Kafka cluster."""
+    if request.param == ONCEFLOW:
+        return broker_factory(FAST_GROUP_BROKER).bootstrap, 1
+    return request.getfixturevalue("kafka_clusters").get(3, 2).bootstrap, 3
+
+
+def _stable_and_end(admin: AdminClient, tps: list[TopicPartition]) -> dict[int, tuple[int, int]]:
+    committed = admin.list_offsets(dict.fromkeys(tps, OffsetSpec.latest()), isolation_level=1)
+    latest = admin.list_offsets(dict.fromkeys(tps, OffsetSpec.latest()))
+    return {tp.partition: (committed[tp].offset, latest[tp].offset) for tp in tps}
+
+
+def test_commands_reach_the_coordinator_and_the_leaders(cluster, capsys):
+    bootstrap, replicas = cluster
+    b = ("--bootstrap-server", bootstrap)
+    suffix = f"{os.getpid()}-{time.monotonic_ns()}"
+    topic, tid = f"cli-txn-{suffix}", f"cli-tid-{suffix}"
+    tps = [TopicPartition(topic, p) for p in range(3)]
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, 3, replicas)])[topic].raise_for_error()
+        producer = OnceflowProducer({"bootstrap.servers": bootstrap, "transactional.id": tid})
+        try:
+            producer.init_transactions(60)
+            for tp in tps:  # offset 0: a record outside the transaction
+                producer.begin_transaction()
+                producer.send(topic, b"before", partition=tp.partition)
+                producer.commit_transaction(60)
+            producer.begin_transaction()
+            for tp in tps:
+                producer.send(topic, b"open", partition=tp.partition)
+            producer.flush(60)
+
+            code, out, err = _run(capsys, "transactions", "list", *b, "--state", "Ongoing")
+            assert (code, err) == (0, ""), err
+            (listed,) = [r for r in _rows(out) if r["TransactionalId"] == tid]
+            code, out, err = _run(capsys, "transactions", "describe", *b, "--transactional-id", tid)
+            assert (code, err) == (0, ""), err
+            (described,) = _rows(out)
+            assert described["CoordinatorId"] == listed["CoordinatorId"] != "-1"
+            assert described["TopicPartitions"] == ",".join(f"{topic}-{p}" for p in range(3))
+            assert described["ProducerId"] == listed["ProducerId"] == str(producer.producer_id)
+
+            for tp in tps:  # each partition at its own leader
+                code, out, err = _run(
+                    capsys, "transactions", "describe-producers", *b, "--topic", topic,
+                    "--partition", str(tp.partition),
+                )  # fmt: skip
+                assert (code, err) == (0, ""), err
+                starts = {r["ProducerId"]: r["CurrentTransactionStartOffset"] for r in _rows(out)}
+                assert starts[str(producer.producer_id)] == "2"  # after the record and marker
+
+            now = ("--max-transaction-timeout", "0")
+            code, out, err = _run(
+                capsys, "transactions", "find-hanging", *b, "--topic", topic, *now
+            )
+            assert (code, err, _rows(out)) == (0, "", [])  # its coordinator will end it
+
+            assert {s for s, _ in _stable_and_end(admin, tps).values()} == {2}
+            for tp in tps:
+                code, out, err = _run(
+                    capsys, "transactions", "abort", *b, "--topic", topic,
+                    "--partition", str(tp.partition), "--start-offset", "2",
+                )  # fmt: skip
+                assert (code, err) == (0, ""), err
+            deadline = time.monotonic() + 30
+            while any(s != e for s, e in _stable_and_end(admin, tps).values()):
+                assert time.monotonic() < deadline, _stable_and_end(admin, tps)
+                time.sleep(0.1)
+        finally:
+            producer.close(timeout=0)

@@ -5,12 +5,8 @@ itself served over HTTP from a subprocess; the core of it on Apache Kafka too (`
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from html import escape
@@ -19,6 +15,7 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 from support.broker import BrokerProcess
+from support.console import ConsoleProcess
 from support.peers import Peer
 from support.spark_daemons import free_port
 
@@ -230,6 +227,9 @@ def test_bad_input_and_unreachable_cluster_give_clear_pages(scenario: Scenario) 
         assert client.get("/api/topics/no-such-topic").json() == {
             "error": "The cluster has no topic 'no-such-topic'."
         }
+        bad = client.get(f"/api/topics/{TOPIC}/messages?offset=x")
+        assert bad.status_code == 400
+        assert bad.json() == {"error": "offset 'x' is not a whole number."}
     config = {"bootstrap.servers": f"127.0.0.1:{free_port()}", "request.timeout.ms": 2000}
     with TestClient(create_app(config)) as client:
         down = client.get("/api/overview")
@@ -237,28 +237,10 @@ def test_bad_input_and_unreachable_cluster_give_clear_pages(scenario: Scenario) 
 
 
 def test_console_command_serves_over_http(scenario: Scenario, tmp_path: Path) -> None:
-    port = free_port()
-    command = [sys.executable, "-m", "onceflow", "console", "--bootstrap-server",
-               scenario.bootstrap, "--listen", f"127.0.0.1:{port}"]  # fmt: skip
-    log = (tmp_path / "console.log").open("wb")
-    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as answer:
-                    html = answer.read().decode()
-                break
-            except OSError:
-                assert proc.poll() is None, (tmp_path / "console.log").read_text()
-                assert time.monotonic() < deadline, "the console did not start serving"
-                time.sleep(0.2)
+    with ConsoleProcess(scenario.bootstrap, tmp_path / "console.log") as console:
+        html = console.get("/")
         assert f'<a href="/topics/{TOPIC}">{TOPIC}</a>' in html
         assert "<title>Overview · onceflow</title>" in html
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
 
 
 def test_pinned_lso_and_group_lag_on_every_peer(peer: Peer) -> None:
@@ -282,6 +264,59 @@ def test_pinned_lso_and_group_lag_on_every_peer(peer: Peer) -> None:
             assert (mine["state"], mine["partitions"]) == ("Ongoing", [f"{topic}-0"])
             groups = {g["group_id"]: g for g in client.get("/api/groups").json()}
             assert groups[group]["total_lag"] == COMMITTED_RECORDS - 1
+            # the message browser stops at the LSO, or reads on into the open transaction
+            browse = f"/api/topics/{topic}/messages?offset=0&isolation="
+            committed_view = client.get(browse + "read_committed").json()
+            assert [m["offset"] for m in committed_view["messages"]] == [0, 1, 2]
+            assert committed_view["messages"][0]["value"]["text"] == "v0"
+            uncommitted = client.get(browse + "read_uncommitted").json()["messages"]
+            assert [m["value"]["text"] for m in uncommitted] == ["v0", "v1", "v2", "v0", "v1"]
     finally:
         pinner.abort_transaction()
         pinner.close(timeout=5)
+
+
+def test_transactions_page_links_the_abort_of_a_hanging_one(scenario: Scenario) -> None:
+    config = {"bootstrap.servers": scenario.bootstrap}
+    with TestClient(create_app(config, hanging_after_ms=1, allow_actions=True)) as client:
+        (pinner,) = [
+            t for t in client.get("/api/transactions").json()["transactions"]
+            if t["transactional_id"] == PINNER
+        ]  # fmt: skip
+        href = f"/actions/abort?topic={TOPIC}&partition=0&producer_id={pinner['producer_id']}"
+        assert (
+            f'<a href="{escape(href)}">abort on {TOPIC}-0</a>' in client.get("/transactions").text
+        )
+        confirm = client.get(href).text
+        assert f"Abort the open transaction of producer {pinner['producer_id']}" in confirm
+        token = re.search('name="csrf_token" value="([^"]+)"', confirm)
+        assert token is not None
+        form = {"topic": TOPIC, "partition": "0", "csrf_token": token.group(1)}
+        # another site's page posting the console's form (with a token it somehow got)
+        foreign = client.post(
+            "/actions/abort",
+            data={**form, "producer_id": str(pinner["producer_id"])},
+            headers={"Origin": "http://elsewhere.example"},
+        )
+        assert foreign.status_code == 403 and "CSRF" in foreign.text
+        # a producer with no open transaction there: the broker is not asked to abort anything
+        absent = client.post("/actions/abort", data={**form, "producer_id": "424242"})
+        assert absent.status_code == 409
+        assert f"producer 424242 has no open transaction on {TOPIC}-0" in absent.text
+    with _client(scenario) as client:  # actions off: no links
+        assert "abort on" not in client.get("/transactions?hanging=1").text
+
+
+def test_reset_page_of_a_group_whose_id_holds_a_slash(scenario: Scenario) -> None:
+    config = {"bootstrap.servers": scenario.bootstrap}
+    with AdminClient(config) as admin:
+        admin.alter_consumer_group_offsets("team/a", {TopicPartition(TOPIC, 1): (0, "")})
+    try:
+        with TestClient(create_app(config, allow_actions=True)) as client:
+            groups = client.get("/groups").text
+            assert '<a href="/groups/team%2Fa/reset">reset offsets…</a>' in groups
+            form = client.get("/groups/team%2Fa/reset")
+            assert form.status_code == 200 and "<h1>Reset offsets of team/a</h1>" in form.text
+    finally:  # the other tests count the groups
+        with AdminClient(config) as admin:
+            admin.delete_groups(["team/a"])

@@ -1,10 +1,14 @@
-"""`onceflow console`: serve a read-only web console for a Kafka-compatible cluster.
+"""`onceflow console`: serve a web console for a Kafka-compatible cluster, read-only unless
+started with --allow-actions.
 
 The console talks to the cluster through onceflow's AdminClient only (so it works on Apache
 Kafka too) and shows brokers and topics, each partition's last stable offset and the open
 transaction pinning it, every transactional id (hanging ones flagged), consumer groups with
-their lag, and the Spark sink's progress markers. Each page's data is also served as JSON
-under /api/ (/api/overview, /api/topics/NAME, /api/transactions, /api/groups, /api/spark).
+their lag, the Spark sink's progress markers, and a message browser per topic. Each page's
+data is also served as JSON under /api/ (/api/overview, /api/topics/NAME, /api/transactions,
+/api/groups, /api/spark, /api/topics/NAME/messages). With --allow-actions it can also abort a
+hanging transaction and reset a group's offsets (dry run first), as the identity its client
+properties give it: the cluster's ACLs decide.
 It needs the `console` extra: pip install 'onceflow[console]'. See docs/console.md.
 """
 
@@ -22,7 +26,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register the `console` sub-command."""
     parser = subparsers.add_parser(
         NAME,
-        help="serve a read-only web console for a cluster",
+        help="serve a web console for a cluster (read-only unless --allow-actions)",
         description=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -41,6 +45,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="count a transaction open longer than this as hanging (default: the broker's "
         "transaction.max.timeout.ms)",
     )
+    parser.add_argument(
+        "--allow-actions",
+        action="store_true",
+        help="enable the pages that change the cluster: abort a hanging transaction, reset a "
+        "group's offsets (each asks for confirmation)",
+    )
     parser.set_defaults(func=run, parser=parser)
 
 
@@ -55,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         from onceflow.console.app import create_app
     except ModuleNotFoundError as exc:
         args.parser.error(f"{exc.name} is missing: pip install 'onceflow[console]'")
-    app = create_app(config, args.hanging_after_ms)
+    app = create_app(config, args.hanging_after_ms, args.allow_actions)
     print(f"onceflow console on http://{host}:{port}/ for {args.bootstrap_server}", flush=True)
     uvicorn.run(app, host=host.strip("[]"), port=int(port), log_level="warning")
     return 0

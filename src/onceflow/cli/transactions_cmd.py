@@ -21,6 +21,10 @@ Modelled on Kafka's `kafka-transactions.sh`:
   `onceflow.admin.allow.write.txn.markers=true` and the command connects from loopback (run it
   on the broker's host). Otherwise the broker answers CLUSTER_AUTHORIZATION_FAILED.
 
+Every request goes where Kafka's admin client sends it (through `AdminClient`), so the commands
+work on a cluster of several brokers: ListTransactions to every broker, DescribeTransactions to
+each id's coordinator, DescribeProducers and WriteTxnMarkers to each partition's leader.
+
 Output is tab-separated with a header line. A failure prints one line to stderr and exits 1;
 bad usage exits 2 (argparse).
 """
@@ -28,7 +32,6 @@ bad usage exits 2 (argparse).
 from __future__ import annotations
 
 import argparse
-import sys
 
 from onceflow.cli.options import (
     CommandError,
@@ -37,20 +40,13 @@ from onceflow.cli.options import (
     client_properties,
     guarded,
 )
-from onceflow.client.connection import BrokerConnection
-from onceflow.client.net.security import client_security
-from onceflow.common import wall_clock_ms
+from onceflow.client.admin import AdminClient
+from onceflow.client.txn_admin import AbortTransactionSpec, ProducerState, TransactionDescription
+from onceflow.common import TopicPartition, wall_clock_ms
 from onceflow.coordinator.txn.state import TxnState
 from onceflow.protocol.errors import ErrorCode
-from onceflow.protocol.messages.describe_producers import DescribeProducersRequest
-from onceflow.protocol.messages.describe_transactions import DescribeTransactionsRequest
-from onceflow.protocol.messages.find_coordinator import FindCoordinatorRequest
-from onceflow.protocol.messages.list_transactions import ListTransactionsRequest
-from onceflow.protocol.messages.metadata import MetadataRequest
-from onceflow.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
 
-_TRANSACTION_KEY = 1
-_FIND_COORDINATOR_VERSION = 3
+_UNFINISHED = ("Ongoing", "PrepareCommit", "PrepareAbort")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -112,19 +108,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     abort.add_argument("--coordinator-epoch", type=int)
 
 
-def _connect(args: argparse.Namespace) -> BrokerConnection:
-    config = client_properties(args)  # first: it fills in the connection options of `args`
-    return BrokerConnection.from_address(
-        args.bootstrap_server,
-        client_id="onceflow-transactions",
-        request_timeout_ms=args.request_timeout_ms,
-        security=client_security(config),
-    )
+def _connect(args: argparse.Namespace) -> AdminClient:
+    return AdminClient({"client.id": "onceflow-transactions", **client_properties(args)})
 
 
 def _guarded(action):
-    """`action(connection, args)` on a connection; failures become one line and exit 1."""
-    return guarded("transactions", _connect, action)
+    """`action(admin, args)` on an admin client; failures become one line and exit 1."""
+    return guarded("transactions", _connect, action, (CommandError, ValueError))
 
 
 _STATE_NAMES = {state.kafka_name.lower(): state.kafka_name for state in TxnState}
@@ -151,156 +141,132 @@ def _print_rows(header: list[str], rows: list[list[object]]) -> None:
         print("\t".join(str(value) for value in row))
 
 
-def _coordinator_id(conn: BrokerConnection, transactional_id: str) -> int:
-    """FindCoordinator(TRANSACTION): the coordinator's node id (it also loads it)."""
-    request = FindCoordinatorRequest(key=transactional_id, key_type=_TRANSACTION_KEY)
-    response = conn.send(request, version=_FIND_COORDINATOR_VERSION)  # single-key form
-    _check(response.error_code, f"FindCoordinator for {transactional_id!r}")
-    return response.node_id
-
-
-def _list(conn: BrokerConnection, args: argparse.Namespace) -> int:
-    """`transactions list`."""
-    request = ListTransactionsRequest(
-        state_filters=args.state,
-        producer_id_filters=args.producer_id,
-        duration_filter=args.duration_filter_ms,
-    )
-    response = conn.send(request)
-    _check(response.error_code, "ListTransactions")
-    if response.unknown_state_filters:
-        print(
-            f"unknown states ignored: {', '.join(response.unknown_state_filters)}", file=sys.stderr
-        )
-    rows = [
-        [t.transactional_id, conn.host + ":" + str(conn.port), t.producer_id, t.transaction_state]
-        for t in response.transaction_states
-    ]
-    _print_rows(["TransactionalId", "Coordinator", "ProducerId", "TransactionState"], rows)
+def _list(admin: AdminClient, args: argparse.Namespace) -> int:
+    """`transactions list`: ListTransactions on every broker."""
+    listed = admin.list_transactions(args.state, args.producer_id, args.duration_filter_ms)
+    rows = [[t.transactional_id, t.coordinator_id, t.producer_id, t.state] for t in listed]
+    _print_rows(["TransactionalId", "CoordinatorId", "ProducerId", "TransactionState"], rows)
     return 0
 
 
-def _describe(conn: BrokerConnection, args: argparse.Namespace) -> int:
-    """`transactions describe`."""
+def _describe(admin: AdminClient, args: argparse.Namespace) -> int:
+    """`transactions describe`: DescribeTransactions at the id's coordinator."""
     tid = args.transactional_id
-    coordinator = _coordinator_id(conn, tid)
-    response = conn.send(DescribeTransactionsRequest(transactional_ids=[tid]))
-    (state,) = response.transaction_states
+    state = admin.describe_transactions([tid])[tid]
     _check(state.error_code, f"DescribeTransactions for {tid!r}")
     start = state.transaction_start_time_ms
     duration = wall_clock_ms() - start if start >= 0 else -1
-    partitions = ",".join(f"{t.topic}-{p}" for t in state.topics for p in sorted(t.partitions))
+    partitions = ",".join(f"{tp.topic}-{tp.partition}" for tp in sorted(state.partitions))
     header = [
         "CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState",
         "TransactionTimeoutMs", "CurrentTransactionStartTimeMs", "TransactionDurationMs",
         "TopicPartitions",
     ]  # fmt: skip
     row = [
-        coordinator, tid, state.producer_id, state.producer_epoch, state.transaction_state,
+        state.coordinator_id, tid, state.producer_id, state.producer_epoch, state.state,
         state.transaction_timeout_ms, start, duration, partitions,
     ]  # fmt: skip
     _print_rows(header, [row])
     return 0
 
 
-def _producers(conn: BrokerConnection, topic: str, partition: int) -> list:
-    topic_request = DescribeProducersRequest.TopicRequest(name=topic, partition_indexes=[partition])
-    response = conn.send(DescribeProducersRequest(topics=[topic_request]))
-    (result,) = [p for t in response.topics for p in t.partitions]
-    _check(result.error_code, f"DescribeProducers for {topic}-{partition}")
-    return result.active_producers
+def _producers(admin: AdminClient, tps: list[TopicPartition]) -> dict[TopicPartition, tuple]:
+    """DescribeProducers at each partition's leader; the first failing partition is an error."""
+    results = admin.describe_producers(tps)
+    for tp in tps:
+        _check(results[tp].error_code, f"DescribeProducers for {tp.topic}-{tp.partition}")
+    return {tp: results[tp].producers for tp in tps}
 
 
-def _describe_producers(conn: BrokerConnection, args: argparse.Namespace) -> int:
+def _describe_producers(admin: AdminClient, args: argparse.Namespace) -> int:
     """`transactions describe-producers`."""
+    tp = TopicPartition(args.topic, args.partition)
     header = [
         "ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence",
         "LastTimestamp", "CurrentTransactionStartOffset",
     ]  # fmt: skip
-    rows = [
+    rows: list[list[object]] = [
         [p.producer_id, p.producer_epoch, p.coordinator_epoch, p.last_sequence,
          p.last_timestamp, p.current_txn_start_offset]
-        for p in _producers(conn, args.topic, args.partition)
+        for p in _producers(admin, [tp])[tp]
     ]  # fmt: skip
     _print_rows(header, rows)
     return 0
 
 
-def _partitions(conn: BrokerConnection, args: argparse.Namespace) -> list[tuple[str, int]]:
+def _partitions(admin: AdminClient, args: argparse.Namespace) -> list[TopicPartition]:
     """The partitions `find-hanging` looks at: a topic's (or one of them), or every
     partition the broker leads."""
     if args.partition is not None and args.topic is None:
         raise CommandError("--partition needs --topic")
-    topics = None if args.topic is None else [MetadataRequest.MetadataRequestTopic(name=args.topic)]
-    response = conn.send(MetadataRequest(topics=topics, allow_auto_topic_creation=False))
     out = []
-    for topic in response.topics:
-        _check(topic.error_code, f"Metadata for {topic.name!r}")
+    for name, topic in admin.describe_topics(None if args.topic is None else [args.topic]).items():
+        _check(topic.error_code, f"Metadata for {name!r}")
         for p in topic.partitions:
-            if args.topic is None and p.leader_id != args.broker_id:
+            if args.topic is None and p.leader != args.broker_id:
                 continue
-            if args.partition is None or p.partition_index == args.partition:
-                out.append((topic.name, p.partition_index))
+            if args.partition is None or p.partition == args.partition:
+                out.append(TopicPartition(name, p.partition))
     if args.partition is not None and not out:
         raise CommandError(f"{args.topic} has no partition {args.partition}")
     return sorted(out)
 
 
-def _coordinator_view(conn: BrokerConnection, producer_ids: set[int]) -> dict[int, object]:
-    """Producer id -> its transactional id's DescribeTransactions state, where the
-    coordinator knows one (ListTransactions filtered by producer id)."""
+def _coordinator_view(
+    admin: AdminClient, producer_ids: set[int]
+) -> dict[int, TransactionDescription]:
+    """Producer id -> its transactional id's description, where a coordinator knows one
+    (ListTransactions filtered by producer id, then DescribeTransactions)."""
     if not producer_ids:
         return {}
-    listed = conn.send(ListTransactionsRequest(producer_id_filters=sorted(producer_ids)))
-    _check(listed.error_code, "ListTransactions")
-    ids = [t.transactional_id for t in listed.transaction_states]
-    if not ids:
-        return {}
-    described = conn.send(DescribeTransactionsRequest(transactional_ids=ids))
-    return {s.producer_id: s for s in described.transaction_states if s.error_code == 0}
+    ids = [t.transactional_id for t in admin.list_transactions(producer_ids=producer_ids)]
+    described = admin.describe_transactions(ids).values()
+    return {s.producer_id: s for s in described if s.error_code == ErrorCode.NONE}
 
 
-def _find_hanging(conn: BrokerConnection, args: argparse.Namespace) -> int:
+def _find_hanging(admin: AdminClient, args: argparse.Namespace) -> int:
     """`transactions find-hanging`: producers with an open transaction on a partition, older
     than the threshold, that their coordinator does not have ongoing with that partition (at
     that epoch): nothing will ever end them but `transactions abort`."""
     now = wall_clock_ms()
     threshold_ms = args.max_transaction_timeout * 60_000
-    candidates = []
-    for topic, partition in _partitions(conn, args):
-        for p in _producers(conn, topic, partition):
-            if p.current_txn_start_offset >= 0 and now - p.last_timestamp >= threshold_ms:
-                candidates.append((topic, partition, p))
-    states = _coordinator_view(conn, {p.producer_id for _, _, p in candidates})
+    candidates: list[tuple[TopicPartition, ProducerState]] = [
+        (tp, p)
+        for tp, producers in _producers(admin, _partitions(admin, args)).items()
+        for p in producers
+        if p.current_txn_start_offset >= 0 and now - p.last_timestamp >= threshold_ms
+    ]
+    states = _coordinator_view(admin, {p.producer_id for _, p in candidates})
     header = [
         "Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch",
         "StartOffset", "LastTimestamp", "Duration(min)", "CoordinatorState",
     ]  # fmt: skip
     rows = []
-    for topic, partition, p in candidates:
+    for tp, p in sorted(candidates, key=lambda c: (c[0], c[1].producer_id)):
         state = states.get(p.producer_id)
-        if state is not None and _coordinator_has(state, topic, partition, p.producer_epoch):
+        if state is not None and _coordinator_has(state, tp, p.producer_epoch):
             continue  # the coordinator will commit or abort it (or time it out)
         rows.append(
-            [topic, partition, p.producer_id, p.producer_epoch, p.coordinator_epoch,
+            [tp.topic, tp.partition, p.producer_id, p.producer_epoch, p.coordinator_epoch,
              p.current_txn_start_offset, p.last_timestamp, (now - p.last_timestamp) // 60_000,
-             "-" if state is None else state.transaction_state]
+             "-" if state is None else state.state]
         )  # fmt: skip
     _print_rows(header, rows)
     return 0
 
 
-def _coordinator_has(state, topic: str, partition: int, epoch: int) -> bool:
-    """Whether the coordinator's transaction includes the partition at this epoch and is not
-    finished (so it will write the partition's marker itself)."""
-    if state.transaction_state not in ("Ongoing", "PrepareCommit", "PrepareAbort"):
+def _coordinator_has(state: TransactionDescription, tp: TopicPartition, epoch: int) -> bool:
+    """Whether the coordinator's transaction includes the partition and is not finished (so
+    it will write the partition's marker itself). Its epoch is the producer's, or one more
+    while it completes (transaction version 2 bumps the epoch at every EndTxn)."""
+    if state.state not in _UNFINISHED or tp not in state.partitions:
         return False
-    in_txn = any(t.topic == topic and partition in t.partitions for t in state.topics)
-    return in_txn and state.producer_epoch == epoch
+    return state.producer_epoch in (epoch, epoch + 1)
 
 
-def _abort_target(conn: BrokerConnection, args: argparse.Namespace) -> tuple[int, int, int]:
-    """(producer id, producer epoch, coordinator epoch) of the transaction to abort."""
+def _abort_target(admin: AdminClient, args: argparse.Namespace) -> AbortTransactionSpec:
+    """The transaction to abort: given, or found by its start offset."""
+    tp = TopicPartition(args.topic, args.partition)
     explicit = (args.producer_id, args.producer_epoch, args.coordinator_epoch)
     if args.start_offset is None:
         if None in explicit:
@@ -308,47 +274,33 @@ def _abort_target(conn: BrokerConnection, args: argparse.Namespace) -> tuple[int
                 "give --start-offset, or all of --producer-id, --producer-epoch and "
                 "--coordinator-epoch"
             )
-        return explicit
+        return AbortTransactionSpec(tp, *explicit)
     if any(value is not None for value in explicit):
         raise CommandError("--start-offset excludes --producer-id/--producer-epoch/...")
-    for p in _producers(conn, args.topic, args.partition):
+    for p in _producers(admin, [tp])[tp]:
         if p.current_txn_start_offset == args.start_offset:
-            return p.producer_id, p.producer_epoch, max(0, p.coordinator_epoch)
+            return AbortTransactionSpec(
+                tp, p.producer_id, p.producer_epoch, max(0, p.coordinator_epoch)
+            )
     raise CommandError(
         f"no open transaction starts at offset {args.start_offset} of {args.topic}-{args.partition}"
     )
 
 
-def _abort(conn: BrokerConnection, args: argparse.Namespace) -> int:
-    """`transactions abort`."""
-    producer_id, producer_epoch, coordinator_epoch = _abort_target(conn, args)
-    marker = WriteTxnMarkersRequest.WritableTxnMarker
-    request = WriteTxnMarkersRequest(
-        markers=[
-            marker(
-                producer_id=producer_id,
-                producer_epoch=producer_epoch,
-                transaction_result=False,
-                coordinator_epoch=coordinator_epoch,
-                topics=[
-                    marker.WritableTxnMarkerTopic(
-                        name=args.topic, partition_indexes=[args.partition]
-                    )
-                ],
-            )
-        ]
-    )
-    response = conn.send(request)
-    (result,) = [p for m in response.markers for t in m.topics for p in t.partitions]
-    if result.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+def _abort(admin: AdminClient, args: argparse.Namespace) -> int:
+    """`transactions abort`: an ABORT marker written by the partition's leader."""
+    spec = _abort_target(admin, args)
+    where = f"{args.topic}-{args.partition}"
+    code = admin.abort_transaction(spec)
+    if code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
         raise CommandError(
-            f"WriteTxnMarkers for {args.topic}-{args.partition}: CLUSTER_AUTHORIZATION_FAILED "
-            "(the broker accepts an admin abort only with "
-            "onceflow.admin.allow.write.txn.markers=true, from a client on its own host)"
+            f"WriteTxnMarkers for {where}: CLUSTER_AUTHORIZATION_FAILED (Kafka wants "
+            "CLUSTER_ACTION on the cluster; the onceflow broker accepts an admin abort only "
+            "with onceflow.admin.allow.write.txn.markers=true, from a client on its own host)"
         )
-    _check(result.error_code, f"WriteTxnMarkers for {args.topic}-{args.partition}")
+    _check(code, f"WriteTxnMarkers for {where}")
     print(
-        f"Aborted the transaction of producer {producer_id} (epoch {producer_epoch}) on "
-        f"{args.topic}-{args.partition}."
+        f"Aborted the transaction of producer {spec.producer_id} "
+        f"(epoch {spec.producer_epoch}) on {where}."
     )
     return 0

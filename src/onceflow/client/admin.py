@@ -437,9 +437,16 @@ class AdminClient:
         """Delete groups without members, with their offsets; an error code per group."""
         return group_admin.delete_groups(self._net, list(group_ids))
 
-    def list_transactions(self) -> list[TransactionListing]:
-        """Every transactional id the brokers' coordinators hold (ListTransactions, KIP-664)."""
-        return txn_admin.list_transactions(self._net)
+    def list_transactions(
+        self,
+        states: Iterable[str] = (),
+        producer_ids: Iterable[int] = (),
+        min_duration_ms: int = -1,
+    ) -> list[TransactionListing]:
+        """Every transactional id the brokers' coordinators hold (ListTransactions, KIP-664),
+        filtered as Kafka's `ListTransactionsOptions` does: by state name, by producer id, and
+        by how long the transaction has been open (KIP-994)."""
+        return txn_admin.list_transactions(self._net, states, producer_ids, min_duration_ms)
 
     def describe_transactions(
         self, transactional_ids: Iterable[str]

@@ -107,6 +107,10 @@ class AdminConnections:
         """A connection to the coordinator of a group (`GROUP_KEY`) or a transactional id
         (`TRANSACTION_KEY`), found with FindCoordinator (retried until `deadline`) and cached
         until `forget_coordinator`."""
+        return self.to_node(self.coordinator(key_type, key, deadline))
+
+    def coordinator(self, key_type: int, key: str, deadline: float) -> BrokerNode:
+        """The coordinator node of a group or a transactional id (see `to_coordinator`)."""
         node = self._coordinators.get((key_type, key))
         cls = REQUESTS[ApiKey.FIND_COORDINATOR]
         while node is None:
@@ -123,7 +127,7 @@ class AdminConnections:
             if wait_retriable(code, deadline, f"FindCoordinator for {key!r}"):
                 node = None
         self._coordinators[(key_type, key)] = node
-        return self.to_node(node)
+        return node
 
     def find_coordinators(self, key_type: int, keys: Iterable[str]) -> None:
         """Look up and cache the coordinators of the `keys` not cached yet, up to `BATCH_KEYS`

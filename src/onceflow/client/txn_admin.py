@@ -30,7 +30,7 @@ from onceflow.client.admin_connections import (
     wait_retriable,
 )
 from onceflow.client.connection import BrokerConnection
-from onceflow.client.errors import raise_for_error
+from onceflow.client.errors import UnsupportedVersionError, raise_for_error
 from onceflow.client.net.metadata import BrokerNode
 from onceflow.common import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
@@ -56,11 +56,13 @@ BATCH_IDS = 500  # transactional ids per DescribeTransactions request
 
 @dataclass(frozen=True)
 class TransactionListing:
-    """One transactional id as its coordinator lists it (`state`: Kafka's state name)."""
+    """One transactional id as its coordinator lists it (`state`: Kafka's state name;
+    `coordinator_id`: the node that listed it)."""
 
     transactional_id: str
     producer_id: int
     state: str
+    coordinator_id: int = -1
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ class TransactionDescription:
     transaction_timeout_ms: int = -1
     transaction_start_time_ms: int = -1  # -1 when no transaction is open
     partitions: tuple[TopicPartition, ...] = ()
+    coordinator_id: int = -1
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,7 @@ def describe_transactions(
             request = cls(transactional_ids=tids[start : start + BATCH_IDS])
             for state in net.to_node(node).send(request).transaction_states:
                 if state.error_code in (ErrorCode.NONE, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND):
-                    out[state.transactional_id] = _description(state)
+                    out[state.transactional_id] = _description(state, node)
     for tid in ids:
         if tid not in out:
             out[tid] = _describe_one(net, cls, tid, deadline)
@@ -144,19 +147,19 @@ def _describe_one(
     net: AdminConnections, cls: Any, tid: str, deadline: float
 ) -> TransactionDescription:
     while True:
-        response = net.to_coordinator(TRANSACTION_KEY, tid, deadline).send(
-            cls(transactional_ids=[tid])
-        )
+        node = net.coordinator(TRANSACTION_KEY, tid, deadline)
+        response = net.to_node(node).send(cls(transactional_ids=[tid]))
         state = response.transaction_states[0]
         if state.error_code in COORDINATOR_MOVED:
             net.forget_coordinator(TRANSACTION_KEY, tid)
         if state.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND or not wait_retriable(
             state.error_code, deadline, f"DescribeTransactions for {tid!r}"
         ):
-            return _description(state)
+            return _description(state, node)
 
 
-def _description(state: Any) -> TransactionDescription:
+def _description(state: Any, node: BrokerNode) -> TransactionDescription:
+    """One DescribeTransactions answer of the coordinator `node`."""
     return TransactionDescription(
         state.transactional_id,
         known_code(state.error_code),
@@ -166,6 +169,7 @@ def _description(state: Any) -> TransactionDescription:
         state.transaction_timeout_ms,
         state.transaction_start_time_ms,
         tuple(TopicPartition(t.topic, p) for t in state.topics for p in t.partitions),
+        node.node_id,
     )
 
 
@@ -222,16 +226,36 @@ def abort_transaction(conn: BrokerConnection, spec: AbortTransactionSpec) -> Err
     return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
-def list_transactions(net: AdminConnections) -> list[TransactionListing]:
-    """Every transactional id on every broker, sorted by id."""
+def list_transactions(
+    net: AdminConnections,
+    states: Iterable[str] = (),
+    producer_ids: Iterable[int] = (),
+    min_duration_ms: int = -1,
+) -> list[TransactionListing]:
+    """Every transactional id on every broker, sorted by id; only those in one of `states`
+    (Kafka's names), of one of `producer_ids`, or open at least `min_duration_ms` (KIP-994,
+    ListTransactions v1) when given. A state name the brokers do not know is a `ValueError`."""
     cls = REQUESTS[ApiKey.LIST_TRANSACTIONS]
+    request = cls(
+        state_filters=list(states),
+        producer_id_filters=list(producer_ids),
+        duration_filter=min_duration_ms,
+    )
     out: dict[str, TransactionListing] = {}
     for node in net.metadata([])[0]:
-        response = net.to_node(node).send(cls(state_filters=[], producer_id_filters=[]))
+        conn = net.to_node(node)
+        if min_duration_ms >= 0 and conn.api_version(ApiKey.LIST_TRANSACTIONS) < 1:
+            raise UnsupportedVersionError(
+                f"broker {node.node_id} cannot filter transactions by duration "
+                "(ListTransactions v1, Kafka 3.8+)"
+            )
+        response = conn.send(request)
         if response.error_code != ErrorCode.NONE:
             raise_for_error(response.error_code, "ListTransactions")
+        if response.unknown_state_filters:
+            raise ValueError(f"unknown transaction states: {response.unknown_state_filters}")
         for t in response.transaction_states:
             out[t.transactional_id] = TransactionListing(
-                t.transactional_id, t.producer_id, t.transaction_state
+                t.transactional_id, t.producer_id, t.transaction_state, node.node_id
             )
     return [out[t] for t in sorted(out)]

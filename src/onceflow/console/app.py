@@ -1,70 +1,35 @@
 """The console's ASGI application (Starlette): each page at its path, its data as JSON under
 `/api/`, and `?partial=1` for the page's content alone (what the page polls).
 
-The `AdminClient` is synchronous and shared, so gathering runs in Starlette's thread pool, one
-request to the cluster at a time. A cluster that cannot be reached, or an unknown topic, gives
-a short page (or JSON `{"error": ...}`) with status 503 or 404, never a traceback.
+Gathering goes through `cluster` (one shared AdminClient; errors become a short page, or JSON
+`{"error": ...}`, with status 400, 404 or 503, never a traceback). The pages that change
+something (`actions`) exist only with `allow_actions`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from onceflow.client.admin import AdminClient
-from onceflow.client.error_base import KafkaError
-from onceflow.client.errors import BrokerResponseError
 from onceflow.common import wall_clock_ms
 from onceflow.console import render
+from onceflow.console.actions import action_routes
+from onceflow.console.browse import browse, parse_browse_query
+from onceflow.console.cluster import ClusterView, Gather, gather
 from onceflow.console.groups import list_group_rows
 from onceflow.console.markers import list_query_progress
 from onceflow.console.overview import gather_overview
-from onceflow.console.topics import UnknownTopic, describe_topic
-from onceflow.console.transactions import (
-    TransactionsView,
-    hanging_threshold_ms,
-    list_transaction_rows,
-)
-
-Gather = Callable[[AdminClient, Request], Any]
-
-
-class ClusterView:
-    """One `AdminClient` for the console's lifetime, used by one gathering at a time."""
-
-    def __init__(self, config: Mapping[str, Any], hanging_after_ms: int | None) -> None:
-        self._config = dict(config)
-        self._hanging_after_ms = hanging_after_ms
-        self._lock = threading.Lock()
-        self._admin: AdminClient | None = None
-
-    def run(self, gather: Gather, request: Request) -> Any:
-        with self._lock:
-            if self._admin is None:
-                self._admin = AdminClient(self._config)
-            return gather(self._admin, request)
-
-    def threshold_ms(self, admin: AdminClient) -> int:
-        """The hanging threshold, looked up once (a broker's transaction.max.timeout.ms is a
-        static setting)."""
-        if self._hanging_after_ms is None:
-            self._hanging_after_ms = hanging_threshold_ms(admin, None)
-        return self._hanging_after_ms
-
-    def close(self) -> None:
-        with self._lock:
-            if self._admin is not None:
-                self._admin.close()
-                self._admin = None
+from onceflow.console.render_actions import browse_main
+from onceflow.console.topics import describe_topic
+from onceflow.console.transactions import TransactionsView, list_transaction_rows
 
 
 def to_json(data: Any) -> Any:
@@ -76,9 +41,13 @@ def to_json(data: Any) -> Any:
     return data
 
 
-def create_app(config: Mapping[str, Any], hanging_after_ms: int | None = None) -> Starlette:
-    """The console for the cluster `config` (client properties, Kafka's names) describes."""
+def create_app(
+    config: Mapping[str, Any], hanging_after_ms: int | None = None, allow_actions: bool = False
+) -> Starlette:
+    """The console for the cluster `config` (client properties, Kafka's names) describes; with
+    `allow_actions`, also its abort and reset-offsets pages (as the identity in `config`)."""
     cluster = ClusterView(config, hanging_after_ms)
+    acts = allow_actions
 
     def overview(admin: AdminClient, request: Request) -> Any:
         return gather_overview(admin, wall_clock_ms(), cluster.threshold_ms(admin))
@@ -92,22 +61,29 @@ def create_app(config: Mapping[str, Any], hanging_after_ms: int | None = None) -
         return TransactionsView(threshold, rows)
 
     def show_transactions(view: TransactionsView, request: Request) -> str:
-        return render.transactions_main(
-            view, only_hanging=request.query_params.get("hanging") == "1"
-        )
+        only_hanging = request.query_params.get("hanging") == "1"
+        return render.transactions_main(view, only_hanging, acts)
+
+    def messages(admin: AdminClient, request: Request) -> Any:
+        query = parse_browse_query(request.path_params["topic"], request.query_params)
+        return browse(admin, cluster.config, query)
 
     pages: list[tuple[str, str, Gather, Callable[[Any, Request], str]]] = [
         ("/", "Overview", overview, lambda d, r: render.overview_main(d)),
-        ("/topics/{topic}", "Topic", topic, lambda d, r: render.topic_main(d)),
+        ("/topics/{topic}", "Topic", topic, lambda d, r: render.topic_main(d, acts)),
         ("/transactions", "Transactions", transactions, show_transactions),
-        ("/groups", "Groups", lambda a, r: list_group_rows(a), lambda d, r: render.groups_main(d)),
+        ("/groups", "Groups", lambda a, r: list_group_rows(a),
+         lambda d, r: render.groups_main(d, acts)),
         ("/spark", "Spark", lambda a, r: list_query_progress(a), lambda d, r: render.spark_main(d)),
     ]  # fmt: skip
     routes = []
-    for path, title, gather, show in pages:
+    for path, title, fn, show in pages:
         api_path = "/api/overview" if path == "/" else f"/api{path}"
-        routes.append(Route(path, _html_endpoint(cluster, title, gather, show)))
-        routes.append(Route(api_path, _json_endpoint(cluster, gather)))
+        routes.append(Route(path, _html_endpoint(cluster, title, fn, show)))
+        routes.append(Route(api_path, _json_endpoint(cluster, fn)))
+    routes.append(Route("/topics/{topic}/messages", _browse_endpoint(cluster, messages)))
+    routes.append(Route("/api/topics/{topic}/messages", _json_endpoint(cluster, messages)))
+    routes.extend(action_routes(cluster, allow_actions))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -117,23 +93,9 @@ def create_app(config: Mapping[str, Any], hanging_after_ms: int | None = None) -
     return Starlette(routes=routes, lifespan=lifespan)
 
 
-async def _gather(cluster: ClusterView, gather: Gather, request: Request) -> tuple[Any, int, str]:
-    """(data, 200, "") or (None, status, message)."""
-    try:
-        return await run_in_threadpool(cluster.run, gather, request), 200, ""
-    except UnknownTopic as exc:
-        return None, 404, f"The cluster has no topic {exc.args[0]!r}."
-    except (
-        KafkaError,
-        BrokerResponseError,
-        OSError,
-    ) as exc:  # OSError: KafkaConnectionError, timeouts
-        return None, 503, f"The cluster did not answer: {type(exc).__name__}: {exc}"
-
-
-def _json_endpoint(cluster: ClusterView, gather: Gather) -> Callable[[Request], Any]:
+def _json_endpoint(cluster: ClusterView, fn: Gather) -> Callable[[Request], Any]:
     async def endpoint(request: Request) -> Response:
-        data, status, message = await _gather(cluster, gather, request)
+        data, status, message = await gather(cluster, fn, request)
         if status != 200:
             return JSONResponse({"error": message}, status_code=status)
         return JSONResponse(to_json(data))
@@ -142,13 +104,26 @@ def _json_endpoint(cluster: ClusterView, gather: Gather) -> Callable[[Request], 
 
 
 def _html_endpoint(
-    cluster: ClusterView, title: str, gather: Gather, show: Callable[[Any, Request], str]
+    cluster: ClusterView, title: str, fn: Gather, show: Callable[[Any, Request], str]
 ) -> Callable[[Request], Any]:
     async def endpoint(request: Request) -> Response:
-        data, status, message = await _gather(cluster, gather, request)
+        data, status, message = await gather(cluster, fn, request)
         main = show(data, request) if status == 200 else render.error_main(title, message)
         if request.query_params.get("partial") == "1":
             return HTMLResponse(main, status_code=status)
         return HTMLResponse(render.page(title, main), status_code=status)
+
+    return endpoint
+
+
+def _browse_endpoint(cluster: ClusterView, fn: Gather) -> Callable[[Request], Any]:
+    """The message browser: its form stays on the page whatever went wrong (no polling: a
+    browse reads once)."""
+
+    async def endpoint(request: Request) -> Response:
+        data, status, message = await gather(cluster, fn, request)
+        params = dict(request.query_params)
+        main = browse_main(request.path_params["topic"], params, data, message)
+        return HTMLResponse(render.page("Messages", main, poll=False), status_code=status)
 
     return endpoint

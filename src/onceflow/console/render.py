@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from html import escape
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from onceflow.console.groups import GroupRow
 from onceflow.console.markers import QueryProgress
 from onceflow.console.overview import Overview
 from onceflow.console.topics import PartitionRow, TopicView
-from onceflow.console.transactions import TransactionsView
+from onceflow.console.transactions import TransactionRow, TransactionsView
 
 REFRESH_MS = 3000
 NAV = (("/", "Overview"), ("/transactions", "Transactions"), ("/groups", "Groups"),
@@ -24,6 +24,7 @@ STYLE = (
     "body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;margin:.5em 0}"
     "td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}th{background:#eee}"
     ".warn{color:#b00;font-weight:bold}nav a{margin-right:1em}"
+    "pre{margin:0;white-space:pre-wrap;overflow-wrap:anywhere;max-width:48em}"
 )
 POLL = (
     "<script>setInterval(async()=>{const u=new URL(location.href);"
@@ -57,13 +58,14 @@ def _cell(value: object) -> str:
     return escape("" if value is None else str(value))
 
 
-def page(title: str, main: str) -> str:
-    """A whole page: navigation, the content, the polling script."""
+def page(title: str, main: str, poll: bool = True) -> str:
+    """A whole page: navigation, the content and, unless it holds a form (`poll` False), the
+    polling script."""
     nav = "".join(str(link(href, text)) for href, text in NAV)
     return (
         f"<!doctype html><html><head><meta charset=utf-8><title>{escape(title)} · onceflow"
         f"</title><style>{STYLE}</style></head><body><nav>{nav}</nav><main>{main}</main>"
-        f"{POLL}</body></html>"
+        f"{POLL if poll else ''}</body></html>"
     )
 
 
@@ -73,6 +75,20 @@ def error_main(title: str, message: str) -> str:
 
 def topic_href(topic: str) -> str:
     return f"/topics/{quote(topic, safe='')}"
+
+
+def abort_href(topic: str, partition: int, producer_id: int) -> str:
+    """The confirmation page of aborting `producer_id`'s open transaction on a partition."""
+    query = urlencode({"topic": topic, "partition": partition, "producer_id": producer_id})
+    return f"/actions/abort?{query}"
+
+
+def reset_href(group_id: str) -> str:
+    return f"/groups/{quote(group_id, safe='')}/reset"
+
+
+def messages_href(topic: str) -> str:
+    return f"{topic_href(topic)}/messages"
 
 
 def overview_main(o: Overview) -> str:
@@ -100,15 +116,19 @@ def overview_main(o: Overview) -> str:
     )
 
 
-def topic_main(view: TopicView) -> str:
+def topic_main(view: TopicView, actions: bool = False) -> str:
+    """The topic page; with `actions`, an abort link for every open transaction."""
     rows = [_partition_cells(p) for p in view.partitions]
     producers = [
         [p.partition, r.producer_id, r.producer_epoch, r.transactional_id, r.last_sequence,
-         r.last_timestamp, r.current_txn_start_offset]
+         r.last_timestamp, r.current_txn_start_offset,
+         link(abort_href(view.topic, p.partition, r.producer_id), "abort…")
+         if actions and r.current_txn_start_offset >= 0 else ""]
         for p in view.partitions for r in p.producers
     ]  # fmt: skip
     return (
         f"<h1>Topic {escape(view.topic)}</h1>"
+        f"<p>{link(messages_href(view.topic), 'Browse messages')}</p>"
         + table(
             [
                 "partition",
@@ -117,6 +137,7 @@ def topic_main(view: TopicView) -> str:
                 "high watermark",
                 "last stable offset",
                 "LSO lag (records)",
+                "LSO lag (ms)",
                 "LSO pinned by",
                 "error",
             ],
@@ -132,6 +153,7 @@ def topic_main(view: TopicView) -> str:
                 "last sequence",
                 "last timestamp",
                 "open transaction from offset",
+                "action",
             ],
             producers,
         )  # fmt: skip
@@ -150,7 +172,17 @@ def _partition_cells(p: PartitionRow) -> list[object]:
             p.lso_lag, p.lso_lag_ms, pin, p.error]  # fmt: skip
 
 
-def transactions_main(view: TransactionsView, only_hanging: bool) -> str:
+def _abort_links(row: TransactionRow) -> Html:
+    """An abort link per partition of a hanging transaction."""
+    links = [
+        link(abort_href(topic, int(partition), row.producer_id), f"abort on {topic}-{partition}")
+        for topic, _, partition in (tp.rpartition("-") for tp in row.partitions)
+    ]
+    return Html(" ".join(links))
+
+
+def transactions_main(view: TransactionsView, only_hanging: bool, actions: bool = False) -> str:
+    """The transactions page; with `actions`, abort links for the hanging ones."""
     shown = [r for r in view.transactions if r.hanging or not only_hanging]
     toggle = (
         link("/transactions", "all")
@@ -160,7 +192,8 @@ def transactions_main(view: TransactionsView, only_hanging: bool) -> str:
     cells = [
         [r.transactional_id, r.state, r.producer_id, r.producer_epoch, ", ".join(r.partitions),
          "" if r.age_ms < 0 else r.age_ms, r.transaction_timeout_ms,
-         warn("hanging") if r.hanging else "", r.error]
+         warn("hanging") if r.hanging else "", r.error,
+         _abort_links(r) if actions and r.hanging else ""]
         for r in shown
     ]  # fmt: skip
     return (
@@ -178,18 +211,21 @@ def transactions_main(view: TransactionsView, only_hanging: bool) -> str:
                 "timeout (ms)",
                 "hanging",
                 "error",
+                "action",
             ],
             cells,
         )  # fmt: skip
     )
 
 
-def groups_main(groups: list[GroupRow]) -> str:
+def groups_main(groups: list[GroupRow], actions: bool = False) -> str:
+    """The groups page; with `actions`, a reset link for each group."""
     parts = ["<h1>Consumer groups</h1>"]
     for g in groups:
+        reset = f" {link(reset_href(g.group_id), 'reset offsets…')}" if actions else ""
         parts.append(
             f"<h2>{escape(g.group_id)}</h2><p>state {escape(g.state)}, "
-            f"{len(g.members)} member(s), total lag {g.total_lag}</p>"
+            f"{len(g.members)} member(s), total lag {g.total_lag}{reset}</p>"
         )
         parts.append(table(
             ["member", "client id", "host", "assignment"],
