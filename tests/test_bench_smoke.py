@@ -53,6 +53,7 @@ TINY = {
     "broker_throughput.py": ["--bytes", "1MiB", "--seconds", "20"],
     "client_throughput.py": ["--records", "500", "--rounds", "1"],
     "client_txn_throughput.py": ["--records", "500", "--rounds", "1"],
+    "console_scale.py": ["--topics", "3", "--partitions", "2", "--txn-ids", "30", "--rounds", "1"],
     "spark_eos.py": ["--records", "2000", "--source-records", "3000", "--rounds", "1"],
     "security_side_by_side.py": ["--rounds", "1", "--bytes", "1MiB"],
     "spark_vs_builtin.py": ["--records", "3000", "--rounds", "1", "--per-trigger", "1500"],

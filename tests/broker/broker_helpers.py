@@ -5,6 +5,7 @@ response encoded at the version and decoded back), as a connection would."""
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 
 from onceflow.broker import dispatch
@@ -14,7 +15,8 @@ from onceflow.broker.state import BrokerState
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
-from onceflow.protocol.headers import RequestHeader
+from onceflow.protocol.headers import RequestHeader, encode_request_frame
+from onceflow.protocol.messages.api_versions import ApiVersionsRequest
 from onceflow.protocol.messages.fetch import FetchRequest
 from onceflow.protocol.messages.list_offsets import ListOffsetsRequest
 from onceflow.protocol.messages.produce import ProduceRequest
@@ -178,3 +180,81 @@ def produce_partitions(
     partition responses by (topic, partition)."""
     request = produce_request(topic, partitions, acks=acks)
     return partition_results(asyncio.run(call(state, ApiKey.PRODUCE, version, request)))
+
+
+# a sample line of the text format: name, optional {labels}, a value
+_SAMPLE = re.compile(r'^[a-z_]+(\{([a-z_]+="(?:[^"\\]|\\.)*",?)*\})? -?\d+(\.\d+)?$')
+
+
+def samples(body: str) -> dict[str, str]:
+    """Prometheus text exposition -> {name{labels}: value}; asserts every line's syntax."""
+    out = {}
+    for line in body.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        assert _SAMPLE.match(line), f"not a Prometheus sample line: {line!r}"
+        name, value = line.rsplit(" ", 1)
+        out[name] = value
+    return out
+
+
+async def http(address, request: bytes) -> tuple[str, str]:
+    """Send a raw HTTP request to `address` (a Listener); (response head, body)."""
+    reader, writer = await asyncio.open_connection(address.host, address.port)
+    writer.write(request)
+    await writer.drain()
+    data = await asyncio.wait_for(reader.read(), 10)
+    writer.close()
+    head, _, body = data.decode().partition("\r\n\r\n")
+    return head, body
+
+
+async def api_versions_over_tcp(address) -> None:
+    """One ApiVersions request over a real connection (counted by the request metrics)."""
+    reader, writer = await asyncio.open_connection(address.host, address.port)
+    header = RequestHeader(
+        request_api_key=18, request_api_version=3, correlation_id=7, client_id="m"
+    )
+    request = ApiVersionsRequest(client_software_name="t", client_software_version="1")
+    writer.write(encode_request_frame(header, request))
+    await writer.drain()
+    size = int.from_bytes(await reader.readexactly(4), "big")
+    await reader.readexactly(size)
+    writer.close()
+
+
+def offset_commit_request(group: str, topic: str, partition: int, offset: int):
+    """A simple (generation -1) OffsetCommit of one partition's offset."""
+    from onceflow.protocol.messages.offset_commit import OffsetCommitRequest
+
+    topic_cls = OffsetCommitRequest.OffsetCommitRequestTopic
+    part = topic_cls.OffsetCommitRequestPartition(
+        partition_index=partition, committed_offset=offset
+    )
+    return OffsetCommitRequest(
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        topics=[topic_cls(name=topic, partitions=[part])],
+    )
+
+
+def run_broker_with_metrics(tmp_path, scenario, **overrides):
+    """Start a `Broker` on free ports with the metrics listener, run `await scenario(broker)`,
+    stop it; the scenario's result."""
+    from onceflow.broker.server import Broker
+
+    config = BrokerConfig({
+        "log.dirs": str(tmp_path / "data"), "listeners": "127.0.0.1:0",
+        "onceflow.metrics.listener": "127.0.0.1:0", **overrides,
+    })  # fmt: skip
+
+    async def main():
+        broker = Broker(config)
+        await broker.start()
+        try:
+            return await scenario(broker)
+        finally:
+            await broker.stop()
+
+    return asyncio.run(main())

@@ -5,55 +5,24 @@ from __future__ import annotations
 import asyncio
 import re
 
-from broker.broker_helpers import call, make_batch, produce_request
+from broker.broker_helpers import (
+    api_versions_over_tcp,
+    call,
+    http,
+    make_batch,
+    produce_request,
+    samples,
+)
 from onceflow.broker.config import BrokerConfig
-from onceflow.broker.metrics import BrokerMetrics, _escape
+from onceflow.broker.metrics import BrokerMetrics
+from onceflow.broker.metrics_base import escape
 from onceflow.broker.server import Broker
 from onceflow.protocol.api_keys import ApiKey
-from onceflow.protocol.headers import RequestHeader, encode_request_frame
-from onceflow.protocol.messages.api_versions import ApiVersionsRequest
 from onceflow.records.builder import BatchBuilder
-
-# a sample line of the text format: name, optional {labels}, a value
-_SAMPLE = re.compile(r'^[a-z_]+(\{([a-z_]+="(?:[^"\\]|\\.)*",?)*\})? -?\d+(\.\d+)?$')
 
 
 def produce(topic, partition, records):
     return produce_request(topic, {partition: records}, timeout_ms=1000)
-
-
-async def http(address, request: bytes) -> tuple[str, str]:
-    reader, writer = await asyncio.open_connection(address.host, address.port)
-    writer.write(request)
-    await writer.drain()
-    data = await asyncio.wait_for(reader.read(), 10)
-    writer.close()
-    head, _, body = data.decode().partition("\r\n\r\n")
-    return head, body
-
-
-async def api_versions_over_tcp(address) -> None:
-    reader, writer = await asyncio.open_connection(address.host, address.port)
-    header = RequestHeader(
-        request_api_key=18, request_api_version=3, correlation_id=7, client_id="m"
-    )
-    request = ApiVersionsRequest(client_software_name="t", client_software_version="1")
-    writer.write(encode_request_frame(header, request))
-    await writer.drain()
-    size = int.from_bytes(await reader.readexactly(4), "big")
-    await reader.readexactly(size)
-    writer.close()
-
-
-def samples(body: str) -> dict[str, str]:
-    out = {}
-    for line in body.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        assert _SAMPLE.match(line), f"not a Prometheus sample line: {line!r}"
-        name, value = line.rsplit(" ", 1)
-        out[name] = value
-    return out
 
 
 def test_metrics_listener_serves_partition_and_request_figures(tmp_path):
@@ -137,7 +106,7 @@ def test_render_counts_errors_and_requests_without_a_broker():
 
 
 def test_label_values_are_escaped():
-    assert _escape('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
+    assert escape('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
 
 
 def test_allocated_producer_ids_count_transactional_producers_too(state):
@@ -157,8 +126,9 @@ def test_allocated_producer_ids_count_transactional_producers_too(state):
 
 
 def test_exposition_follows_prometheus_conventions(state):
-    """Every sample belongs to a family announced by # HELP and # TYPE; counters end in
-    _total, gauges do not; names and labels are snake_case under onceflow_."""
+    """Every sample belongs to a family announced by # HELP and # TYPE (a histogram's
+    samples end in _bucket, _sum or _count); counters end in _total, gauges do not; names and
+    labels are snake_case under onceflow_."""
     state.logs.create_topic("t", 2, {})
     text = state.metrics.render(state)
     families: dict[str, str] = {}
@@ -172,12 +142,15 @@ def test_exposition_follows_prometheus_conventions(state):
             families[name] = kind
         elif line:
             name = re.split(r"[{ ]", line, maxsplit=1)[0]
+            family = re.sub(r"_(bucket|sum|count)$", "", name)
+            if families.get(family) == "histogram":
+                name = family
             assert name in families and name in helped, f"sample of an unannounced family: {line}"
             assert re.fullmatch(r"onceflow_[a-z0-9_]+", name), name
             labels = re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="', line)
             assert all(re.fullmatch(r"[a-z_]+", label) for label in labels), line
     for name, kind in families.items():
-        assert kind in ("counter", "gauge"), (name, kind)
+        assert kind in ("counter", "gauge", "histogram"), (name, kind)
         assert name.endswith("_total") == (kind == "counter"), (name, kind)
 
 

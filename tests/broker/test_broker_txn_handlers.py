@@ -17,8 +17,10 @@ from broker.broker_helpers import (
     decode_all,
     fetch_request,
     make_batch,
+    offset_commit_request,
     partition_results,
     produce_request,
+    samples,
 )
 from onceflow.broker.context import RequestContext
 from onceflow.broker.dispatch import lookup
@@ -694,6 +696,46 @@ def test_metrics_count_transactional_ids_by_state(txn_state):
     assert 'onceflow_transactional_ids{state="Ongoing"} 1' in text
     assert 'onceflow_transactional_ids{state="CompleteCommit"} 1' in text
     assert 'onceflow_partition_last_stable_offset{topic="t",partition="1"} 0' in text
+
+
+def test_metrics_show_hanging_transactions_fencing_group_lag_and_flushes(txn_state):
+    """broker.metrics_eos: a transaction open past transaction.max.timeout.ms is hanging; a
+    second InitProducerId of an id fences its producer; a group's lag is the LSO minus its
+    committed offset; every acks=all produce's fsync lands in the flush histogram."""
+    coordinator = txn_state.transactions.coordinator
+    commit = offset_commit_request("lagging", "t", 2, 1)
+
+    async def scenario():
+        plain = produce_request("t", {2: make_batch([b"a", b"b", b"c"])})
+        assert (
+            partition_results(await call(txn_state, ApiKey.PRODUCE, 9, plain))[("t", 2)].error_code
+            == 0
+        )
+        txn_state.load_coordinators()  # the group coordinator, for the commit below
+        assert (await call(txn_state, ApiKey.OFFSET_COMMIT, 2, commit)).topics[0].partitions[
+            0
+        ].error_code == 0
+        pid, epoch = await begin(txn_state, "old")
+        assert (await txn_produce(txn_state, "old", pid, epoch, 0, 0, [b"x"])).error_code == 0
+        assert (await find_txn(txn_state, "restarted")).error_code == 0
+        assert (await init(txn_state, "restarted"))[0] == 0
+        assert (await init(txn_state, "restarted"))[0] == 0  # fences the first instance
+        young = samples(txn_state.metrics.render(txn_state))
+        now = coordinator.clock()
+        coordinator.clock = lambda: now + coordinator.config.transaction_max_timeout_ms + 1
+        return young, samples(txn_state.metrics.render(txn_state))
+
+    young, old = run(txn_state, scenario)
+    assert young["onceflow_transactions_hanging"] == "0"
+    assert old["onceflow_transactions_hanging"] == "1"  # "old"; "restarted" has none open
+    assert float(old["onceflow_transaction_oldest_open_age_seconds"]) > float(
+        coordinator.config.transaction_max_timeout_ms / 1000
+    )
+    assert old["onceflow_producers_fenced_total"] == "1"
+    assert old['onceflow_consumer_group_lag{group="lagging",topic="t",partition="2"}'] == "2"
+    flushes = int(old["onceflow_log_flush_seconds_count"])
+    assert flushes >= 2  # the plain and the transactional produce, at least
+    assert old['onceflow_log_flush_seconds_bucket{le="+Inf"}'] == str(flushes)
 
 
 # -- long polls woken by markers ---------------------------------------------------------------

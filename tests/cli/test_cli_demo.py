@@ -3,6 +3,7 @@ arguments are usage errors; failures are one clear line."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -10,20 +11,28 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 
 
 @pytest.mark.slow
-def test_demo_with_all_faults_is_exactly_once():
-    """Short run: the driver SIGKILLed twice, the broker kill -9'd once, then the check."""
-    result = subprocess.run(
-        [sys.executable, "-m", "onceflow", "demo", "--records", "2000", "--faults", "all"],
-        capture_output=True,
-        timeout=600,
-    )
-    out = result.stdout.decode()
-    assert result.returncode == 0, out + result.stderr.decode()
+def test_demo_with_all_faults_is_exactly_once(tmp_path):
+    """Short run: the driver SIGKILLed twice, the broker kill -9'd once, then the check; the
+    console serves the demo's progress meanwhile and the HTML report names what happened."""
+    report = tmp_path / "demo.html"
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "onceflow", "demo", "--records", "2000", "--faults", "all",
+         "--report", str(report), "--console", f"127.0.0.1:{port}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    phases = _watch_demo_console(proc, port)
+    stdout, stderr = proc.communicate(timeout=600)
+    out = stdout.decode()
+    assert proc.returncode == 0, out + stderr.decode()
+    assert {"feed", "pipeline"} <= phases, phases  # seen live on /api/demo
+    _check_report(report.read_text(), passed=True)
     assert "SIGKILLed at task.midway@1" in out
     assert "SIGKILLed at driver.between_commits@2" in out
     assert "the broker was kill -9'd and restarted" in out
@@ -63,10 +72,50 @@ def test_demo_on_a_3_node_kafka_cluster_is_exactly_once(kafka_clusters):
     )
 
 
-def test_demo_unreachable_bootstrap_is_one_line_and_exit_1():
-    with socket.socket() as s:  # a port nobody listens on
+def _free_port() -> int:
+    with socket.socket() as s:  # a port nobody listens on (yet)
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        return s.getsockname()[1]
+
+
+def _watch_demo_console(proc: subprocess.Popen, port: int) -> set[str]:
+    """The phases /api/demo reported while `proc` ran, and checks that the console's own
+    pages answer against the demo's broker."""
+    phases: set[str] = set()
+    pages_ok = False
+    while proc.poll() is None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/demo", timeout=5) as r:
+                phases.add(json.load(r)["phase"])
+            if not pages_ok:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{port}/api/overview", timeout=30
+                ) as r:
+                    pages_ok = {"orders", "orders-validated"} <= {
+                        t["topic"] for t in json.load(r)["topics"]
+                    }
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/demo", timeout=5) as r:
+                    assert "<svg" in r.read().decode()
+        except OSError:  # not listening yet, the broker being restarted, or stopped
+            pass
+        time.sleep(1)
+    assert pages_ok
+    return phases
+
+
+def _check_report(html: str, passed: bool) -> None:
+    """The report names both driver kills, the broker kill and the check's result, and loads
+    nothing from elsewhere."""
+    assert "driver SIGKILL" in html and "SIGKILLed at task.midway@1" in html
+    assert "SIGKILLed at driver.between_commits@2" in html
+    assert "broker kill -9" in html and "kill -9 of the broker" in html
+    assert ("exactly-once check PASSED" in html) == passed
+    assert "<script src" not in html and "<link" not in html and "@import" not in html
+    assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+
+
+def test_demo_unreachable_bootstrap_is_one_line_and_exit_1():
+    port = _free_port()
     result = subprocess.run(
         [sys.executable, "-m", "onceflow", "demo", "--bootstrap", f"127.0.0.1:{port}",
          "--faults", "none"],
@@ -84,6 +133,7 @@ def test_demo_unreachable_bootstrap_is_one_line_and_exit_1():
         (["--records", "0"], b"--records >= 100"),
         (["--bootstrap", "127.0.0.1:1", "--faults", "broker"], b"need the embedded broker"),
         (["--faults", "bogus"], b"invalid choice"),
+        (["--console", "8080"], b"expected HOST:PORT"),
     ],
 )
 def test_demo_rejects_bad_arguments(args, message):

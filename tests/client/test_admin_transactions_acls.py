@@ -111,6 +111,38 @@ def acl_bootstrap(request, tmp_path_factory):
         cluster.stop()
 
 
+def test_describe_transactions_of_many_ids_in_batches(peer):
+    """More ids than one DescribeTransactions request carries (`BATCH_IDS`), spread over
+    the coordinator's partitions, some unknown: each answered, in the order asked."""
+    from onceflow.client.connection import BrokerConnection
+    from onceflow.client.txn_admin import BATCH_IDS
+    from onceflow.protocol.messages.init_producer_id import InitProducerIdRequest
+
+    tids = [peer.name(f"many-{i}") for i in range(BATCH_IDS + 30)]
+    with BrokerConnection.from_address(peer.bootstrap).connect() as conn:
+        for tid in tids:
+            init = InitProducerIdRequest(
+                transactional_id=tid, transaction_timeout_ms=60_000, producer_id=-1,
+                producer_epoch=-1,
+            )  # fmt: skip
+            for _ in range(100):  # the coordinator may still be loading
+                response = conn.send(init, 4)
+                if response.error_code == ErrorCode.NONE:
+                    break
+                time.sleep(0.1)
+            assert response.error_code == ErrorCode.NONE
+    unknown = [peer.name("unknown-a"), peer.name("unknown-b")]
+    asked = [unknown[0], *reversed(tids), unknown[1]]
+    with AdminClient({"bootstrap.servers": peer.bootstrap}) as admin:
+        described = admin.describe_transactions(asked)
+    assert list(described) == asked
+    assert {described[t].error_code for t in unknown} == {ErrorCode.TRANSACTIONAL_ID_NOT_FOUND}
+    for tid in tids:
+        d = described[tid]
+        assert (d.transactional_id, d.error_code, d.state) == (tid, ErrorCode.NONE, "Empty")
+        assert d.producer_id >= 0 and d.transaction_timeout_ms == 60_000
+
+
 def test_create_describe_delete_acls(acl_bootstrap):
     alice = allow(AclOperation.READ, "orders", host="*")
     bob = allow(AclOperation.WRITE, "ord", pattern_type=PatternType.PREFIXED, principal="User:bob")

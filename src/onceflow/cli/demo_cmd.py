@@ -20,16 +20,18 @@ What it shows, step by step:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import shutil
 import signal
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from onceflow.cli import demo_timeline as tl
 from onceflow.cli.embedded_broker import BrokerError, EmbeddedBroker
 from onceflow.client.admin import AdminClient, NewTopic
 from onceflow.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
@@ -78,6 +80,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--timeout", type=float, default=300.0, help="seconds for each phase or driver run"
     )
+    parser.add_argument(
+        "--report",
+        metavar="FILE.html",
+        type=Path,
+        help="write a self-contained HTML report: timeline of micro-batches and kills, "
+        "counts, the exactly-once check",
+    )
+    parser.add_argument(
+        "--console",
+        metavar="HOST:PORT",
+        help="serve the web console (onceflow console) against the demo's cluster while it "
+        "runs, with the demo's progress at /demo; needs the console extra",
+    )
     parser.set_defaults(func=run)
 
 
@@ -89,13 +104,20 @@ def run(args: argparse.Namespace) -> int:
     if args.bootstrap and args.faults in ("broker", "all"):
         print("onceflow demo: --faults broker/all need the embedded broker", file=sys.stderr)
         return 2
+    try:
+        console_address = _console_address(args.console) if args.console else None
+    except ValueError as exc:
+        print(f"onceflow demo: {exc}", file=sys.stderr)
+        return 2
     workdir = Path(tempfile.mkdtemp(prefix="onceflow-demo-"))
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     demo = Demo(args, workdir)
+    demo.console_address = console_address
     keep = args.keep  # a failure keeps the work directory too: its error points at logs there
     try:
         report = demo.run()
         print(report.text(), flush=True)
+        demo.write_report()
         if not report.ok:
             keep = True
             print(f"onceflow demo: data, checkpoint and logs kept in {workdir}", file=sys.stderr)
@@ -103,6 +125,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     except (DemoError, BrokerError, OSError, KafkaError, TimeoutError) as exc:
         keep = True
+        demo.timeline.add(tl.PHASE, f"failed: {exc}")
+        demo.write_report()
         print(f"onceflow demo: {exc} (data, checkpoint and logs kept in {workdir})",
               file=sys.stderr)  # fmt: skip
         return 1
@@ -116,6 +140,18 @@ def run(args: argparse.Namespace) -> int:
             print(f"onceflow demo: kept data, checkpoint and logs in {workdir}")
         elif not keep:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _console_address(text: str) -> tuple[str, int]:
+    """(host, port) of `--console HOST:PORT`; ValueError, its message the one line to print,
+    when malformed or when the console extra is not installed."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"--console {text!r}: expected HOST:PORT")
+    missing = [m for m in ("starlette", "uvicorn") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ValueError(f"--console needs {', '.join(missing)}: pip install 'onceflow[console]'")
+    return host.strip("[]"), int(port)
 
 
 def _exit_on_sigterm(_signum: int, _frame: Any) -> None:
@@ -192,6 +228,9 @@ class Demo:
         suffix = "" if not args.bootstrap else f"-{int(time.time())}"
         self.input, self.output = f"orders{suffix}", f"orders-validated{suffix}"
         self.committed_ids: list[int] = []
+        self.timeline = tl.Timeline()  # what the report and the console's /demo page show
+        self.console_address: tuple[str, int] | None = None
+        self.console: Any = None
 
     def say(self, text: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
@@ -199,23 +238,53 @@ class Demo:
     def run(self) -> Report:
         phases = self.report.phases
         start = time.monotonic()
+        self.timeline.add(tl.PHASE, "setup")
         self.bootstrap = self._start_broker()
         self._create_topics()
+        self._start_console()
         phases["setup"] = time.monotonic() - start
         start = time.monotonic()
+        self.timeline.add(tl.PHASE, "feed")
         self._feed()
         phases["feed"] = time.monotonic() - start
         start = time.monotonic()
+        self.timeline.add(tl.PHASE, "pipeline")
         self._run_pipeline()
         phases["pipeline"] = self.report.pipeline_seconds = time.monotonic() - start
         start = time.monotonic()
+        self.timeline.add(tl.PHASE, "check")
         self._check()
         phases["check"] = time.monotonic() - start
+        self.timeline.summary = {**asdict(self.report), "ok": self.report.ok}
+        self.timeline.add(tl.PHASE, "done: " + ("PASSED" if self.report.ok else "FAILED"))
         return self.report
+
+    def write_report(self) -> None:
+        """Write the HTML report if `--report` asked for one (the run so far on failure)."""
+        if self.args.report is None:
+            return
+        from onceflow.cli.demo_report import write_report
+
+        self.timeline.set_batches(tl.read_batches(self.workdir / "checkpoint"))
+        self.timeline.finished = time.time()
+        write_report(self.args.report, self.timeline)
+        self.say(f"report written to {self.args.report}")
+
+    def _start_console(self) -> None:
+        if self.console_address is None:
+            return
+        from onceflow.cli.demo_console import DemoConsole
+
+        self.console = DemoConsole(self.bootstrap, self.timeline)
+        self.console.start(*self.console_address)
+        host, port = self.console_address
+        self.say(f"console on http://{host}:{port}/ (the demo's progress at /demo)")
 
     def close(self) -> None:
         if self.driver is not None and self.driver.proc.poll() is None:
             self.driver.kill()
+        if self.console is not None:
+            self.console.stop()
         if self.broker is not None:
             self.broker.stop()
 
@@ -290,6 +359,7 @@ class Demo:
             note = f"; will SIGKILL it at {faults}" if faults else ""
             note += "; will kill -9 the broker mid-run" if kill_broker_after else ""
             self.say(f"driver run {run_number}: starting{note}")
+            self.timeline.add(tl.DRIVER_START, f"driver run {run_number}{note}")
             self.driver = DriverProcess(self._driver_args(faults), log, self.workdir / "faults")
             watch = _RunWatch(self, kill_broker_after)
             outcome = self.driver.wait(self.args.timeout, on_tick=watch)
@@ -306,6 +376,9 @@ class Demo:
                 text += " (the broker was kill -9'd and restarted during this run)"
             self.report.driver_runs.append(text)
             self.say(f"driver run {run_number}: {text}")
+            kind = tl.DRIVER_KILL if outcome.fault else tl.DRIVER_END
+            self.timeline.add(kind, f"driver run {run_number} {text}")
+            self.timeline.set_batches(tl.read_batches(self.workdir / "checkpoint"))
             if outcome.exit_code == 0:
                 self._read_summary(log)
             if outcome.exit_code == 0 and not driver_faults:
@@ -330,8 +403,10 @@ class Demo:
         if self.broker is None:
             raise DemoError("no embedded broker to kill")
         self.say("  kill -9 of the broker")
+        self.timeline.add(tl.BROKER_KILL, f"kill -9 of the broker ({self.broker.address})")
         self.broker.kill9()
         self.broker.restart()
+        self.timeline.add(tl.BROKER_RESTART, "broker restarted on the same port and data directory")
         self.say("  broker restarted on the same port and data directory")
 
     def _check(self) -> None:
@@ -368,6 +443,7 @@ class _RunWatch:
         if batches != self.batches:
             self.batches = batches
             self.demo.say(f"  micro-batches committed: {batches}")
+            self.demo.timeline.set_batches(tl.read_batches(self.demo.workdir / "checkpoint"))
         if self.kill_broker_after is not None and not self.broker_killed:
             if batches >= self.kill_broker_after:
                 self.broker_killed = True

@@ -9,7 +9,7 @@ private state.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from onceflow.client.connection import BrokerConnection, connect_bootstrap
@@ -25,6 +25,7 @@ __all__ = ["GROUP_KEY", "TRANSACTION_KEY", "AdminConnections", "BrokerNode", "kn
 GROUP_KEY = 0  # FindCoordinator key types
 TRANSACTION_KEY = 1
 RETRY_S = 0.05
+BATCH_KEYS = 1000  # coordinator keys per batched FindCoordinator (v4+, KIP-699)
 COORDINATOR_MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
 GROUP_RETRIABLE = COORDINATOR_MOVED | {
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
@@ -127,6 +128,27 @@ class AdminConnections:
                 node = None
         self._coordinators[(key_type, key)] = node
         return node
+
+    def find_coordinators(self, key_type: int, keys: Iterable[str]) -> None:
+        """Look up and cache the coordinators of the `keys` not cached yet, up to `BATCH_KEYS`
+        keys per FindCoordinator (v4+, KIP-699). A key whose lookup failed, or every key
+        against a broker without batched lookups, is left to `to_coordinator`."""
+        cls = REQUESTS[ApiKey.FIND_COORDINATOR]
+        missing = [k for k in dict.fromkeys(keys) if (key_type, k) not in self._coordinators]
+        conn = self.bootstrap()
+        version = min(conn.api_version(ApiKey.FIND_COORDINATOR), 5)
+        if version < 4:
+            return
+        for start in range(0, len(missing), BATCH_KEYS):
+            chunk = missing[start : start + BATCH_KEYS]
+            response = conn.send(cls(key_type=key_type, coordinator_keys=chunk), version)
+            for c in response.coordinators:
+                if c.error_code == ErrorCode.NONE:
+                    self._coordinators[(key_type, c.key)] = BrokerNode(c.node_id, c.host, c.port)
+
+    def cached_coordinator(self, key_type: int, key: str) -> BrokerNode | None:
+        """The coordinator of `key` as last looked up, None if not known."""
+        return self._coordinators.get((key_type, key))
 
     def forget_coordinator(self, key_type: int, key: str) -> None:
         """The coordinator moved: the next `to_coordinator` looks it up again."""

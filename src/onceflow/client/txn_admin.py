@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from onceflow.client.admin_connections import (
     COORDINATOR_MOVED,
@@ -30,6 +31,7 @@ from onceflow.client.admin_connections import (
 )
 from onceflow.client.connection import BrokerConnection
 from onceflow.client.errors import UnsupportedVersionError, raise_for_error
+from onceflow.client.net.metadata import BrokerNode
 from onceflow.common import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
@@ -48,6 +50,8 @@ __all__ = [
     "describe_transactions",
     "list_transactions",
 ]
+
+BATCH_IDS = 500  # transactional ids per DescribeTransactions request
 
 
 @dataclass(frozen=True)
@@ -113,33 +117,60 @@ class AbortTransactionSpec:
 def describe_transactions(
     net: AdminConnections, transactional_ids: Iterable[str], timeout_s: float
 ) -> dict[str, TransactionDescription]:
-    """DescribeTransactions for each id, at its coordinator (looked up again when it moved)."""
+    """DescribeTransactions for each id, at its coordinator. The coordinators are looked up in
+    batches and each is asked about up to `BATCH_IDS` ids per request; an id answered with
+    another error than TRANSACTIONAL_ID_NOT_FOUND is asked about again on its own (its
+    coordinator looked up again when it moved, retried while loading)."""
     cls = REQUESTS[ApiKey.DESCRIBE_TRANSACTIONS]
     deadline = time.monotonic() + timeout_s
+    ids = list(dict.fromkeys(transactional_ids))
+    net.find_coordinators(TRANSACTION_KEY, ids)
+    by_node: dict[BrokerNode, list[str]] = {}
+    for tid in ids:
+        node = net.cached_coordinator(TRANSACTION_KEY, tid)
+        if node is not None:
+            by_node.setdefault(node, []).append(tid)
     out: dict[str, TransactionDescription] = {}
-    for tid in dict.fromkeys(transactional_ids):
-        while True:
-            node = net.coordinator(TRANSACTION_KEY, tid, deadline)
-            response = net.to_node(node).send(cls(transactional_ids=[tid]))
-            state = response.transaction_states[0]
-            if state.error_code in COORDINATOR_MOVED:
-                net.forget_coordinator(TRANSACTION_KEY, tid)
-            if state.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND or not wait_retriable(
-                state.error_code, deadline, f"DescribeTransactions for {tid!r}"
-            ):
-                break
-        out[tid] = TransactionDescription(
-            tid,
-            known_code(state.error_code),
-            state.transaction_state or "",
-            state.producer_id,
-            state.producer_epoch,
-            state.transaction_timeout_ms,
-            state.transaction_start_time_ms,
-            tuple(TopicPartition(t.topic, p) for t in state.topics for p in t.partitions),
-            node.node_id,
-        )
-    return out
+    for node, tids in by_node.items():
+        for start in range(0, len(tids), BATCH_IDS):
+            request = cls(transactional_ids=tids[start : start + BATCH_IDS])
+            for state in net.to_node(node).send(request).transaction_states:
+                if state.error_code in (ErrorCode.NONE, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND):
+                    out[state.transactional_id] = _description(state, node)
+    for tid in ids:
+        if tid not in out:
+            out[tid] = _describe_one(net, cls, tid, deadline)
+    return {tid: out[tid] for tid in ids}
+
+
+def _describe_one(
+    net: AdminConnections, cls: Any, tid: str, deadline: float
+) -> TransactionDescription:
+    while True:
+        node = net.coordinator(TRANSACTION_KEY, tid, deadline)
+        response = net.to_node(node).send(cls(transactional_ids=[tid]))
+        state = response.transaction_states[0]
+        if state.error_code in COORDINATOR_MOVED:
+            net.forget_coordinator(TRANSACTION_KEY, tid)
+        if state.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND or not wait_retriable(
+            state.error_code, deadline, f"DescribeTransactions for {tid!r}"
+        ):
+            return _description(state, node)
+
+
+def _description(state: Any, node: BrokerNode) -> TransactionDescription:
+    """One DescribeTransactions answer of the coordinator `node`."""
+    return TransactionDescription(
+        state.transactional_id,
+        known_code(state.error_code),
+        state.transaction_state or "",
+        state.producer_id,
+        state.producer_epoch,
+        state.transaction_timeout_ms,
+        state.transaction_start_time_ms,
+        tuple(TopicPartition(t.topic, p) for t in state.topics for p in t.partitions),
+        node.node_id,
+    )
 
 
 def describe_producers(

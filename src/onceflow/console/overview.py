@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from onceflow.client.admin import AdminClient
 from onceflow.console.groups import list_group_rows
-from onceflow.console.transactions import list_transaction_rows
+from onceflow.console.transactions import OPEN_STATES
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def gather_overview(admin: AdminClient, now_ms: int, threshold_ms: int) -> Overv
         for name, d in sorted(described.items())
         if not d.is_internal
     ]
-    transactions = list_transaction_rows(admin, now_ms, threshold_ms)
+    open_count, hanging_count = count_open_and_hanging(admin, now_ms, threshold_ms)
     groups = [
         GroupLag(g.group_id, g.state, len(g.members), g.total_lag) for g in list_group_rows(admin)
     ]
@@ -61,8 +61,24 @@ def gather_overview(admin: AdminClient, now_ms: int, threshold_ms: int) -> Overv
         topic_count=len(topics),
         partition_count=sum(t.partitions for t in topics),
         topics=topics,
-        open_transactions=sum(1 for t in transactions if t.open),
-        hanging_transactions=sum(1 for t in transactions if t.hanging),
+        open_transactions=open_count,
+        hanging_transactions=hanging_count,
         hanging_threshold_ms=threshold_ms,
         groups=groups,
     )
+
+
+def count_open_and_hanging(admin: AdminClient, now_ms: int, threshold_ms: int) -> tuple[int, int]:
+    """(open transactions, those open longer than `threshold_ms`): ListTransactions filtered
+    to the open states, then only those ids are described (for their start time); with
+    10 000 ids of which a tenth are open that is a tenth of the DescribeTransactions work."""
+    listed = admin.list_transactions(states=sorted(OPEN_STATES))
+    open_ids = sorted({t.transactional_id for t in listed if t.state in OPEN_STATES})
+    if not open_ids:
+        return 0, 0
+    still_open = [
+        d for d in admin.describe_transactions(open_ids).values()
+        if d.state in OPEN_STATES and d.transaction_start_time_ms >= 0
+    ]  # fmt: skip
+    hanging = sum(1 for d in still_open if now_ms - d.transaction_start_time_ms > threshold_ms)
+    return len(still_open), hanging

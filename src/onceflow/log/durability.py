@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, ThreadPoolExecutor
 
 from onceflow.common import wall_clock_ms
+from onceflow.log.flush_times import FlushTimes
 from onceflow.log.partition import PartitionLog
 from onceflow.protocol.errors import ErrorCode
 
@@ -36,14 +38,16 @@ logger = logging.getLogger("onceflow.log")
 FlushListener = Callable[[PartitionLog], None]
 
 
-def _flush_logs(logs: list[PartitionLog]) -> list[int | OSError]:
-    """Worker thread: flush each log; the covered offset or the error, per log."""
+def _flush_logs(logs: list[PartitionLog], times: FlushTimes) -> list[int | OSError]:
+    """Worker thread: flush each log, timing it; the covered offset or the error, per log."""
     outcomes: list[int | OSError] = []
     for log in logs:
+        start = time.perf_counter()
         try:
             outcomes.append(log.flush())
         except OSError as exc:
             outcomes.append(exc)
+        times.observe(time.perf_counter() - start)
     return outcomes
 
 
@@ -61,6 +65,7 @@ class GroupCommitter:
         self._listeners: list[FlushListener] = []
         self._closed = False
         self.rounds = 0  # fsync rounds run so far (observability, tests)
+        self.flush_times = FlushTimes()  # per log flushed (broker.metrics)
 
     def add_listener(self, listener: FlushListener) -> None:
         """Call `listener(log)` on the loop after a round flushed `log` (its HW may have moved)."""
@@ -119,7 +124,9 @@ class GroupCommitter:
             logs = list(waiters.keys() | self._requested)
             self._requested = set()
             try:
-                outcomes = await loop.run_in_executor(self._executor, _flush_logs, logs)
+                outcomes = await loop.run_in_executor(
+                    self._executor, _flush_logs, logs, self.flush_times
+                )
             except BaseException as exc:
                 for entries in waiters.values():
                     for _, future in entries:

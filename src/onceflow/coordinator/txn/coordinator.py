@@ -135,6 +135,9 @@ class TransactionCoordinator:
         )
         self.clock = clock
         self.coordinator_epoch = -1
+        # InitProducerId calls that gave an existing transactional id a new epoch (or producer
+        # id), fencing the instance that held it before (observability: broker.metrics)
+        self.fenced_producers = 0
         # TEST-ONLY fault point (faults.py), called right after a PREPARE_COMMIT is durable:
         # None unless a test installed it
         self.after_prepare_commit: Callable[[], None] | None = faults.crash_hook(
@@ -276,6 +279,7 @@ class TransactionCoordinator:
         if expected is not None and NO_PRODUCER_ID in (expected[0], expected[1]):
             return InitProducerIdResult(ErrorCode.INVALID_REQUEST)
         md = self._txns.get(transactional_id)
+        fences = md is not None and md.producer_epoch != NO_PRODUCER_EPOCH
         if md is None:
             producer_id = self._new_producer_id()
             if producer_id is None:
@@ -303,6 +307,8 @@ class TransactionCoordinator:
         error = await self._append(md, transit)
         if error != ErrorCode.NONE:
             return InitProducerIdResult(error)
+        if fences:
+            self.fenced_producers += 1
         return InitProducerIdResult(ErrorCode.NONE, md.producer_id, md.producer_epoch)
 
     def _prepare_init(

@@ -1,0 +1,99 @@
+"""`onceflow demo --console HOST:PORT`: the web console against the demo's cluster for the
+demo's duration, plus a /demo page (and /api/demo) with the demo's phase and the same
+timeline as its HTML report, redrawn as the console's pages are (render.REFRESH_MS).
+
+The console app (`onceflow.console.app`) is mounted as it is; uvicorn runs in a daemon
+thread and stops with the demo (`stop`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from html import escape
+from typing import TYPE_CHECKING
+
+from onceflow.cli.demo_report import counts_table, events_table, timeline_svg
+from onceflow.cli.demo_timeline import Timeline
+
+if TYPE_CHECKING:
+    import uvicorn
+
+START_TIMEOUT_S = 10.0
+
+
+def demo_main(run: Timeline) -> str:
+    """The /demo page's content: phase, counts once checked, timeline, events (the console's
+    pages poll their content with ?partial=1 and redraw it)."""
+    summary = run.summary
+    verdict = ""
+    if "ok" in summary:
+        verdict = "PASSED" if summary["ok"] else "FAILED: " + "; ".join(summary["problems"])
+        verdict = f"<p><b>exactly-once check {escape(verdict)}</b></p>"
+    return (
+        f"<h1>Demo</h1><p>Phase: <b>{escape(run.phase)}</b>, "
+        f"{len(run.batches)} micro-batches committed, "
+        f"{time.time() - run.started:.0f} s since the start.</p>{verdict}"
+        f"{counts_table(run)}<h2>Timeline</h2>{timeline_svg(run)}"
+        f"<h2>Events</h2>{events_table(run)}"
+    )
+
+
+class DemoConsole:
+    """The console for `bootstrap`, with the /demo page of the demo run `timeline` (which the
+    demo goes on adding to), served from a thread."""
+
+    def __init__(self, bootstrap: str, timeline: Timeline) -> None:
+        self.bootstrap = bootstrap
+        self.timeline = timeline
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def app(self):  # -> Starlette (the console extra is imported only when asked for)
+        """The console's routes under /, and /demo and /api/demo first."""
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import HTMLResponse, JSONResponse
+        from starlette.routing import Mount, Route
+
+        from onceflow.console import render
+        from onceflow.console.app import create_app
+
+        timeline = self.timeline
+
+        async def page(request: Request) -> HTMLResponse:
+            main = demo_main(timeline.snapshot())
+            if request.query_params.get("partial") == "1":
+                return HTMLResponse(main)
+            return HTMLResponse(render.page("Demo", main))
+
+        async def api(request: Request) -> JSONResponse:
+            return JSONResponse(timeline.to_json())
+
+        console = create_app({"bootstrap.servers": self.bootstrap})
+        return Starlette(
+            routes=[Route("/demo", page), Route("/api/demo", api), Mount("/", app=console)],
+            lifespan=lambda app: console.router.lifespan_context(console),
+        )
+
+    def start(self, host: str, port: int) -> None:
+        """Serve on host:port; returns once the server listens (DemoError-free: an address in
+        use raises OSError)."""
+        import uvicorn
+
+        config = uvicorn.Config(self.app(), host=host, port=port, log_level="warning")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name="demo-console", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise OSError(f"the console could not listen on {host}:{port}")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        """Stop serving (requests in progress finish)."""
+        if self._server is not None and self._thread is not None:
+            self._server.should_exit = True
+            self._thread.join(10)
+        self._server = self._thread = None
