@@ -22,7 +22,12 @@ directory is what the broker would have written. Then:
   cleaner throttle; unthrottled is Kafka's default). The cleaner starts with the broker, so it
   works while the produce runs (the result says how long cleaning takes alone, to compare with
   the produce window). The aim is <= 10% lower MB/s. In one Python process the cleaner thread
-  competes with the event loop for the interpreter lock; the throttle bounds that.
+  competes with the event loop for the interpreter lock; the throttle bounds that. Each
+  cleaner round also reads the broker's `onceflow_log_cleaner_bytes_read_total` right after
+  its produce ends: below the bytes a whole cleaning reads means the cleaner was still at work
+  when the produce ended (it starts when the broker is ready, before the produce), so the
+  window measured cleaner-on throughput only. `--produce-cost-only` skips the start-time
+  measures; `--modes` picks the produce modes.
 
 Appends the run to bench/results/log_cleaner.json and prints one line.
 
@@ -38,10 +43,12 @@ import shutil
 import statistics
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 from broker_throughput import append_result, machine, parse_size, ratio
 from confluent_kafka import Producer
+from security_throughput import free_port
 
 from onceflow.cli.embedded_broker import EmbeddedBroker
 from onceflow.client.admin import AdminClient, NewTopic
@@ -142,6 +149,7 @@ def clean_all(path: Path) -> dict[str, float]:
     manager.close()
     return {
         "seconds": round(seconds, 2),
+        "mb_per_s": round(totals.bytes_read / 1e6 / seconds, 1) if seconds else None,
         "rounds": rounds,
         "bytes_read": totals.bytes_read,
         "bytes_written": totals.bytes_written,
@@ -162,9 +170,22 @@ def start_seconds(workdir: Path, settings=None) -> float:
     return round(seconds, 3)
 
 
-def produce_mb_per_s(workdir: Path, settings: dict, nbytes: int) -> float:
-    """1 KiB acks=all produce of `nbytes` to a fresh 3-partition topic; MB/s."""
-    broker = EmbeddedBroker(workdir, 600, settings={**BROKER, **settings})
+def cleaner_bytes_read(metrics_address: str) -> int:
+    """The broker's `onceflow_log_cleaner_bytes_read_total` (its finished rounds)."""
+    with urllib.request.urlopen(f"http://{metrics_address}/metrics", timeout=30) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith("onceflow_log_cleaner_bytes_read_total "):
+                return int(float(line.split()[1]))
+    raise RuntimeError("no onceflow_log_cleaner_bytes_read_total in /metrics")
+
+
+def produce_mb_per_s(workdir: Path, settings: dict, nbytes: int) -> tuple[float, int]:
+    """1 KiB acks=all produce of `nbytes` to a fresh 3-partition topic: MB/s, and the bytes the
+    cleaner had read (finished rounds) when the produce ended."""
+    metrics = f"127.0.0.1:{free_port()}"
+    broker = EmbeddedBroker(
+        workdir, 600, settings={**BROKER, "onceflow.metrics.listener": metrics, **settings}
+    )
     try:
         bootstrap = broker.address
         with AdminClient({"bootstrap.servers": bootstrap}) as admin:
@@ -184,7 +205,8 @@ def produce_mb_per_s(workdir: Path, settings: dict, nbytes: int) -> float:
                 except BufferError:
                     producer.poll(0.01)
         assert producer.flush(120) == 0
-        return count * 1024 / 1e6 / (time.monotonic() - start)
+        rate = count * 1024 / 1e6 / (time.monotonic() - start)
+        return rate, cleaner_bytes_read(metrics)
     finally:
         broker.stop()
 
@@ -202,6 +224,17 @@ def main() -> None:
         default=2 * 1024 * 1024,
         help="log.cleaner.io.max.bytes.per.second of the throttled mode",
     )
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        choices=("cleaner_off", "cleaner_on", "cleaner_throttled"),
+        default=["cleaner_off", "cleaner_on", "cleaner_throttled"],
+    )
+    parser.add_argument(
+        "--produce-cost-only",
+        action="store_true",
+        help="skip the broker start-time measures (before, after, live keys only)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="onceflow-cleaner-bench-") as tmp:
@@ -212,29 +245,40 @@ def main() -> None:
         build_seconds = time.monotonic() - started
         pristine = root / "pristine"
         shutil.copytree(history, pristine)
-        before = {"start_seconds": start_seconds(history), "disk_bytes": disk_bytes(history)}
+        starts = not args.produce_cost_only
+        before = {"disk_bytes": disk_bytes(history)}
+        if starts:
+            before["start_seconds"] = start_seconds(history)
         cleaning = clean_all(history / "data")
-        after = {"start_seconds": start_seconds(history), "disk_bytes": disk_bytes(history)}
+        after = {"disk_bytes": disk_bytes(history)}
         live = root / "live"
         build_data_dir(live / "data", args.keys, args.keys, args.keys)
-        live_only = {"start_seconds": start_seconds(live), "disk_bytes": disk_bytes(live)}
+        live_only = {"disk_bytes": disk_bytes(live)}
+        if starts:
+            after["start_seconds"] = start_seconds(history)
+            live_only["start_seconds"] = start_seconds(live)
         eager = {"log.cleaner.backoff.ms": 100, "log.cleaner.min.cleanable.ratio": "0.01"}
-        modes = {
+        every_mode = {
             "cleaner_off": {"log.cleaner.enable": "false"},
             "cleaner_on": eager,
             "cleaner_throttled": {**eager, "log.cleaner.io.max.bytes.per.second": args.throttle},
         }
+        modes = {mode: every_mode[mode] for mode in args.modes}
         rates: dict[str, list[float]] = {mode: [] for mode in modes}
+        read_by_end: dict[str, list[float]] = {mode: [] for mode in modes}
         for round_ in range(args.rounds):
             order = list(modes) if round_ % 2 == 0 else list(reversed(modes))
             for mode in order:
                 workdir = root / f"{mode}-{round_}"
                 shutil.copytree(pristine, workdir)
-                rates[mode].append(produce_mb_per_s(workdir, modes[mode], args.bytes))
+                rate, read = produce_mb_per_s(workdir, modes[mode], args.bytes)
+                rates[mode].append(rate)
+                read_by_end[mode].append(round(read / max(1, cleaning["bytes_read"]), 2))
                 shutil.rmtree(workdir)
-    off = statistics.median(rates["cleaner_off"])
-    on = statistics.median(rates["cleaner_on"])
-    throttled = statistics.median(rates["cleaner_throttled"])
+    medians = {mode: statistics.median(values) for mode, values in rates.items()}
+    off = medians.get("cleaner_off", float("nan"))
+    on = medians.get("cleaner_on", float("nan"))
+    throttled = medians.get("cleaner_throttled", float("nan"))
     entry = {
         "when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": machine(),
@@ -250,20 +294,26 @@ def main() -> None:
         "cleaning": cleaning,
         "after": after,
         "live_only": live_only,
-        "start_after_vs_live_only": round(
-            ratio(after["start_seconds"], live_only["start_seconds"]), 2
+        "start_after_vs_live_only": (
+            round(ratio(after["start_seconds"], live_only["start_seconds"]), 2) if starts else None
         ),
         "produce_mb_per_s": {k: [round(v, 1) for v in vs] for k, vs in rates.items()},
+        # the share of a whole cleaning's bytes the cleaner had finished when the produce
+        # ended: below 1 means it was still cleaning (cleaner modes only)
+        "cleaner_read_by_produce_end": {
+            k: vs for k, vs in read_by_end.items() if k != "cleaner_off"
+        },
         "produce_cost": round(1 - ratio(on, off), 3),
         "produce_cost_throttled": round(1 - ratio(throttled, off), 3),
         "throttle_bytes_per_s": args.throttle,
     }
     append_result(args.out, entry)
     print(
-        f"start {before['start_seconds']}s ({before['disk_bytes'] / 1e6:.1f} MB) -> "
-        f"{after['start_seconds']}s ({after['disk_bytes'] / 1e6:.1f} MB) after cleaning "
-        f"({cleaning['seconds']}s); live keys only {live_only['start_seconds']}s "
-        f"(x{entry['start_after_vs_live_only']}); produce {off:.1f} -> {on:.1f} MB/s while "
+        f"start {before.get('start_seconds')}s ({before['disk_bytes'] / 1e6:.1f} MB) -> "
+        f"{after.get('start_seconds')}s ({after['disk_bytes'] / 1e6:.1f} MB) after cleaning "
+        f"({cleaning['seconds']}s, {cleaning['mb_per_s']} MB/s); live keys only "
+        f"{live_only.get('start_seconds')}s (x{entry['start_after_vs_live_only']}); "
+        f"produce {off:.1f} -> {on:.1f} MB/s while "
         f"cleaning ({entry['produce_cost']:+.1%} cost), {throttled:.1f} MB/s with "
         f"log.cleaner.io.max.bytes.per.second={args.throttle} "
         f"({entry['produce_cost_throttled']:+.1%})"

@@ -39,6 +39,8 @@ __all__ = [
     "decode_records",
     "decode_records_body",
     "encode_record",
+    "read_record_head",
+    "records_section",
 ]
 
 Header = tuple[str, bytes | None]
@@ -141,6 +143,57 @@ class RecordColumns(NamedTuple):
         return cls([], [], [], [], [])
 
 
+def read_record_head(
+    buf: bytes, pos: int, buf_end: int
+) -> tuple[int, int, int, int, bytes | None, int]:
+    """Read the record at `pos` of `buf` (which ends at `buf_end`) up to its key: `(record end,
+    timestamp_delta, offset_delta, position of the key length, key, position after the key)`.
+
+    Lengths and deltas that fit one byte (and lengths and offset deltas that fit two) are
+    decoded inline; anything longer goes through `decode_varint`. Shared by the decoder and
+    the key-only scan (`records.record_scan`).
+    """
+    byte = buf[pos]
+    if byte < 0x80:
+        length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+    elif buf[pos + 1] < 0x80:  # two bytes: records of 64 B to 8 KiB
+        length = byte & 0x7F | buf[pos + 1] << 7
+        length, pos = (length >> 1) ^ -(length & 1), pos + 2
+    else:
+        length, pos = decode_varint(buf, pos)
+    end = pos + length
+    if length < 1 or end > buf_end:
+        raise CorruptRecordError(f"record length {length} at position {pos} is invalid")
+    pos += 1  # attributes: unused in v2
+    byte = buf[pos]
+    if byte < 0x80:
+        timestamp_delta, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+    else:
+        timestamp_delta, pos = decode_varlong(buf, pos)
+    byte = buf[pos]
+    if byte < 0x80:
+        offset_delta, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+    elif buf[pos + 1] < 0x80:  # two bytes: deltas of 64 to 8191
+        offset_delta = byte & 0x7F | buf[pos + 1] << 7
+        offset_delta, pos = (offset_delta >> 1) ^ -(offset_delta & 1), pos + 2
+    else:
+        offset_delta, pos = decode_varint(buf, pos)
+    key_pos = pos
+    byte = buf[pos]
+    if byte < 0x80:
+        size, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+    else:
+        size, pos = decode_varint(buf, pos)
+    if size >= 0 and pos + size <= end:
+        key = buf[pos : pos + size]
+        pos += size
+    elif size == -1:
+        key = None
+    else:
+        key = _absent(size, "key")
+    return end, timestamp_delta, offset_delta, key_pos, key, pos
+
+
 def decode_into(buf: bytes, pos: int, count: int, out: RecordColumns) -> int:
     """Decode `count` records of `buf` from `pos`, appending their fields to `out`; returns
     the position after the last one.
@@ -156,40 +209,7 @@ def decode_into(buf: bytes, pos: int, count: int, out: RecordColumns) -> int:
         for index in range(count):
             if pos >= buf_end:
                 raise CorruptRecordError(f"batch declares {count} records but holds only {index}")
-            byte = buf[pos]
-            if byte < 0x80:
-                length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
-            elif buf[pos + 1] < 0x80:  # two bytes: records of 64 B to 8 KiB
-                length = byte & 0x7F | buf[pos + 1] << 7
-                length, pos = (length >> 1) ^ -(length & 1), pos + 2
-            else:
-                length, pos = decode_varint(buf, pos)
-            end = pos + length
-            if length < 1 or end > buf_end:
-                raise CorruptRecordError(f"record length {length} at position {pos} is invalid")
-            pos += 1  # attributes: unused in v2
-            byte = buf[pos]
-            if byte < 0x80:
-                timestamp_delta, pos = (byte >> 1) ^ -(byte & 1), pos + 1
-            else:
-                timestamp_delta, pos = decode_varlong(buf, pos)
-            byte = buf[pos]
-            if byte < 0x80:
-                offset_delta, pos = (byte >> 1) ^ -(byte & 1), pos + 1
-            else:
-                offset_delta, pos = decode_varint(buf, pos)
-            byte = buf[pos]
-            if byte < 0x80:
-                size, pos = (byte >> 1) ^ -(byte & 1), pos + 1
-            else:
-                size, pos = decode_varint(buf, pos)
-            if size >= 0 and pos + size <= end:
-                key = buf[pos : pos + size]
-                pos += size
-            elif size == -1:
-                key = None
-            else:
-                key = _absent(size, "key")
+            end, timestamp_delta, offset_delta, _, key, pos = read_record_head(buf, pos, buf_end)
             byte = buf[pos]
             if byte < 0x80:
                 size, pos = (byte >> 1) ^ -(byte & 1), pos + 1
@@ -210,7 +230,7 @@ def decode_into(buf: bytes, pos: int, count: int, out: RecordColumns) -> int:
                 headers, pos = _read_headers(buf, pos, end)
             if pos != end:
                 raise CorruptRecordError(
-                    f"record declared {length} bytes but its fields take {length - (end - pos)}"
+                    f"record fields end at position {pos}, not at its declared end {end}"
                 )
             offset_deltas.append(offset_delta)
             timestamp_deltas.append(timestamp_delta)
@@ -252,17 +272,22 @@ def decode_records_body(body, count: int) -> list[Record]:
     return list(map(Record, *decode_columns(body, count)))
 
 
-def decode_batch_columns(batch) -> RecordColumns:
-    """Decode every record of a whole v2 batch as columns, decompressing when its codec says
-    so."""
+def records_section(batch) -> tuple[int, bytes]:
+    """`(records count, the records section uncompressed)` of a whole v2 batch."""
     header = parse_header(batch)
     view = memoryview(batch)
     if header.total_size != len(view):
         raise CorruptRecordError(
             f"batch length {header.total_size} does not match the {len(view)} bytes given"
         )
-    body = decompress(header.compression, view[RECORDS_OFFSET:])
-    return decode_columns(body, header.records_count)
+    return header.records_count, _as_bytes(decompress(header.compression, view[RECORDS_OFFSET:]))
+
+
+def decode_batch_columns(batch) -> RecordColumns:
+    """Decode every record of a whole v2 batch as columns, decompressing when its codec says
+    so."""
+    count, body = records_section(batch)
+    return decode_columns(body, count)
 
 
 def decode_records(batch) -> list[Record]:

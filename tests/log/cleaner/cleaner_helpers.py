@@ -55,6 +55,18 @@ def compacted_manager(path, **overrides) -> LogManager:
     return manager
 
 
+def log_batches(log):
+    """`(header, batch)` of every batch of `log`, from its start to its end."""
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        batches = split_complete_batches(log.read(offset, 10**8).records)[0]
+        if not batches:
+            return
+        for header, data in batches:
+            yield header, data
+            offset = header.last_offset + 1
+
+
 def read_view(log, *, committed: bool, drop_aborted: bool | None = None) -> dict[bytes, bytes]:
     """Latest value per key as a consumer would build it from the whole log (tombstones delete
     the key): up to the last stable offset when `committed`, else the high watermark; records

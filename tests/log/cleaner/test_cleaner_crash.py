@@ -15,9 +15,8 @@ import shutil
 
 import pytest
 
-from log.cleaner.cleaner_helpers import compacted_manager, keyed_batch, read_view
+from log.cleaner.cleaner_helpers import compacted_manager, keyed_batch, log_batches, read_view
 from onceflow.log.cleaner.swap import CRASH_POINTS
-from onceflow.records.batch import split_complete_batches
 from onceflow.records.record import decode_records
 
 
@@ -42,15 +41,10 @@ class Crash(Exception):
 
 
 def _records(log) -> dict[int, tuple[bytes, bytes | None]]:
-    out, offset = {}, log.log_start_offset
-    while offset < log.high_watermark:
-        batches = split_complete_batches(log.read(offset, 10**7).records)[0]
-        if not batches:
-            break
-        for header, data in batches:
-            for record in decode_records(data):
-                out[header.base_offset + record.offset_delta] = (record.key, record.value)
-            offset = header.last_offset + 1
+    out = {}
+    for header, data in log_batches(log):
+        for record in decode_records(data):
+            out[header.base_offset + record.offset_delta] = (record.key, record.value)
     return out
 
 

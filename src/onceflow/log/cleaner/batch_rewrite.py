@@ -8,6 +8,11 @@ timestamp type, transactional, control), max timestamp, producer id, epoch and b
 Its records keep their offset deltas and absolute timestamps; the records section is
 compressed again with the batch's codec (`records.compression`), the CRC32C recomputed.
 
+The kept records are never decoded: their bytes, as the key-only scan found them
+(`records.record_scan`), are concatenated as they are. Only when the new batch's base timestamp
+differs from the old one (the first record went, or a delete horizon is set) is each record's
+timestamp delta re-encoded, its key, value and headers still copied as bytes.
+
 A batch whose records are all removed may be kept as a header with no records (Kafka's
 `writeEmptyHeader`): its producer id, epoch and sequence range survive, so the idempotent
 producer's next sequence does too (seed 002).
@@ -31,16 +36,20 @@ from onceflow.records.batch import (
     patch_crc,
 )
 from onceflow.records.compression import compress
-from onceflow.records.record import Record, encode_record
+from onceflow.records.record_scan import ScannedRecords, reframe_record
 
 
 def rebuild_batch(
-    header: BatchHeader, records: Sequence[Record], delete_horizon_ms: int | None = None
+    header: BatchHeader,
+    records: ScannedRecords | None,
+    kept: Sequence[int],
+    delete_horizon_ms: int | None = None,
 ) -> bytearray:
-    """A batch like `header`'s holding only `records` (decoded from it, in order).
+    """A batch like `header`'s holding only the records of `records` (the batch's records,
+    scanned) whose indexes are in `kept` (ascending).
 
     `delete_horizon_ms` sets the delete horizon (KIP-534); a batch that already has one keeps
-    it. With no records the result is an empty header.
+    it. With nothing kept the result is an empty header (`records` may then be None).
     """
     attributes = header.attributes
     first_timestamp = header.base_timestamp  # absolute timestamp base of the old deltas
@@ -49,22 +58,18 @@ def rebuild_batch(
         base_timestamp = delete_horizon_ms
     elif header.has_delete_horizon:
         base_timestamp = header.base_timestamp
-    elif records:
-        base_timestamp = first_timestamp + records[0].timestamp_delta
+    elif kept and records is not None:
+        base_timestamp = first_timestamp + records.timestamp_deltas[kept[0]]
     else:
         base_timestamp = header.max_timestamp
+    count = len(kept) if records is not None else 0
     body = bytearray()
-    for record in records:
-        absolute = first_timestamp + record.timestamp_delta
-        encode_record(
-            body,
-            record.offset_delta,
-            absolute - base_timestamp,
-            record.key,
-            record.value,
-            record.headers,
-        )
-    if records:
+    if records is not None:
+        shift = first_timestamp - base_timestamp
+        deltas = records.timestamp_deltas
+        for index in kept:
+            body += reframe_record(records, index, deltas[index] + shift)
+    if count:
         body = bytearray(compress(header.compression, body))
     else:  # Kafka's empty header is uncompressed
         attributes &= ~COMPRESSION_MASK
@@ -84,7 +89,7 @@ def rebuild_batch(
         header.producer_id,
         header.producer_epoch,
         header.base_sequence,
-        len(records),
+        count,
     )
     batch[HEADER_SIZE:] = body
     patch_crc(batch)

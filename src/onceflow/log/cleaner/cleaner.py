@@ -37,7 +37,7 @@ from onceflow.log.cleaner.transactions import CleanedTransactions
 from onceflow.log.config import MAX_INT32
 from onceflow.log.segment import BatchInfo, LogSegment
 from onceflow.records.batch import NO_PRODUCER_ID, BatchHeader
-from onceflow.records.record import decode_records
+from onceflow.records.record_scan import ScannedRecords, scan_batch
 
 CLEANED_SUFFIX = ".cleaned"
 WRITE_CHUNK = 1024 * 1024
@@ -182,8 +182,8 @@ class CleaningRound:
         pid = header.producer_id
         now = self.now_ms
         horizon_passed = header.has_delete_horizon and now >= header.base_timestamp
+        self.stats.records_read += header.records_count
         if header.is_control:
-            self.stats.records_read += header.records_count
             if pid == NO_PRODUCER_ID or txns.marker(pid, header.base_offset):
                 return data
             if horizon_passed and not is_last:
@@ -192,39 +192,68 @@ class CleaningRound:
             if header.has_delete_horizon:
                 return data
             self.stats.batches_rewritten += 1
-            return rebuild_batch(header, decode_records(data), now + config.delete_retention_ms)
-        aborted = header.is_transactional and txns.data_batch(pid, header.base_offset)
-        records = decode_records(data)
-        self.stats.records_read += len(records)
-        kept = []
-        tombstones = False
-        for record in records:
-            offset = header.base_offset + record.offset_delta
-            if aborted:
-                continue
-            key = record.key
-            if key is not None and offset_map.get(key, -1) > offset:
-                continue
-            if record.value is None:
-                if horizon_passed:
-                    continue
-                tombstones = True
-            kept.append(record)
-        self.stats.records_removed += len(records) - len(kept)
+            marker = scan_batch(data)
+            every = range(len(marker.keys))
+            return rebuild_batch(header, marker, every, now + config.delete_retention_ms)
+        scanned: ScannedRecords | None = None
+        kept: list[int]
+        if header.is_transactional and txns.data_batch(pid, header.base_offset):
+            kept, tombstones = [], False
+        elif offset_map.covers(header):
+            kept, tombstones = _kept_by_map(header, offset_map, horizon_passed)
+        else:
+            scanned = scan_batch(data)
+            kept, tombstones = _kept_by_scan(header, scanned, offset_map, horizon_passed)
+        self.stats.records_removed += header.records_count - len(kept)
         if kept and header.is_transactional:
             txns.kept_data(pid)
         needs_horizon = tombstones and not header.has_delete_horizon
-        if len(kept) == len(records) and not needs_horizon:
-            return data
+        if len(kept) == header.records_count and not needs_horizon:
+            return data  # verbatim: every record stays
         if not kept:
             if is_last:  # an empty header keeps the group's last offset
                 self.stats.batches_rewritten += 1
-                return rebuild_batch(header, [])
+                return rebuild_batch(header, None, [])
             if pid == NO_PRODUCER_ID or (pid, header.last_offset) not in self.window_offsets:
                 return None
         self.stats.batches_rewritten += 1
+        if kept and scanned is None:  # kept holds offsets: find their records
+            scanned = scan_batch(data)
+            wanted = set(kept)
+            base = header.base_offset
+            kept = [i for i, delta in enumerate(scanned.offset_deltas) if base + delta in wanted]
         horizon = now + config.delete_retention_ms if needs_horizon else None
-        return rebuild_batch(header, kept, horizon)
+        return rebuild_batch(header, scanned, kept, horizon)
+
+
+def _kept_by_map(header: BatchHeader, offset_map, horizon_passed: bool):
+    """The offsets of a covered dirty batch that stay, read off the map, and whether a tombstone
+    is among them."""
+    kept = offset_map.latest_in(header.base_offset, header.last_offset)
+    dead = offset_map.tombstones
+    if horizon_passed:
+        kept = [offset for offset in kept if offset not in dead]
+        return kept, False
+    return kept, any(offset in dead for offset in kept)
+
+
+def _kept_by_scan(header: BatchHeader, scanned, offset_map, horizon_passed: bool):
+    """The indexes of a batch's records that stay, from its scanned keys, and whether a
+    tombstone is among them."""
+    kept = []
+    tombstones = False
+    base = header.base_offset
+    for index, (delta, key, tombstone) in enumerate(
+        zip(scanned.offset_deltas, scanned.keys, scanned.tombstones, strict=True)
+    ):
+        if key is not None and offset_map.get(key, -1) > base + delta:
+            continue
+        if tombstone:
+            if horizon_passed:
+                continue
+            tombstones = True
+        kept.append(index)
+    return kept, tombstones
 
 
 def prepare_round(log, first_dirty: int, now_ms: int) -> CleaningRound | None:
