@@ -22,8 +22,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from onceflow.common import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TopicPartition
-from onceflow.coordinator.group.group import CONSUMER_PROTOCOL_TYPE, GroupMetadata
-from onceflow.coordinator.group.membership import GroupMembership, validate_current_member
+from onceflow.coordinator.group.group import (
+    CONSUMER_PROTOCOL_TYPE,
+    GroupMetadata,
+    validate_current_member,
+)
+from onceflow.coordinator.group.membership import GroupMembership
 from onceflow.coordinator.group.offsets import CommittedOffset
 from onceflow.coordinator.group.records import OffsetsBatchWriter
 from onceflow.coordinator.group.results import OffsetFetchResult, PartitionOffset, PendingWrite
