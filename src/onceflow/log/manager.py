@@ -54,7 +54,8 @@ from onceflow.log.cleaner.manager import LogCleanerManager
 from onceflow.log.config import LogConfig
 from onceflow.log.durability import GroupCommitter
 from onceflow.log.fsutil import fsync_dir, write_file_atomically
-from onceflow.log.partition import PartitionLog, partition_dir_name
+from onceflow.log.partition import PartitionLog
+from onceflow.log.partition_base import partition_dir_name
 from onceflow.log.recovery import SegmentShape
 from onceflow.protocol.errors import ErrorCode
 
