@@ -109,7 +109,7 @@ class GroupMetadata:
         """True when `member_id` leads the group."""
         return self.leader_id == member_id
 
-    def add(self, member: MemberMetadata, join_waiter: asyncio.Future | None) -> None:
+    def add(self, member: MemberMetadata, join_waiter: asyncio.Future[JoinResult] | None) -> None:
         """Add a member (the first one fixes the protocol type and becomes leader)."""
         if not self.members:
             self.protocol_type = member.protocol_type
@@ -151,7 +151,7 @@ class GroupMetadata:
         self,
         member: MemberMetadata,
         protocols: Sequence[tuple[str, bytes]],
-        join_waiter: asyncio.Future | None,
+        join_waiter: asyncio.Future[JoinResult] | None,
     ) -> None:
         """Replace a member's protocols and (re)set its join waiter."""
         self.supported_protocols.subtract(member.protocol_names())

@@ -98,10 +98,13 @@ class OffsetManager:
                     if api_version >= 9
                     else ErrorCode.ILLEGAL_GENERATION
                 )
-        if error is None:
-            error = self._validate_offset_commit(
-                group, generation_id, member_id, group_instance_id, transactional=False
+        if error is not None or group is None:  # no group only with an error
+            return dict.fromkeys(
+                offsets, error if error is not None else ErrorCode.GROUP_ID_NOT_FOUND
             )
+        error = self._validate_offset_commit(
+            group, generation_id, member_id, group_instance_id, transactional=False
+        )
         if error is None and group.is_(GroupState.COMPLETING_REBALANCE):
             error = ErrorCode.REBALANCE_IN_PROGRESS
         if error is not None:
