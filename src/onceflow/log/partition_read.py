@@ -96,7 +96,9 @@ class PartitionRead(PartitionLogBase):
             return empty
         return ReadResult(ErrorCode.NONE, data, hw, self.last_stable_offset, start)
 
-    def _read_segments(self, fetch_offset: int, max_bytes: int, upper: int, min_one: bool):
+    def _read_segments(
+        self, fetch_offset: int, max_bytes: int, upper: int, min_one: bool
+    ) -> memoryview | None:
         """The batches `read` returns, None when there is nothing below `upper`."""
         index = max(0, bisect_right(self._base_offsets, fetch_offset) - 1)
         for segment in self._segments[index:]:
