@@ -180,19 +180,22 @@ def consume(
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bytes", type=parse_size, default=1 << 30, help="default 1GiB")
-    parser.add_argument("--seconds", type=float, default=120.0, help="produce time bound")
-    parser.add_argument("--record-size", type=int, default=1024)
-    parser.add_argument("--partitions", type=int, default=3)
-    parser.add_argument("--linger-ms", type=int, default=5)
-    parser.add_argument("--batch-size", type=int, default=1_000_000)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args(argv)
-
+def produce_and_consume(
+    args: argparse.Namespace, src: Path | None = None
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Start a broker (from the source tree `src` when given, else the installed onceflow) on
+    a temporary data directory, create the topic, `produce` then `consume`, stop it."""
+    previous = os.environ.get("PYTHONPATH")
+    if src is not None:
+        os.environ["PYTHONPATH"] = str(src)  # the broker's child process imports this tree
     data_dir = Path(tempfile.mkdtemp(prefix="onceflow-bench-"))
-    broker = EmbeddedBroker(data_dir, 30)
+    try:
+        broker = EmbeddedBroker(data_dir, 30)
+    finally:
+        if previous is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = previous
     try:
         with AdminClient({"bootstrap.servers": broker.address}) as admin:
             admin.create_topics([NewTopic(TOPIC, args.partitions, 1)])[TOPIC].raise_for_error()
@@ -201,6 +204,26 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         broker.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
+    return produced, consumed
+
+
+def add_client_options(parser: argparse.ArgumentParser) -> None:
+    """The record, topic and producer options `produce` and `consume` read."""
+    parser.add_argument("--record-size", type=int, default=1024)
+    parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--linger-ms", type=int, default=5)
+    parser.add_argument("--batch-size", type=int, default=1_000_000)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bytes", type=parse_size, default=1 << 30, help="default 1GiB")
+    parser.add_argument("--seconds", type=float, default=120.0, help="produce time bound")
+    add_client_options(parser)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+
+    produced, consumed = produce_and_consume(args)
 
     now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     summary = (

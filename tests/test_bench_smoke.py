@@ -72,6 +72,8 @@ TINY = {
         "--rounds",
         "1",
     ],  # fmt: skip
+    "source_compare.py": ["--rounds", "1", "--batches", "20", "--txn-cycles", "5"]
+    + ["--bytes", "1MiB", "--seconds", "10", "--before", str(ROOT)],
     "topic_compression.py": ["--rounds", "1", "--bytes", "1MiB"],
     "transactions_cost.py": ["--rounds", "1", "--seconds", "1"],
 }

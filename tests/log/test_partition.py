@@ -135,7 +135,7 @@ def test_append_with_parsed_headers_does_not_parse_again(tmp_path, monkeypatch):
     sizes cover the record set and stay within max.message.bytes (nothing written otherwise)."""
     log = open_log(tmp_path, LogConfig(max_message_bytes=200))
     small, large = make_batch(2), make_batch(1, value_size=500)
-    monkeypatch.setattr("onceflow.log.partition.iter_batches", None)  # any parse would fail
+    monkeypatch.setattr("onceflow.log.partition_append.iter_batches", None)  # any parse would fail
     assert log.append(small + small, headers=headers_of(small)).error == ErrorCode.CORRUPT_MESSAGE
     too_large = log.append(large, headers=headers_of(large))
     assert too_large.error == ErrorCode.MESSAGE_TOO_LARGE

@@ -24,7 +24,7 @@ Deviations from Kafka, written down here once:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,7 +64,7 @@ def _to_timestamp_type(value: Any) -> str:
     return text
 
 
-def _bounded_int(low: int, high: int):
+def _bounded_int(low: int, high: int) -> Callable[[Any], int]:
     def convert(value: Any) -> int:
         try:
             number = int(str(value).strip()) if not isinstance(value, int) else value
@@ -77,7 +77,7 @@ def _bounded_int(low: int, high: int):
     return convert
 
 
-def _bounded_float(low: float, high: float):
+def _bounded_float(low: float, high: float) -> Callable[[Any], float]:
     def convert(value: Any) -> float:
         try:
             number = float(str(value).strip())
@@ -90,7 +90,7 @@ def _bounded_float(low: float, high: float):
     return convert
 
 
-def _choice(*allowed: str):
+def _choice(*allowed: str) -> Callable[[Any], str]:
     def convert(value: Any) -> str:
         text = str(value).strip()
         if text not in allowed:

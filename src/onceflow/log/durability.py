@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 
 from onceflow.common import wall_clock_ms
@@ -59,9 +59,9 @@ class GroupCommitter:
         self._executor = executor or ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="onceflow-fsync"
         )
-        self._waiters: dict[PartitionLog, list[tuple[int, asyncio.Future]]] = {}
+        self._waiters: dict[PartitionLog, list[tuple[int, asyncio.Future[ErrorCode]]]] = {}
         self._requested: set[PartitionLog] = set()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._listeners: list[FlushListener] = []
         self._closed = False
         self.rounds = 0  # fsync rounds run so far (observability, tests)
@@ -87,7 +87,7 @@ class GroupCommitter:
             return ErrorCode.NONE
         if self._closed:
             raise RuntimeError("GroupCommitter is closed")
-        future = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
         self._waiters.setdefault(log, []).append((offset, future))
         self._ensure_running()
         return await future
@@ -142,7 +142,12 @@ class GroupCommitter:
                     except Exception:  # a listener bug must not stall durability
                         logger.exception("flush listener failed for %s", log.name)
 
-    def _release(self, log: PartitionLog, outcome: int | OSError, entries) -> None:
+    def _release(
+        self,
+        log: PartitionLog,
+        outcome: int | OSError,
+        entries: Sequence[tuple[int, asyncio.Future[ErrorCode]]],
+    ) -> None:
         for offset, future in entries:
             if future.done():  # the waiting request was cancelled
                 continue

@@ -33,7 +33,7 @@ _LITTLE = sys.byteorder == "little"
 _TIME_ENTRY = struct.Struct(">qi")
 
 
-def _strictly_increasing(column: array) -> bool:
+def _strictly_increasing(column: array[int]) -> bool:
     """True when every element is larger than the one before (compared in C, not per element)."""
     items = column.tolist()
     return items == sorted(set(items))
@@ -49,8 +49,8 @@ class _Index:
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.entry_size)
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        self._keys: array = array("q")
-        self._values: array = array("q")
+        self._keys: array[int] = array("q")
+        self._values: array[int] = array("q")
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -113,7 +113,7 @@ class _Index:
         self._keys, self._values = columns
         return True
 
-    def _read_columns(self) -> tuple[array, array] | None:
+    def _read_columns(self) -> tuple[array[int], array[int]] | None:
         """Read the file into two columns; None when its size is not a whole number of entries."""
         size = os.fstat(self._fd).st_size
         if size % self.entry_size:
@@ -123,7 +123,7 @@ class _Index:
             return None
         return self._decode(data)
 
-    def _decode(self, data: bytes) -> tuple[array, array]:
+    def _decode(self, data: bytes) -> tuple[array[int], array[int]]:
         raise NotImplementedError
 
 
@@ -132,7 +132,7 @@ class OffsetIndex(_Index):
 
     entry_size = OFFSET_ENTRY_SIZE
 
-    def _decode(self, data: bytes) -> tuple[array, array]:
+    def _decode(self, data: bytes) -> tuple[array[int], array[int]]:
         flat = array("i", data)
         if _LITTLE:
             flat.byteswap()
@@ -191,7 +191,7 @@ class TimeIndex(_Index):
 
     entry_size = TIME_ENTRY_SIZE
 
-    def _decode(self, data: bytes) -> tuple[array, array]:
+    def _decode(self, data: bytes) -> tuple[array[int], array[int]]:
         flat = struct.unpack(">" + "qi" * (len(data) // TIME_ENTRY_SIZE), data)
         return array("q", flat[0::2]), array("q", flat[1::2])
 

@@ -54,7 +54,8 @@ from onceflow.log.cleaner.manager import LogCleanerManager
 from onceflow.log.config import LogConfig
 from onceflow.log.durability import GroupCommitter
 from onceflow.log.fsutil import fsync_dir, write_file_atomically
-from onceflow.log.partition import PartitionLog, partition_dir_name
+from onceflow.log.partition import PartitionLog
+from onceflow.log.partition_base import PartitionLogBase, partition_dir_name
 from onceflow.log.recovery import SegmentShape
 from onceflow.protocol.errors import ErrorCode
 
@@ -159,7 +160,7 @@ class LogManager:
         changed (see the module docstring); on the event loop, never from a worker thread."""
         self._offsets_listeners.append(listener)
 
-    def _offsets_moved(self, log: PartitionLog) -> None:
+    def _offsets_moved(self, log: PartitionLogBase) -> None:
         self._publish(log.topic, log.partition)
 
     def _publish(self, topic: str, partition: int) -> None:
@@ -255,32 +256,32 @@ class LogManager:
                     "topic registry missing: rebuilt from %d topic dirs", len(self._topics)
                 )
             self._write_registry()
-        for (topic, partition), log_dir in sorted(found.items()):
+        for (topic, partition), found_dir in sorted(found.items()):
             info = self._topics.get(topic)
             stale = info is None or partition >= info.partitions
-            if not stale:
-                stored = _read_partition_metadata(log_dir, topic, partition)
+            if info is not None and not stale:
+                stored = _read_partition_metadata(found_dir, topic, partition)
                 stale = stored is not None and stored != info.topic_id
             if stale:
-                self._remove_partition_dir(log_dir, topic, partition, "not in the topic registry")
+                self._remove_partition_dir(found_dir, topic, partition, "not in the topic registry")
                 del found[(topic, partition)]
         for info in self._topics.values():
             config = self.topic_config(info.name)
             for partition in range(info.partitions):
                 key = (info.name, partition)
-                log_dir = found.get(key)
-                if log_dir is None:
+                data_dir = found.get(key)
+                if data_dir is None:
                     self._create_log(info, partition, config)
                     continue
-                self._log_dir_of[key] = log_dir
-                recorded = shapes[log_dir]
+                self._log_dir_of[key] = data_dir
+                recorded = shapes[data_dir]
                 self._logs[key] = PartitionLog(
-                    log_dir,
+                    data_dir,
                     info.name,
                     partition,
                     config,
-                    recovery_point=recovery_points[log_dir].get(key, 0),
-                    clean_shutdown=clean[log_dir],
+                    recovery_point=recovery_points[data_dir].get(key, 0),
+                    clean_shutdown=clean[data_dir],
                     shutdown_segments=(
                         None
                         if recorded is None
@@ -289,8 +290,8 @@ class LogManager:
                     producer_id_expiration_ms=self.producer_id_expiration_ms,
                     offsets_listener=self._offsets_moved,
                 )
-                if _read_partition_metadata(log_dir, info.name, partition) is None:
-                    _write_partition_metadata(log_dir, info.name, partition, info.topic_id)
+                if _read_partition_metadata(data_dir, info.name, partition) is None:
+                    _write_partition_metadata(data_dir, info.name, partition, info.topic_id)
         for log_dir in self.log_dirs:
             marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
             if os.path.exists(marker):

@@ -49,6 +49,7 @@ Memory per producer: one entry object plus at most 5 `BatchMetadata` tuples (5 i
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from enum import IntEnum
 from typing import NamedTuple
 
@@ -150,7 +151,7 @@ class ProducerStateEntry:
         coordinator_epoch: int = NO_COORDINATOR_EPOCH,
         last_timestamp: int = -1,
         current_txn_first_offset: int | None = None,
-        batches: list[BatchMetadata] | tuple[BatchMetadata, ...] = (),
+        batches: Iterable[BatchMetadata] = (),
     ) -> None:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
@@ -223,7 +224,7 @@ class ProducerStateEntry:
             return NotImplemented
         return self._key() == other._key()
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[object, ...]:
         return (
             self.producer_id,
             self.producer_epoch,
@@ -233,7 +234,7 @@ class ProducerStateEntry:
             tuple(self.batches),
         )
 
-    __hash__ = None  # mutable
+    __hash__ = None  # type: ignore[assignment]  # mutable
 
     def __repr__(self) -> str:
         return (

@@ -40,6 +40,7 @@ from onceflow.log.segment import (
 from onceflow.records.batch import (
     LOG_OVERHEAD,
     MAGIC,
+    BatchHeader,
     iter_batches,
     parse_header,
     split_complete_batches,
@@ -280,7 +281,7 @@ def recover_segment(segment: LogSegment, min_offset: int) -> SegmentRecovery:
     )
 
 
-def _split(chunk: bytes) -> tuple[list, str | None]:
+def _split(chunk: bytes) -> tuple[list[tuple[BatchHeader, memoryview]], str | None]:
     """The whole batches at the start of `chunk`, and the framing error after them if any."""
     try:
         batches, _ = split_complete_batches(chunk)
@@ -305,7 +306,9 @@ def _declared_size(chunk: bytes) -> int | None:
     return length + LOG_OVERHEAD
 
 
-def _check_batch(header, view, expected: int, segment_base: int) -> str | None:
+def _check_batch(
+    header: BatchHeader, view: memoryview, expected: int, segment_base: int
+) -> str | None:
     """Why the batch is invalid for this position of the log, or None."""
     if header.last_offset_delta < 0:
         return f"negative last offset delta at offset {header.base_offset}"

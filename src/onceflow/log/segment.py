@@ -186,7 +186,7 @@ class LogSegment:
             return max_timestamp - basis > self.config.segment_ms
         return now_ms - self.created_ms > self.config.segment_ms
 
-    def append(self, data, batches: list[BatchInfo]) -> None:
+    def append(self, data: bytes | bytearray | memoryview, batches: list[BatchInfo]) -> None:
         """Write a whole record set at the end of the file and index its batches.
 
         On a write error the file is cut back to its previous size, so no part of the record
@@ -313,7 +313,9 @@ class LogSegment:
                 return batch_position
         return None
 
-    def read(self, position: int, max_bytes: int, upper_bound_offset: int, min_one: bool):
+    def read(
+        self, position: int, max_bytes: int, upper_bound_offset: int, min_one: bool
+    ) -> memoryview:
         """Whole batches from `position`: up to `max_bytes`, stopping before any batch whose base
         offset is >= `upper_bound_offset`; the first batch whole even if larger when `min_one`.
 

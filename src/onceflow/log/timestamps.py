@@ -94,9 +94,11 @@ def _max_timestamp(
     return best
 
 
-def _scan_max(segment: LogSegment, log_start_offset: int, upper_bound: int):
+def _scan_max(
+    segment: LogSegment, log_start_offset: int, upper_bound: int
+) -> tuple[int, int] | None:
     """Header scan of one segment for the first batch with the largest timestamp in range."""
-    best = None
+    best: tuple[int, int] | None = None
     for position, header in segment.iter_headers(0):
         if header.base_offset >= upper_bound:
             break

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from onceflow.common import NO_PRODUCER_ID
 from onceflow.log.config import MAX_INT64, LogConfig
 from onceflow.protocol.errors import ErrorCode
 from onceflow.records.batch import (
     MAGIC,
     MIN_BATCH_LENGTH,
-    NO_PRODUCER_ID,
     BatchHeader,
     compute_crc,
     parse_header,
@@ -75,7 +75,11 @@ ACCEPTED = Rejection(ErrorCode.NONE)
 
 
 def validate_produced(
-    header: BatchHeader, batch, config: LogConfig, partition: str, now_ms: int
+    header: BatchHeader,
+    batch: bytes | bytearray | memoryview,
+    config: LogConfig,
+    partition: str,
+    now_ms: int,
 ) -> Rejection:
     """Check one client batch bound for the log of `partition` (its `<topic>-<n>` name, for
     messages) with topic config `config`; ACCEPTED or the first rejection, in Kafka's order."""
@@ -114,7 +118,7 @@ def _record_errors(error: ErrorCode, records: list[tuple[int, str]]) -> Rejectio
 
 def validate_batch(
     header: BatchHeader,
-    batch,
+    batch: bytes | bytearray | memoryview,
     *,
     from_client: bool = True,
     check_records: bool = False,
@@ -157,7 +161,9 @@ def validate_batch(
     return None
 
 
-def check_records_of(batch, *, compacted: bool = False) -> tuple[ErrorCode | None, list[int]]:
+def check_records_of(
+    batch: bytes | bytearray | memoryview, *, compacted: bool = False
+) -> tuple[ErrorCode | None, list[int]]:
     """Decode a batch's records (decompressing) and check them as Kafka's `LogValidator` does.
 
     Returns `(error, keyless)`: CORRUPT_MESSAGE when the records do not decode, INVALID_RECORD
@@ -181,7 +187,7 @@ def check_records_of(batch, *, compacted: bool = False) -> tuple[ErrorCode | Non
 
 
 def out_of_range_timestamps(
-    header: BatchHeader, batch, config: LogConfig, now_ms: int
+    header: BatchHeader, batch: bytes | bytearray | memoryview, config: LogConfig, now_ms: int
 ) -> list[tuple[int, str]]:
     """(batch index, message) of each record whose timestamp is outside the topic's limits."""
     if config.log_append_time:  # the broker's clock stamps these batches
@@ -229,7 +235,9 @@ def target_compression(header: BatchHeader, config: LogConfig) -> CompressionTyp
     return target
 
 
-def recompress(header: BatchHeader, batch, codec: CompressionType) -> bytearray:
+def recompress(
+    header: BatchHeader, batch: bytes | bytearray | memoryview, codec: CompressionType
+) -> bytearray:
     """The same records in a new batch with `codec`."""
     columns = decode_batch_columns(batch)
     builder = BatchBuilder(

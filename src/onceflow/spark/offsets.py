@@ -188,7 +188,7 @@ class OffsetResolver:
             return sorted((t, p) for t, ps in opts.assign.items() for p in ps)
         names = list(opts.subscribe) if opts.subscribe is not None else None
         described = self._retrying(lambda admin: admin.describe_topics(names))
-        out = []
+        out: list[tuple[str, int]] = []
         for name, topic in described.items():
             if topic.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
                 # as Kafka's consumer: a subscribed topic it may not read is an error, not an

@@ -18,6 +18,7 @@ from typing import Any
 
 from onceflow.client.admin import AdminClient, OffsetSpec
 from onceflow.client.consumer import Consumer
+from onceflow.client.consumer.completed_fetch import ConsumerRecord
 from onceflow.client.producer import Producer
 from onceflow.common import TopicPartition
 
@@ -141,7 +142,9 @@ def wait_until_stable(bootstrap: str, topic: str, partitions: int, timeout: floa
         time.sleep(0.1)
 
 
-def read_committed(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> list:
+def read_committed(
+    bootstrap: str, topic: str, partitions: int, timeout: float = 60.0
+) -> list[ConsumerRecord]:
     """Every record of `topic` a read_committed consumer sees, up to the current LSO."""
     ends = end_offsets(bootstrap, topic, partitions, read_committed=True)
     consumer = Consumer(
@@ -151,7 +154,7 @@ def read_committed(bootstrap: str, topic: str, partitions: int, timeout: float =
             "auto.offset.reset": "earliest",
         }
     )
-    out = []
+    out: list[ConsumerRecord] = []
     try:
         consumer.assign([(topic, p, 0) for p in range(partitions)])
         deadline = time.monotonic() + timeout

@@ -368,6 +368,13 @@ def test_verify_only_and_batched_add_partitions(tmp_path) -> None:
                 "other": {TP0: ErrorCode.INVALID_PRODUCER_ID_MAPPING},
             }
             assert c.get("tx").topic_partitions == {TP0}  # verification changes nothing
+            # Produce's synchronous check of one partition gives the same answers
+            assert c.verify_partition("tx", pid, 0, TP0) == ErrorCode.NONE
+            assert c.verify_partition("tx", pid, 0, TP1) == ErrorCode.INVALID_TXN_STATE
+            assert c.verify_partition("tx", pid, 1, TP0) == ErrorCode.PRODUCER_FENCED
+            assert c.verify_partition("nobody", pid, 0, TP0) == (
+                ErrorCode.INVALID_PRODUCER_ID_MAPPING
+            )
 
     asyncio.run(main())
 

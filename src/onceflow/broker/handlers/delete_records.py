@@ -102,7 +102,7 @@ async def handle_delete_records(
                 error, partition_log, target = _check(broker, topic.name, index, requested.offset)
             result = _PartitionResult(partition_index=index, low_watermark=-1, error_code=error)
             partitions.append(result)
-            if error != ErrorCode.NONE:
+            if error != ErrorCode.NONE or partition_log is None:  # a log whenever NONE
                 log.info(
                     "DeleteRecords on %s-%d to %d from %s: %s",
                     topic.name,

@@ -62,7 +62,7 @@ def _refusal(ctx: RequestContext, name: str, by_id: bool) -> _Result | None:
 def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID) -> _Result:
     broker = ctx.broker
     by_id = name is None
-    if by_id:
+    if name is None:
         info = broker.topic_by_id(topic_id)
         if info is None:
             return _Result(

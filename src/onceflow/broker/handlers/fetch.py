@@ -40,14 +40,24 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from typing import TYPE_CHECKING
 
 from onceflow.broker.authorization import denied_names, enabled
+from onceflow.common import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.fetch import FetchResponse
 from onceflow.records.batch import LAST_OFFSET_DELTA_OFFSET, LENGTH_OFFSET, LOG_OVERHEAD
 
-_PartitionData = FetchResponse.FetchableTopicResponse.PartitionData
+if TYPE_CHECKING:
+    from onceflow.broker.context import RequestContext
+    from onceflow.broker.state import BrokerState
+    from onceflow.log.partition import PartitionLog
+    from onceflow.protocol.headers import RequestHeader
+    from onceflow.protocol.messages.fetch import FetchRequest
+
+_TopicResponse = FetchResponse.FetchableTopicResponse
+_PartitionData = _TopicResponse.PartitionData
 _READ_COMMITTED = 1
 _FULL_FETCH_EPOCHS = (0, -1)  # INITIAL_EPOCH, FINAL_EPOCH
 _FIRST_TOPIC_ID_VERSION = 13
@@ -69,7 +79,7 @@ def _partition_error(index: int, error: ErrorCode) -> _PartitionData:
     )
 
 
-def _end_offset(records) -> int:
+def _end_offset(records: bytes | memoryview) -> int:
     """The offset after the last batch of a record set read from the log (whole batches)."""
     pos = last = 0
     end = len(records)
@@ -80,7 +90,9 @@ def _end_offset(records) -> int:
     return base + _INT32.unpack_from(records, last + LAST_OFFSET_DELTA_OFFSET)[0] + 1
 
 
-def _aborted(partition_log, fetch_offset: int, records) -> list:
+def _aborted(
+    partition_log: PartitionLog, fetch_offset: int, records: bytes | memoryview
+) -> list[_AbortedTransaction]:
     """AbortedTransaction entries overlapping the records returned to a read_committed fetch."""
     if not records:
         return []
@@ -93,15 +105,15 @@ def _aborted(partition_log, fetch_offset: int, records) -> list:
 
 
 def _read(
-    broker,
-    request,
+    broker: BrokerState,
+    request: FetchRequest,
     version: int,
     read_committed: bool,
     max_bytes: int,
     unauthorized: frozenset[str] = frozenset(),
-):
+) -> tuple[list[_TopicResponse], int, bool]:
     """One pass over every requested partition: (topic responses, bytes read, any error)."""
-    topics = []
+    topics: list[_TopicResponse] = []
     total = 0
     errored = False
     remaining = max_bytes
@@ -112,12 +124,12 @@ def _read(
             info = broker.topic_by_id(fetch_topic.topic_id)
             name = info.name if info is not None else None
             missing = ErrorCode.UNKNOWN_TOPIC_ID
-            entry = FetchResponse.FetchableTopicResponse(topic_id=fetch_topic.topic_id)
+            entry = _TopicResponse(topic_id=fetch_topic.topic_id)
         else:
             name = fetch_topic.topic
             missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            entry = FetchResponse.FetchableTopicResponse(topic=name)
-        partitions = []
+            entry = _TopicResponse(topic=name)
+        partitions: list[_PartitionData] = []
         entry.partitions = partitions
         topics.append(entry)
         for fetch_partition in fetch_topic.partitions:
@@ -169,19 +181,21 @@ def _read(
     return topics, total, errored
 
 
-def _watched(broker, request, version: int) -> list[tuple[str, int]]:
-    """The (topic, partition) pairs a long poll waits on."""
+def _watched(broker: BrokerState, request: FetchRequest, version: int) -> list[TopicPartition]:
+    """The partitions a long poll waits on."""
     if version < _FIRST_TOPIC_ID_VERSION:
-        return [(t.topic, p.partition) for t in request.topics for p in t.partitions]
-    watched = []
+        return [TopicPartition(t.topic, p.partition) for t in request.topics for p in t.partitions]
+    watched: list[TopicPartition] = []
     for fetch_topic in request.topics:
         info = broker.topic_by_id(fetch_topic.topic_id)
         if info is not None:
-            watched += [(info.name, p.partition) for p in fetch_topic.partitions]
+            watched += [TopicPartition(info.name, p.partition) for p in fetch_topic.partitions]
     return watched
 
 
-def _unauthorized_topics(ctx, request, version: int) -> frozenset[str]:
+def _unauthorized_topics(
+    ctx: RequestContext, request: FetchRequest, version: int
+) -> frozenset[str]:
     """The requested topics the caller may not READ (empty with the authorizer off)."""
     if not enabled(ctx):
         return frozenset()
@@ -193,7 +207,9 @@ def _unauthorized_topics(ctx, request, version: int) -> frozenset[str]:
     return denied_names(ctx, ApiKey.FETCH, "topic", names)
 
 
-async def handle_fetch(ctx, header, request) -> FetchResponse:
+async def handle_fetch(
+    ctx: RequestContext, header: RequestHeader, request: FetchRequest
+) -> FetchResponse:
     """Read, and long-poll until min_bytes, an error, or max_wait_ms."""
     broker = ctx.broker
     version = header.request_api_version

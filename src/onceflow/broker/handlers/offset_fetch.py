@@ -87,7 +87,7 @@ async def _fetch_one(
         result.error,
         {
             tp: _TOPIC_DENIED if tp.topic in unauthorized else result.partitions[tp]
-            for tp in _requested(topics)
+            for tp in _requested(topics) or ()
         },
     )
 

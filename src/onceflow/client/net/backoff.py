@@ -66,7 +66,7 @@ class ExponentialBackoff:
             return self.initial_ms
         exponent = min(max(attempts, 0), self._max_exponent)
         factor = self.uniform(1 - self.jitter, 1 + self.jitter) if self.jitter else 1.0
-        return min(factor * self.initial_ms * self.multiplier**exponent, self.max_ms)
+        return min(factor * self.initial_ms * math.pow(self.multiplier, exponent), self.max_ms)
 
     def backoff_s(self, attempts: int) -> float:
         return self.backoff_ms(attempts) / 1000

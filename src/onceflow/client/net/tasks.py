@@ -24,7 +24,7 @@ class BackgroundTasks:
 
     def __init__(self, logger: logging.Logger) -> None:
         self._logger = logger
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     def __len__(self) -> int:
         return len(self._tasks)
@@ -34,7 +34,7 @@ class BackgroundTasks:
         coro: Coroutine[Any, Any, Any],
         what: str,
         on_error: Callable[[BaseException], None],
-    ) -> asyncio.Task:
+    ) -> asyncio.Task[Any]:
         """Run `coro`; if it raises, log `what` failed and call `on_error(exception)`."""
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
@@ -42,7 +42,7 @@ class BackgroundTasks:
         return task
 
     def _done(
-        self, task: asyncio.Task, what: str, on_error: Callable[[BaseException], None]
+        self, task: asyncio.Task[Any], what: str, on_error: Callable[[BaseException], None]
     ) -> None:
         self._tasks.discard(task)
         if task.cancelled():

@@ -19,7 +19,12 @@ from onceflow.coordinator.group.offsets import GroupOffsets
 from onceflow.coordinator.group.state import GroupState, can_transition, check_transition
 from onceflow.protocol.errors import ErrorCode
 
-__all__ = ["CONSUMER_PROTOCOL_TYPE", "GroupMetadata", "subscribed_topics_of"]
+__all__ = [
+    "CONSUMER_PROTOCOL_TYPE",
+    "GroupMetadata",
+    "subscribed_topics_of",
+    "validate_current_member",
+]
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 _INT16 = struct.Struct(">h")
@@ -104,7 +109,7 @@ class GroupMetadata:
         """True when `member_id` leads the group."""
         return self.leader_id == member_id
 
-    def add(self, member: MemberMetadata, join_waiter: asyncio.Future | None) -> None:
+    def add(self, member: MemberMetadata, join_waiter: asyncio.Future[JoinResult] | None) -> None:
         """Add a member (the first one fixes the protocol type and becomes leader)."""
         if not self.members:
             self.protocol_type = member.protocol_type
@@ -146,7 +151,7 @@ class GroupMetadata:
         self,
         member: MemberMetadata,
         protocols: Sequence[tuple[str, bytes]],
-        join_waiter: asyncio.Future | None,
+        join_waiter: asyncio.Future[JoinResult] | None,
     ) -> None:
         """Replace a member's protocols and (re)set its join waiter."""
         self.supported_protocols.subtract(member.protocol_names())
@@ -289,3 +294,21 @@ class GroupMetadata:
             leader=self.leader_id or "",
             members=self.current_member_metadata() if with_members else (),
         )
+
+
+def validate_current_member(
+    group: GroupMetadata, member_id: str, group_instance_id: str | None
+) -> ErrorCode | None:
+    """Kafka's `validateCurrentMember`: a given group.instance.id must map to `member_id`
+    (else FENCED_INSTANCE_ID, or UNKNOWN_MEMBER_ID when it maps to nothing), and `member_id`
+    must be a member (else UNKNOWN_MEMBER_ID). None when valid."""
+    if group_instance_id is not None:
+        current = group.current_static_member_id(group_instance_id)
+        if current is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if current != member_id:
+            return ErrorCode.FENCED_INSTANCE_ID
+        return None
+    if not group.has(member_id):
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    return None

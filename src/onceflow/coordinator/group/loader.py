@@ -120,7 +120,9 @@ class _PartitionLoad:
             self.open_txns.setdefault(producer_id, set()).add(record.group_id)
             return
         group = self.loaded.groups.get(record.group_id)
-        staged = group.offsets.pending_txn.get(producer_id) if group is not None else None
+        if group is None:
+            return
+        staged = group.offsets.pending_txn.get(producer_id)
         if staged is not None:
             staged.pop(record.tp, None)
             if not staged:

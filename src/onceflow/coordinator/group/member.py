@@ -66,8 +66,8 @@ class MemberMetadata:
     protocols: list[tuple[str, bytes]]
     assignment: bytes = b""
     is_new: bool = False
-    join_waiter: asyncio.Future | None = field(default=None, repr=False)
-    sync_waiter: asyncio.Future | None = field(default=None, repr=False)
+    join_waiter: asyncio.Future[JoinResult] | None = field(default=None, repr=False)
+    sync_waiter: asyncio.Future[SyncResult] | None = field(default=None, repr=False)
     heartbeat_timer: asyncio.TimerHandle | None = field(default=None, repr=False)
 
     @property

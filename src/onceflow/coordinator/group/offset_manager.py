@@ -22,8 +22,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from onceflow.common import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TopicPartition
-from onceflow.coordinator.group.group import CONSUMER_PROTOCOL_TYPE, GroupMetadata
-from onceflow.coordinator.group.membership import GroupMembership, validate_current_member
+from onceflow.coordinator.group.group import (
+    CONSUMER_PROTOCOL_TYPE,
+    GroupMetadata,
+    validate_current_member,
+)
+from onceflow.coordinator.group.membership import GroupMembership
 from onceflow.coordinator.group.offsets import CommittedOffset
 from onceflow.coordinator.group.records import OffsetsBatchWriter
 from onceflow.coordinator.group.results import OffsetFetchResult, PartitionOffset, PendingWrite
@@ -94,10 +98,13 @@ class OffsetManager:
                     if api_version >= 9
                     else ErrorCode.ILLEGAL_GENERATION
                 )
-        if error is None:
-            error = self._validate_offset_commit(
-                group, generation_id, member_id, group_instance_id, transactional=False
+        if error is not None or group is None:  # no group only with an error
+            return dict.fromkeys(
+                offsets, error if error is not None else ErrorCode.GROUP_ID_NOT_FOUND
             )
+        error = self._validate_offset_commit(
+            group, generation_id, member_id, group_instance_id, transactional=False
+        )
         if error is None and group.is_(GroupState.COMPLETING_REBALANCE):
             error = ErrorCode.REBALANCE_IN_PROGRESS
         if error is not None:

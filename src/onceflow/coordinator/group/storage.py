@@ -18,7 +18,8 @@ from typing import Final
 from onceflow.coordinator.group.config import OFFSETS_TOPIC, GroupConfig
 from onceflow.coordinator.topic import CoordinatorTopic
 from onceflow.log.manager import LogManager
-from onceflow.log.partition import AppendResult, PartitionLog
+from onceflow.log.partition import PartitionLog
+from onceflow.log.partition_append import AppendResult
 from onceflow.log.producer_state import AppendOrigin
 from onceflow.protocol.errors import ErrorCode
 from onceflow.records.batch import BatchHeader, iter_batches

@@ -129,10 +129,11 @@ class GroupStore:
 
     def append(self, group_id: str, writer: OffsetsBatchWriter) -> PendingWrite:
         """Append the writer's batch to the group's partition (synchronously)."""
-        log = self.storage.log_for(group_id) if self.storage is not None else None
-        if log is None:
+        storage = self.storage
+        log = storage.log_for(group_id) if storage is not None else None
+        if storage is None or log is None:
             return PendingWrite(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        result = self.storage.append(log, writer.build())
+        result = storage.append(log, writer.build())
         if result.error != ErrorCode.NONE:
             logger.warning("append to %s failed: %s", log.name, result.error.name)
             return PendingWrite(result.error)

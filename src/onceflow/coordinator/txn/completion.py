@@ -51,7 +51,7 @@ class TxnCompleter:
         self.state_log = state_log
         self.markers = markers
         self.clock = clock
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def start(self, md: TransactionMetadata, coordinator_epoch: int) -> None:
         """Prepare COMPLETE_* on `md` (in PREPARE_COMMIT/ABORT) and start writing markers."""
@@ -76,7 +76,7 @@ class TxnCompleter:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    def _done(self, task: asyncio.Task) -> None:
+    def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("completing a transaction failed", exc_info=task.exception())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from onceflow.common import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TopicPartition
 from onceflow.coordinator.txn.state import IllegalTxnTransition, TxnState, check_transition
@@ -288,7 +289,7 @@ class TransactionMetadata:
             return "the producer id may only change on the way to EMPTY"
         return None
 
-    def _prepare(self, target: TxnState, **changes) -> TxnTransitMetadata:
+    def _prepare(self, target: TxnState, **changes: Any) -> TxnTransitMetadata:
         if self.pending_state is not None:
             raise IllegalTxnTransition(
                 self.transactional_id,
@@ -301,8 +302,8 @@ class TransactionMetadata:
         self.pending_state = target
         return transit
 
-    def _transit(self, target: TxnState, **changes) -> TxnTransitMetadata:
-        fields = {
+    def _transit(self, target: TxnState, **changes: Any) -> TxnTransitMetadata:
+        fields: dict[str, Any] = {
             "producer_id": self.producer_id,
             "previous_producer_id": self.previous_producer_id,
             "next_producer_id": self.next_producer_id,
