@@ -361,8 +361,11 @@ class LogManager:
         info = TopicInfo(name, new_topic_id(), partitions, overrides)
         self._topics[name] = info
         self._write_registry()
-        for partition in range(partitions):
-            self._create_log(info, partition, config)
+        failure = self._create_logs(info, 0, partitions, config)
+        if failure is not None:
+            del self._topics[name]
+            self._write_registry()
+            return failure
         logger.info("created topic %s (%d partition(s), id %s)", name, partitions, info.topic_id)
         return TopicResult(ErrorCode.NONE, topic_id=info.topic_id)
 
@@ -386,9 +389,11 @@ class LogManager:
         old = info.partitions
         info.partitions = count
         self._write_registry()
-        config = self.topic_config(name)
-        for partition in range(old, count):
-            self._create_log(info, partition, config)
+        failure = self._create_logs(info, old, count, self.topic_config(name))
+        if failure is not None:
+            info.partitions = old
+            self._write_registry()
+            return failure
         logger.info("topic %s grown from %d to %d partition(s)", name, old, count)
         return TopicResult(ErrorCode.NONE, topic_id=info.topic_id)
 
@@ -400,15 +405,7 @@ class LogManager:
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic."
             )
         self._write_registry()
-        for partition in range(info.partitions):
-            key = (name, partition)
-            log = self._logs.pop(key, None)
-            if log is not None:
-                log.close()
-            log_dir = self._log_dir_of.pop(key, None)
-            if log_dir is not None:
-                self._remove_partition_dir(log_dir, name, partition, "topic deleted", info.topic_id)
-            self._publish(name, partition)  # fetches reading it learn that it is gone
+        self._drop_logs(info, 0, info.partitions, "topic deleted")
         logger.info("deleted topic %s", name)
         return TopicResult(ErrorCode.NONE, topic_id=info.topic_id)
 
@@ -437,6 +434,46 @@ class LogManager:
                 log.update_config(config)
         return TopicResult(ErrorCode.NONE, topic_id=info.topic_id)
 
+    def _create_logs(
+        self, info: TopicInfo, start: int, end: int, config: LogConfig
+    ) -> TopicResult | None:
+        """Create partitions `start..end-1` of a registered topic. An OS error (no space, too
+        many open files) removes the ones made and answers KAFKA_STORAGE_ERROR; the caller
+        takes them out of the registry again. None when all were made."""
+        for partition in range(start, end):
+            try:
+                self._create_log(info, partition, config)
+            except OSError as exc:
+                logger.error(
+                    "creating partition %s-%d failed (%s); partitions %d-%d of topic %s "
+                    "not created",
+                    info.name, partition, exc, start, end - 1, info.name,
+                )  # fmt: skip
+                self._drop_logs(info, start, end, "creation failed")
+                return TopicResult(
+                    ErrorCode.KAFKA_STORAGE_ERROR,
+                    f"Creating partition {partition} failed: {exc.strerror or exc}.",
+                )
+        return None
+
+    def _drop_logs(self, info: TopicInfo, start: int, end: int, why: str) -> None:
+        """Close and remove partitions `start..end-1` of a topic (those that exist)."""
+        for partition in range(start, end):
+            key = (info.name, partition)
+            log = self._logs.pop(key, None)
+            if log is not None:
+                log.close()
+            log_dir = self._log_dir_of.pop(key, None)
+            if log_dir is None:  # a creation that failed half-way may have left its directory
+                log_dir = next(
+                    (d for d in self.log_dirs if os.path.isdir(
+                        os.path.join(d, partition_dir_name(info.name, partition)))),
+                    None,
+                )  # fmt: skip
+            if log_dir is not None:
+                self._remove_partition_dir(log_dir, info.name, partition, why, info.topic_id)
+            self._publish(info.name, partition)  # fetches reading it learn that it is gone
+
     def _create_log(self, info: TopicInfo, partition: int, config: LogConfig) -> PartitionLog:
         key = (info.name, partition)
         log_dir = self._least_loaded_dir()
@@ -451,9 +488,9 @@ class LogManager:
             producer_id_expiration_ms=self.producer_id_expiration_ms,
             offsets_listener=self._offsets_moved,
         )
-        _write_partition_metadata(log_dir, info.name, partition, info.topic_id)
         self._logs[key] = log
         self._log_dir_of[key] = log_dir
+        _write_partition_metadata(log_dir, info.name, partition, info.topic_id)
         return log
 
     def _least_loaded_dir(self) -> str:

@@ -6,8 +6,10 @@ Behaviour: grows a topic to `count` partitions; a count that is not an increase 
 INVALID_PARTITIONS, an unknown topic UNKNOWN_TOPIC_OR_PARTITION. Assignments, when given, must
 name exactly this node for each new partition and have one entry per new partition (else
 INVALID_REPLICA_ASSIGNMENT). A topic listed twice is INVALID_REQUEST. validate_only changes
-nothing. An internal topic is INVALID_REQUEST: more partitions would move groups and
-transactional ids to other coordinator partitions (`coordinator.internal_topics`).
+nothing. A new partition that cannot be created (no space, too many open files) is
+KAFKA_STORAGE_ERROR, and the topic keeps its old count. An internal topic is INVALID_REQUEST:
+more partitions would move groups and transactional ids to other coordinator partitions
+(`coordinator.internal_topics`).
 
 Authorization (authorizer on): ALTER on each topic, else TOPIC_AUTHORIZATION_FAILED and it
 does not grow, as Kafka.

@@ -10,7 +10,9 @@ INVALID_REQUEST / INVALID_REPLICA_ASSIGNMENT). Configs are topic-level overrides
 key, a bad value or a null value is INVALID_CONFIG. A name listed twice is INVALID_REQUEST for
 each occurrence. An internal topic's name (`__consumer_offsets`, `__transaction_state`) is
 INVALID_REQUEST: the coordinators create those on first use (`coordinator.internal_topics`).
-validate_only checks everything and creates nothing. From v5 a successful result carries the
+validate_only checks everything and creates nothing. A partition that cannot be created (no
+space, too many open files) is KAFKA_STORAGE_ERROR for its topic, and the partitions already
+made are removed again. From v5 a successful result carries the
 partition count, replication factor and every effective config; from v7 the new topic id.
 
 Authorization (authorizer on): CREATE on the CLUSTER allows every topic, else CREATE on each
