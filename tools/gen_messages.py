@@ -820,10 +820,11 @@ def generate(specs: dict[str, dict], version: str) -> dict[Path, str]:
     outputs[MESSAGES_DIR / "__init__.py"] = (
         f"# {GENERATED_MARK} from kafka-python {version} specs. Do not edit.\n"
         '"""Generated Kafka message classes; `REQUESTS[api_key]` / `RESPONSES[api_key]`."""\n\n'
+        + "from onceflow.protocol.message import Message\n"
         + "\n".join(registry_imports)
-        + "\n\nREQUESTS = {\n"
+        + "\n\nREQUESTS: dict[int, type[Message]] = {\n"
         + "\n".join(requests)
-        + "\n}\n\nRESPONSES = {\n"
+        + "\n}\n\nRESPONSES: dict[int, type[Message]] = {\n"
         + "\n".join(responses)
         + "\n}\n"
     )

@@ -62,6 +62,7 @@ from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.message import Message
+from onceflow.protocol.messages.api_versions import ApiVersionsResponse
 
 if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
@@ -187,7 +188,7 @@ def api_name(api_key: int) -> str:
 
 def unsupported_api_versions_response() -> Any:
     """The v0-format answer to an ApiVersions version we do not know (KIP-511)."""
-    response_cls = messages.RESPONSES[ApiKey.API_VERSIONS]
+    response_cls = ApiVersionsResponse
     return response_cls(
         error_code=ErrorCode.UNSUPPORTED_VERSION,
         api_keys=supported_api_keys(response_cls),

@@ -60,7 +60,7 @@ def run_describe(args: argparse.Namespace) -> int:
         return fail(NAME, str(exc))
     if result.error_code != ErrorCode.NONE:
         return fail(NAME, f"{resource.name}: {result.error_code.name} ({result.error_message})")
-    entries = sorted(result.entries.values(), key=lambda e: e.name)
+    entries = sorted((result.entries or {}).values(), key=lambda e: e.name)
     if not args.all and resource.resource_type == TYPES["topics"]:
         entries = [e for e in entries if e.source == "DYNAMIC_TOPIC_CONFIG"]
     kind = "topic" if resource.resource_type == TYPES["topics"] else "broker"

@@ -97,8 +97,10 @@ class EmbeddedBroker:
     def _wait_ready(self, timeout: float) -> str:
         deadline = time.monotonic() + timeout
         buffer = b""
+        stdout = self.proc.stdout
+        assert stdout is not None  # started with stdout=PIPE
         with selectors.DefaultSelector() as selector:
-            selector.register(self.proc.stdout, selectors.EVENT_READ)
+            selector.register(stdout, selectors.EVENT_READ)
             while b"\n" not in buffer:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -107,7 +109,7 @@ class EmbeddedBroker:
                     )
                 if not selector.select(remaining):
                     continue
-                chunk = os.read(self.proc.stdout.fileno(), 4096)
+                chunk = os.read(stdout.fileno(), 4096)
                 if not chunk:
                     raise BrokerError(
                         f"the broker exited with status {self.proc.wait()}{self._stderr_tail()}"

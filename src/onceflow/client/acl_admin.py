@@ -14,11 +14,10 @@ from dataclasses import dataclass
 
 from onceflow.client.admin_connections import AdminConnections, known_code
 from onceflow.client.errors import raise_for_error
-from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
-from onceflow.protocol.messages import REQUESTS
 from onceflow.protocol.messages.create_acls import CreateAclsRequest
 from onceflow.protocol.messages.delete_acls import DeleteAclsRequest
+from onceflow.protocol.messages.describe_acls import DescribeAclsRequest
 from onceflow.security.acl import AclBinding, AclBindingFilter, binding_of
 
 __all__ = ["AclResult", "DeletedAcls", "create_acls", "delete_acls", "describe_acls"]
@@ -92,7 +91,7 @@ def create_acls(net: AdminConnections, bindings: Iterable[AclBinding]) -> list[A
 
 def describe_acls(net: AdminConnections, acl_filter: AclBindingFilter) -> list[AclBinding]:
     """The bindings that match the filter; raises on an error (SECURITY_DISABLED, ...)."""
-    cls = REQUESTS[ApiKey.DESCRIBE_ACLS]
+    cls = DescribeAclsRequest
     response = net.bootstrap().send(cls(**_filter_fields(acl_filter)))
     AclResult(known_code(response.error_code), response.error_message).raise_for_error()
     return [

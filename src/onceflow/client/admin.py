@@ -43,7 +43,13 @@ from onceflow.client.txn_admin import (
 from onceflow.common import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
-from onceflow.protocol.messages import REQUESTS
+from onceflow.protocol.messages.create_partitions import CreatePartitionsRequest
+from onceflow.protocol.messages.create_topics import CreateTopicsRequest
+from onceflow.protocol.messages.delete_records import DeleteRecordsRequest
+from onceflow.protocol.messages.delete_topics import DeleteTopicsRequest
+from onceflow.protocol.messages.list_offsets import ListOffsetsRequest
+from onceflow.protocol.messages.offset_commit import OffsetCommitRequest
+from onceflow.protocol.messages.offset_fetch import OffsetFetchRequest
 from onceflow.security.acl import AclBinding, AclBindingFilter
 
 _OFFSET_FETCH_SINGLE_GROUP_MAX = 7  # v8+ batches groups (KIP-709); one group is enough here
@@ -167,7 +173,7 @@ class AdminClient:
         self, new_topics: Iterable[NewTopic], validate_only: bool = False
     ) -> dict[str, TopicResult]:
         """CreateTopics; one result per topic."""
-        cls = REQUESTS[ApiKey.CREATE_TOPICS]
+        cls = CreateTopicsRequest
         topics = [
             cls.CreatableTopic(
                 name=t.name,
@@ -194,7 +200,7 @@ class AdminClient:
         """DeleteTopics; one result per topic."""
         names = list(names)
         conn = self._net.bootstrap()
-        cls = REQUESTS[ApiKey.DELETE_TOPICS]
+        cls = DeleteTopicsRequest
         version = conn.api_version(ApiKey.DELETE_TOPICS)
         if version >= 6:
             request = cls(
@@ -211,7 +217,7 @@ class AdminClient:
 
     def create_partitions(self, new_counts: Mapping[str, int]) -> dict[str, TopicResult]:
         """CreatePartitions: raise each topic's partition count to the given total."""
-        cls = REQUESTS[ApiKey.CREATE_PARTITIONS]
+        cls = CreatePartitionsRequest
         request = cls(
             topics=[
                 cls.CreatePartitionsTopic(name=name, count=count, assignments=None)
@@ -262,7 +268,7 @@ class AdminClient:
         the high watermark), sent to its leader; the answer is the new low watermark."""
         by_leader, errors = self._by_leader(offsets)
         results = {tp: DeletedRecords(code) for tp, code in errors.items()}
-        cls = REQUESTS[ApiKey.DELETE_RECORDS]
+        cls = DeleteRecordsRequest
         for node, tps in by_leader.items():
             by_topic: dict[str, list[Any]] = {}
             for tp in tps:
@@ -329,7 +335,7 @@ class AdminClient:
         deadline = time.monotonic() + (
             self.request_timeout_ms / 1000 if timeout is None else timeout
         )
-        cls = REQUESTS[ApiKey.OFFSET_FETCH]
+        cls = OffsetFetchRequest
         by_topic: dict[str, list[int]] = {}
         for tp in wanted:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
@@ -381,7 +387,7 @@ class AdminClient:
         deadline = time.monotonic() + (
             self.request_timeout_ms / 1000 if timeout is None else timeout
         )
-        cls = REQUESTS[ApiKey.OFFSET_COMMIT]
+        cls = OffsetCommitRequest
         topic_cls = cls.OffsetCommitRequestTopic
         by_topic: dict[str, list[Any]] = {}
         for tp, (offset, metadata) in offsets.items():
@@ -496,7 +502,7 @@ class AdminClient:
         specs: Mapping[TopicPartition, OffsetSpec],
         isolation_level: int,
     ) -> dict[TopicPartition, ListOffsetsResult]:
-        cls = REQUESTS[ApiKey.LIST_OFFSETS]
+        cls = ListOffsetsRequest
         by_topic: dict[str, list[Any]] = {}
         for tp, spec in specs.items():
             by_topic.setdefault(tp.topic, []).append(

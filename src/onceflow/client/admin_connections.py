@@ -18,7 +18,8 @@ from onceflow.client.net.metadata import BrokerNode
 from onceflow.client.net.security import client_security
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
-from onceflow.protocol.messages import REQUESTS
+from onceflow.protocol.messages.find_coordinator import FindCoordinatorRequest
+from onceflow.protocol.messages.metadata import MetadataRequest
 
 __all__ = ["GROUP_KEY", "TRANSACTION_KEY", "AdminConnections", "BrokerNode", "known_code"]
 
@@ -96,7 +97,7 @@ class AdminConnections:
 
     def metadata(self, topics: list[str] | None) -> tuple[list[BrokerNode], list[Any]]:
         """Metadata for `topics` (every topic when None): the brokers and the topics."""
-        cls = REQUESTS[ApiKey.METADATA]
+        cls = MetadataRequest
         wanted = None if topics is None else [cls.MetadataRequestTopic(name=t) for t in topics]
         request = cls(topics=wanted, allow_auto_topic_creation=False)
         response = self.bootstrap().send(request)
@@ -112,7 +113,7 @@ class AdminConnections:
     def coordinator(self, key_type: int, key: str, deadline: float) -> BrokerNode:
         """The coordinator node of a group or a transactional id (see `to_coordinator`)."""
         node = self._coordinators.get((key_type, key))
-        cls = REQUESTS[ApiKey.FIND_COORDINATOR]
+        cls = FindCoordinatorRequest
         while node is None:
             conn = self.bootstrap()
             version = min(conn.api_version(ApiKey.FIND_COORDINATOR), 5)
@@ -133,7 +134,7 @@ class AdminConnections:
         """Look up and cache the coordinators of the `keys` not cached yet, up to `BATCH_KEYS`
         keys per FindCoordinator (v4+, KIP-699). A key whose lookup failed, or every key
         against a broker without batched lookups, is left to `to_coordinator`."""
-        cls = REQUESTS[ApiKey.FIND_COORDINATOR]
+        cls = FindCoordinatorRequest
         missing = [k for k in dict.fromkeys(keys) if (key_type, k) not in self._coordinators]
         conn = self.bootstrap()
         version = min(conn.api_version(ApiKey.FIND_COORDINATOR), 5)

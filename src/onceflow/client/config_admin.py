@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from onceflow.client.admin_connections import AdminConnections, known_code
-from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
-from onceflow.protocol.messages import REQUESTS
+from onceflow.protocol.messages.describe_configs import DescribeConfigsRequest
+from onceflow.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
 
 __all__ = ["ConfigEntry", "ConfigResource", "ConfigsResult", "AlterOp"]
 
@@ -69,7 +69,7 @@ class AlterOp:
 def describe_configs(
     net: AdminConnections, resources: Iterable[ConfigResource]
 ) -> dict[ConfigResource, ConfigsResult]:
-    cls = REQUESTS[ApiKey.DESCRIBE_CONFIGS]
+    cls = DescribeConfigsRequest
     wanted = list(resources)
     request = cls(
         resources=[
@@ -103,7 +103,7 @@ def describe_configs(
 def incremental_alter_configs(
     net: AdminConnections, changes: dict[ConfigResource, list[AlterOp]], validate_only: bool = False
 ) -> dict[ConfigResource, ConfigsResult]:
-    cls = REQUESTS[ApiKey.INCREMENTAL_ALTER_CONFIGS]
+    cls = IncrementalAlterConfigsRequest
     resource_cls = cls.AlterConfigsResource
     request = cls(
         resources=[

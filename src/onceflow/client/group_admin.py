@@ -17,9 +17,10 @@ from onceflow.client.admin_connections import GROUP_KEY, AdminConnections, known
 from onceflow.client.consumer.group.protocol import decode_assignment
 from onceflow.client.errors import raise_for_error
 from onceflow.common import TopicPartition
-from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
-from onceflow.protocol.messages import REQUESTS
+from onceflow.protocol.messages.delete_groups import DeleteGroupsRequest
+from onceflow.protocol.messages.describe_groups import DescribeGroupsRequest
+from onceflow.protocol.messages.list_groups import ListGroupsRequest
 
 __all__ = ["GroupDescription", "GroupListing", "MemberDescription"]
 
@@ -61,7 +62,7 @@ class GroupDescription:
 
 def list_groups(net: AdminConnections) -> list[GroupListing]:
     """Every group on every broker, sorted by id."""
-    cls = REQUESTS[ApiKey.LIST_GROUPS]
+    cls = ListGroupsRequest
     out: dict[str, GroupListing] = {}
     for node in net.metadata([])[0]:
         response = net.to_node(node).send(cls())
@@ -73,7 +74,7 @@ def list_groups(net: AdminConnections) -> list[GroupListing]:
 
 
 def describe_groups(net: AdminConnections, group_ids: list[str]) -> dict[str, GroupDescription]:
-    cls = REQUESTS[ApiKey.DESCRIBE_GROUPS]
+    cls = DescribeGroupsRequest
     out = {}
     for group_id in group_ids:
         g = _send_to_coordinator(net, group_id, cls(groups=[group_id])).groups[0]
@@ -102,7 +103,7 @@ def describe_groups(net: AdminConnections, group_ids: list[str]) -> dict[str, Gr
 
 def delete_groups(net: AdminConnections, group_ids: list[str]) -> dict[str, ErrorCode]:
     """DeleteGroups per group: NONE, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, ..."""
-    cls = REQUESTS[ApiKey.DELETE_GROUPS]
+    cls = DeleteGroupsRequest
     out = {}
     for group_id in group_ids:
         response = _send_to_coordinator(net, group_id, cls(groups_names=[group_id]))

@@ -35,8 +35,9 @@ from onceflow.client.net.metadata import BrokerNode
 from onceflow.common import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
-from onceflow.protocol.messages import REQUESTS
 from onceflow.protocol.messages.describe_producers import DescribeProducersRequest
+from onceflow.protocol.messages.describe_transactions import DescribeTransactionsRequest
+from onceflow.protocol.messages.list_transactions import ListTransactionsRequest
 from onceflow.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
 
 __all__ = [
@@ -121,7 +122,7 @@ def describe_transactions(
     batches and each is asked about up to `BATCH_IDS` ids per request; an id answered with
     another error than TRANSACTIONAL_ID_NOT_FOUND is asked about again on its own (its
     coordinator looked up again when it moved, retried while loading)."""
-    cls = REQUESTS[ApiKey.DESCRIBE_TRANSACTIONS]
+    cls = DescribeTransactionsRequest
     deadline = time.monotonic() + timeout_s
     ids = list(dict.fromkeys(transactional_ids))
     net.find_coordinators(TRANSACTION_KEY, ids)
@@ -235,7 +236,7 @@ def list_transactions(
     """Every transactional id on every broker, sorted by id; only those in one of `states`
     (Kafka's names), of one of `producer_ids`, or open at least `min_duration_ms` (KIP-994,
     ListTransactions v1) when given. A state name the brokers do not know is a `ValueError`."""
-    cls = REQUESTS[ApiKey.LIST_TRANSACTIONS]
+    cls = ListTransactionsRequest
     request = cls(
         state_filters=list(states),
         producer_id_filters=list(producer_ids),

@@ -43,9 +43,10 @@ from onceflow.client.net.metadata import STALE_METADATA, Cluster
 from onceflow.client.net.network import AsyncBrokerConnection, NetworkClient
 from onceflow.client.net.tasks import BackgroundTasks
 from onceflow.common import TopicPartition
-from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode, error_name
+from onceflow.protocol.messages.fetch import FetchRequest
+from onceflow.protocol.messages.list_offsets import ListOffsetsRequest
 
 __all__ = ["Fetcher"]
 
@@ -145,7 +146,7 @@ class Fetcher:
         conn: AsyncBrokerConnection,
         partitions: list[tuple[TopicPartition, int, int]],
     ) -> None:
-        cls = messages.REQUESTS[ApiKey.FETCH]
+        cls = FetchRequest
         version = conn.api_version(ApiKey.FETCH)
         cluster = self.metadata.cluster
         if version >= _FETCH_TOPIC_ID_VERSION and any(
@@ -319,7 +320,7 @@ class Fetcher:
     async def _list_offsets(
         self, conn: AsyncBrokerConnection, partitions: list[tuple[TopicPartition, str, int]]
     ) -> None:
-        cls = messages.REQUESTS[ApiKey.LIST_OFFSETS]
+        cls = ListOffsetsRequest
         topics: dict[str, list[Any]] = {}
         for tp, strategy, _generation in partitions:
             topics.setdefault(tp.topic, []).append(

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any, Final
 
 from onceflow.client.net.network import AsyncBrokerConnection
-from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.messages.find_coordinator import FindCoordinatorRequest
 
 __all__ = [
     "FIND_COORDINATOR_MAX",
@@ -31,7 +31,7 @@ _BATCHED_FIND_VERSION = 4  # FindCoordinator v4+ takes a list of keys (KIP-699)
 
 def find_coordinator_request(version: int, key_type: int, key: str) -> Any:
     """A FindCoordinator request for `key` at `version`."""
-    cls = messages.REQUESTS[ApiKey.FIND_COORDINATOR]
+    cls: Any = FindCoordinatorRequest  # generated constructors are not annotated (issue 21)
     if version >= _BATCHED_FIND_VERSION:
         return cls(key_type=key_type, coordinator_keys=[key])
     return cls(key=key, key_type=key_type)

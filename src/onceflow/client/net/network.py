@@ -50,8 +50,8 @@ from onceflow.client.net.metadata import Cluster, Metadata
 from onceflow.client.net.security import PLAINTEXT, ClientSecurity, ssl_authentication_error
 from onceflow.client.net.tasks import BackgroundTasks
 from onceflow.client.net.wire import WireConnection
-from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
+from onceflow.protocol.messages.metadata import MetadataRequest
 from onceflow.security.sasl import SaslAuthenticationError
 
 __all__ = ["AsyncBrokerConnection", "NetworkClient"]
@@ -441,7 +441,7 @@ class NetworkClient:
         now = time.monotonic()
         try:
             conn = await self.any_connection()
-            cls = messages.REQUESTS[ApiKey.METADATA]
+            cls = MetadataRequest
             version = conn.api_version(ApiKey.METADATA)
             topics = [cls.MetadataRequestTopic(name=t) for t in sorted(self.metadata.wanted)]
             request = cls(topics=topics, allow_auto_topic_creation=self.allow_auto_topic_creation)

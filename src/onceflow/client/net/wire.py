@@ -60,6 +60,9 @@ from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.codec import DecodeError, skip_tagged_fields
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.headers import RequestHeader, response_header_version
+from onceflow.protocol.messages.api_versions import ApiVersionsRequest
+from onceflow.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
+from onceflow.protocol.messages.sasl_handshake import SaslHandshakeRequest
 from onceflow.security.sasl import SaslAuthenticationError
 
 __all__ = [
@@ -179,7 +182,7 @@ class WireConnection:
         self._need = _SIZE_BYTES  # bytes the next step waits for: a size prefix, or a frame
         self._in_frame = False
         self._api_versions_sent = 0
-        self._send_api_versions(messages.REQUESTS[ApiKey.API_VERSIONS].VALID_VERSIONS[1])
+        self._send_api_versions(ApiVersionsRequest.VALID_VERSIONS[1])
 
     # ------------------------------------------------------------------ state
 
@@ -351,7 +354,7 @@ class WireConnection:
     # ------------------------------------------------------------------ handshake
 
     def _send_api_versions(self, version: int) -> None:
-        request = messages.REQUESTS[ApiKey.API_VERSIONS](
+        request = ApiVersionsRequest(
             client_software_name=CLIENT_SOFTWARE_NAME,
             client_software_version=CLIENT_SOFTWARE_VERSION,
         )
@@ -380,7 +383,7 @@ class WireConnection:
             self._transition(WireState.READY)
             return
         self._transition(WireState.AUTHENTICATING)
-        request = messages.REQUESTS[ApiKey.SASL_HANDSHAKE](mechanism=self.sasl.mechanism)
+        request = SaslHandshakeRequest(mechanism=self.sasl.mechanism)
         try:
             version = self.api_version(ApiKey.SASL_HANDSHAKE)
         except UnsupportedVersionError as exc:
@@ -424,7 +427,7 @@ class WireConnection:
         except SaslAuthenticationError as exc:  # a bad server token (e.g. a wrong signature)
             raise self._broken(SaslAuthenticationFailedError(exc.client_message)) from None
         if token is not None:
-            request = messages.REQUESTS[ApiKey.SASL_AUTHENTICATE](auth_bytes=token)
+            request = SaslAuthenticateRequest(auth_bytes=token)
             version = self.api_version(ApiKey.SASL_AUTHENTICATE)
             self._send(request, version, True, None, math.inf, handshake=True)
         return token

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from onceflow.client.errors import KafkaError, KafkaTimeoutError
+from onceflow.client.errors import KafkaTimeoutError
 
 __all__ = ["FutureRecordMetadata", "ProduceResult", "RecordMetadata"]
 
@@ -144,7 +144,7 @@ class FutureRecordMetadata:
         self._result.add_callback(lambda: fn(self))
 
     def add_delivery_callback(
-        self, on_delivery: Callable[[KafkaError | None, RecordMetadata | None], Any]
+        self, on_delivery: Callable[[BaseException | None, RecordMetadata | None], Any]
     ) -> None:
         """Call `on_delivery(error, metadata)` (confluent-kafka's argument order)."""
 

@@ -86,7 +86,7 @@ class RecordBatchWriter:
             out += offset_part
             out += key_part
             out += value_len
-            if value_size:
+            if value is not None:
                 out += value
             out += _ZERO  # no headers
         self.count = count + 1

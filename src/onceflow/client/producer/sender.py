@@ -49,9 +49,10 @@ from onceflow.client.producer.states import ProducerState
 from onceflow.client.producer.txn.manager import TxnManager
 from onceflow.client.producer.txn.requests import PRODUCE_TV1_MAX
 from onceflow.client.producer.txn.sender import TxnRequestSender
-from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode, error_name
+from onceflow.protocol.messages.init_producer_id import InitProducerIdRequest
+from onceflow.protocol.messages.produce import ProduceRequest
 
 __all__ = ["Sender"]
 
@@ -182,7 +183,7 @@ class Sender:
     # ------------------------------------------------------------------ produce
 
     def send_produce_request(self, conn: Any, batches: list[ProducerBatch]) -> None:
-        cls = messages.REQUESTS[ApiKey.PRODUCE]
+        cls = ProduceRequest
         in_transaction = self.txn is not None and self.txn.transactional_id is not None
         version = conn.api_version(ApiKey.PRODUCE, PRODUCE_TV1_MAX if in_transaction else None)
         cluster = self.metadata.cluster
@@ -386,7 +387,7 @@ class Sender:
                     )
                 )
                 return
-            cls = messages.REQUESTS[ApiKey.INIT_PRODUCER_ID]
+            cls = InitProducerIdRequest
             version = conn.api_version(ApiKey.INIT_PRODUCER_ID)
             request = cls(
                 transactional_id=None, transaction_timeout_ms=self.config["transaction.timeout.ms"]

@@ -49,10 +49,15 @@ from onceflow.client.net.coordinator_lookup import GROUP, find_coordinator
 from onceflow.client.net.network import AsyncBrokerConnection, NetworkClient
 from onceflow.client.offsets import OffsetAndMetadata
 from onceflow.common import TopicPartition
-from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.codec import DecodeError
 from onceflow.protocol.errors import ErrorCode, error_name
+from onceflow.protocol.messages.heartbeat import HeartbeatRequest
+from onceflow.protocol.messages.join_group import JoinGroupRequest
+from onceflow.protocol.messages.leave_group import LeaveGroupRequest
+from onceflow.protocol.messages.offset_commit import OffsetCommitRequest
+from onceflow.protocol.messages.offset_fetch import OffsetFetchRequest
+from onceflow.protocol.messages.sync_group import SyncGroupRequest
 
 __all__ = ["GroupAction", "ConsumerCoordinator", "JoinedGeneration", "MemberState"]
 
@@ -244,7 +249,7 @@ class ConsumerCoordinator:
             attempts += 1
 
     async def _join_once(self) -> JoinedGeneration | None:
-        cls = messages.REQUESTS[ApiKey.JOIN_GROUP]
+        cls = JoinGroupRequest
         metadata = encode_subscription(self.subscription)
         request = cls(
             group_id=self.group_id,
@@ -312,7 +317,7 @@ class ConsumerCoordinator:
     async def _sync(
         self, assignments: dict[str, list[TopicPartition]], timeout: float
     ) -> JoinedGeneration | None:
-        cls = messages.REQUESTS[ApiKey.SYNC_GROUP]
+        cls = SyncGroupRequest
         request = cls(
             group_id=self.group_id,
             generation_id=self.generation_id,
@@ -372,7 +377,7 @@ class ConsumerCoordinator:
                 self.coordinator_dead("no heartbeat answer within session.timeout.ms")
 
     async def _heartbeat(self) -> None:
-        cls = messages.REQUESTS[ApiKey.HEARTBEAT]
+        cls = HeartbeatRequest
         request = cls(
             group_id=self.group_id,
             generation_id=self.generation_id,
@@ -403,7 +408,7 @@ class ConsumerCoordinator:
         if self.group_instance_id is not None or not member_id or self.coordinator is None:
             return
         self.member_id = ""
-        cls = messages.REQUESTS[ApiKey.LEAVE_GROUP]
+        cls = LeaveGroupRequest
         try:
             conn = await self.connection()
             version = conn.api_version(ApiKey.LEAVE_GROUP)
@@ -428,7 +433,7 @@ class ConsumerCoordinator:
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata]
     ) -> dict[TopicPartition, int]:
         """OffsetCommit for this member's generation: an error code per partition."""
-        cls = messages.REQUESTS[ApiKey.OFFSET_COMMIT]
+        cls = OffsetCommitRequest
         topic_cls = cls.OffsetCommitRequestTopic
         by_topic: dict[str, list[Any]] = {}
         for tp, committed in sorted(offsets.items()):
@@ -467,7 +472,7 @@ class ConsumerCoordinator:
     ) -> dict[TopicPartition, tuple[int, OffsetAndMetadata | None]]:
         """OffsetFetch: per partition (error code, committed offset or None)."""
         conn = await self.connection()
-        cls = messages.REQUESTS[ApiKey.OFFSET_FETCH]
+        cls = OffsetFetchRequest
         version = conn.api_version(ApiKey.OFFSET_FETCH, max_version=9)
         by_topic: dict[str, list[int]] = {}
         for tp in sorted(partitions):
