@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from onceflow.client.admin import AdminClient
 from onceflow.common import wall_clock_ms
-from onceflow.console import render
+from onceflow.console import render, render_transactions
 from onceflow.console.actions import action_routes
 from onceflow.console.browse import browse, parse_browse_query
 from onceflow.console.cluster import ClusterView, Gather, gather
@@ -29,7 +29,8 @@ from onceflow.console.markers import list_query_progress
 from onceflow.console.overview import gather_overview
 from onceflow.console.render_actions import browse_main
 from onceflow.console.topics import describe_topic
-from onceflow.console.transactions import TransactionsView, list_transaction_rows
+from onceflow.console.transactions import page_transactions
+from onceflow.console.txn_query import parse_txn_query
 
 
 def to_json(data: Any) -> Any:
@@ -56,13 +57,9 @@ def create_app(
         return describe_topic(admin, request.path_params["topic"], wall_clock_ms())
 
     def transactions(admin: AdminClient, request: Request) -> Any:
-        threshold = cluster.threshold_ms(admin)
-        rows = list_transaction_rows(admin, wall_clock_ms(), threshold)
-        return TransactionsView(threshold, rows)
-
-    def show_transactions(view: TransactionsView, request: Request) -> str:
-        only_hanging = request.query_params.get("hanging") == "1"
-        return render.transactions_main(view, only_hanging, acts)
+        params = request.query_params
+        query = parse_txn_query(params, params.getlist("state"))  # 400 before asking
+        return page_transactions(admin, wall_clock_ms(), cluster.threshold_ms(admin), query)
 
     def messages(admin: AdminClient, request: Request) -> Any:
         query = parse_browse_query(request.path_params["topic"], request.query_params)
@@ -71,7 +68,8 @@ def create_app(
     pages: list[tuple[str, str, Gather, Callable[[Any, Request], str]]] = [
         ("/", "Overview", overview, lambda d, r: render.overview_main(d)),
         ("/topics/{topic}", "Topic", topic, lambda d, r: render.topic_main(d, acts)),
-        ("/transactions", "Transactions", transactions, show_transactions),
+        ("/transactions", "Transactions", transactions,
+         lambda d, r: render_transactions.transactions_main(d, acts)),
         ("/groups", "Groups", lambda a, r: list_group_rows(a),
          lambda d, r: render.groups_main(d, acts)),
         ("/spark", "Spark", lambda a, r: list_query_progress(a), lambda d, r: render.spark_main(d)),

@@ -15,7 +15,6 @@ from onceflow.console.groups import GroupRow
 from onceflow.console.markers import QueryProgress
 from onceflow.console.overview import Overview
 from onceflow.console.topics import PartitionRow, TopicView
-from onceflow.console.transactions import TransactionRow, TransactionsView
 
 REFRESH_MS = 3000
 NAV = (("/", "Overview"), ("/transactions", "Transactions"), ("/groups", "Groups"),
@@ -170,52 +169,6 @@ def _partition_cells(p: PartitionRow) -> list[object]:
         )
     return [p.partition, p.leader, p.log_start_offset, p.high_watermark, p.last_stable_offset,
             p.lso_lag, p.lso_lag_ms, pin, p.error]  # fmt: skip
-
-
-def _abort_links(row: TransactionRow) -> Html:
-    """An abort link per partition of a hanging transaction."""
-    links = [
-        link(abort_href(topic, int(partition), row.producer_id), f"abort on {topic}-{partition}")
-        for topic, _, partition in (tp.rpartition("-") for tp in row.partitions)
-    ]
-    return Html(" ".join(links))
-
-
-def transactions_main(view: TransactionsView, only_hanging: bool, actions: bool = False) -> str:
-    """The transactions page; with `actions`, abort links for the hanging ones."""
-    shown = [r for r in view.transactions if r.hanging or not only_hanging]
-    toggle = (
-        link("/transactions", "all")
-        if only_hanging
-        else link("/transactions?hanging=1", "only hanging")
-    )
-    cells = [
-        [r.transactional_id, r.state, r.producer_id, r.producer_epoch, ", ".join(r.partitions),
-         "" if r.age_ms < 0 else r.age_ms, r.transaction_timeout_ms,
-         warn("hanging") if r.hanging else "", r.error,
-         _abort_links(r) if actions and r.hanging else ""]
-        for r in shown
-    ]  # fmt: skip
-    return (
-        f"<h1>Transactions</h1><p>Show {toggle}. Hanging: open longer than "
-        f"{view.hanging_threshold_ms} ms."
-        "</p>"
-        + table(
-            [
-                "transactional id",
-                "state",
-                "producer id",
-                "epoch",
-                "partitions",
-                "age (ms)",
-                "timeout (ms)",
-                "hanging",
-                "error",
-                "action",
-            ],
-            cells,
-        )  # fmt: skip
-    )
 
 
 def groups_main(groups: list[GroupRow], actions: bool = False) -> str:
