@@ -17,8 +17,9 @@ from onceflow.console.overview import Overview
 from onceflow.console.topics import PartitionRow, TopicView
 
 REFRESH_MS = 3000
-NAV = (("/", "Overview"), ("/transactions", "Transactions"), ("/groups", "Groups"),
-       ("/spark", "Spark"))  # fmt: skip
+Nav = tuple[tuple[str, str], ...]  # (href, text) of each link in the navigation
+NAV: Nav = (("/", "Overview"), ("/transactions", "Transactions"), ("/groups", "Groups"),
+            ("/spark", "Spark"))  # fmt: skip
 STYLE = (
     "body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;margin:.5em 0}"
     "td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}th{background:#eee}"
@@ -57,13 +58,13 @@ def _cell(value: object) -> str:
     return escape("" if value is None else str(value))
 
 
-def page(title: str, main: str, poll: bool = True) -> str:
-    """A whole page: navigation, the content and, unless it holds a form (`poll` False), the
-    polling script."""
-    nav = "".join(str(link(href, text)) for href, text in NAV)
+def page(title: str, main: str, poll: bool = True, nav: Nav = NAV) -> str:
+    """A whole page: navigation (`nav`), the content and, unless it holds a form (`poll`
+    False), the polling script."""
+    links = "".join(str(link(href, text)) for href, text in nav)
     return (
         f"<!doctype html><html><head><meta charset=utf-8><title>{escape(title)} · onceflow"
-        f"</title><style>{STYLE}</style></head><body><nav>{nav}</nav><main>{main}</main>"
+        f"</title><style>{STYLE}</style></head><body><nav>{links}</nav><main>{main}</main>"
         f"{POLL if poll else ''}</body></html>"
     )
 
