@@ -123,6 +123,8 @@ def test_links_and_polling_keep_the_filters(bootstrap: str) -> None:
         after = "/transactions?state=Empty&prefix=page-&page=3&limit=5"
         assert f'<a href="{escape(previous)}">previous page</a>' in html
         assert f'<a href="{escape(after)}">next page</a>' in html
+        only_hanging = "/transactions?state=Empty&hanging=1&prefix=page-&limit=5"  # page 1
+        assert f'<a href="{escape(only_hanging)}">only hanging</a>' in html
         assert "<td>page-05</td>" in html and "<td>page-10</td>" not in html
         assert "<option selected>Empty</option>" in html and 'value="page-"' in html
         partial = client.get("/transactions?state=Empty&prefix=page-&limit=5&page=2&partial=1")

@@ -23,7 +23,7 @@ NAV: Nav = (("/", "Overview"), ("/transactions", "Transactions"), ("/groups", "G
 STYLE = (
     "body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;margin:.5em 0}"
     "td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}th{background:#eee}"
-    ".warn{color:#b00;font-weight:bold}nav a{margin-right:1em}"
+    ".warn{color:#b00;font-weight:bold}nav a{margin-right:1em}form label{margin-right:1em}"
     "pre{margin:0;white-space:pre-wrap;overflow-wrap:anywhere;max-width:48em}"
 )
 POLL = (

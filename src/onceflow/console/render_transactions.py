@@ -5,6 +5,7 @@ re-fetches its own URL)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from html import escape
 
 from onceflow.console.render import Html, abort_href, link, table, warn
@@ -71,10 +72,10 @@ def transactions_main(view: TransactionsView, actions: bool = False) -> str:
          _abort_links(r) if actions and r.hanging else ""]
         for r in view.transactions
     ]  # fmt: skip
-    toggle = (
-        link("/transactions", "all")
-        if view.query.hanging
-        else link("/transactions?hanging=1", "only hanging")
+    flipped = replace(view.query, hanging=not view.query.hanging, page=1)  # other filters kept
+    toggle = link(
+        "/transactions" + txn_query_string(flipped),
+        "all" if view.query.hanging else "only hanging",
     )
     return (
         f"<h1>Transactions</h1>{counts}<p>Show {toggle}. Hanging: open longer than "
