@@ -86,7 +86,7 @@ def page_transactions(
     listed = {t.transactional_id: t.state for t in admin.list_transactions()}
     open_ids = sorted(i for i, state in listed.items() if state in OPEN_STATES)
     rows = _rows(admin, open_ids, now_ms, threshold_ms)
-    still_open = [r for r in rows.values() if r.open and r.age_ms >= 0]
+    still_open = [r for r in rows.values() if r.open and r.transaction_start_time_ms >= 0]
     hanging = {r.transactional_id for r in still_open if r.hanging}
     matched = sorted(
         i for i, state in listed.items()
