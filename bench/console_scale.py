@@ -39,6 +39,7 @@ from onceflow.protocol.messages.init_producer_id import InitProducerIdRequest
 RESULTS = Path(__file__).parent / "results" / "console_scale.json"
 MAX_TXN_TIMEOUT_MS = 900_000  # the broker's transaction.max.timeout.ms default
 PAGES = ("/api/overview", "/", "/?partial=1", "/api/transactions", "/transactions",
+         "/transactions?page=50", "/transactions?state=Ongoing&prefix=txn-05&page=2&limit=20",
          "/api/groups", "/groups", "/api/spark", "/spark", "/api/topics/topic-0000",
          "/topics/topic-0000")  # fmt: skip
 

@@ -140,3 +140,20 @@ def test_console_demo_page_draws_the_run():
         assert partial.text.startswith("<h1>Demo</h1>") and "<nav>" not in partial.text
         data = client.get("/api/demo").json()
         assert data["summary"]["ok"] is True and len(data["batches"]) == len(run.batches)
+
+
+def test_demo_link_in_the_navigation_only_with_the_demo_mounted():
+    from starlette.testclient import TestClient
+
+    from onceflow.cli.demo_console import DemoConsole
+    from onceflow.console.app import create_app
+
+    demo_link = '<a href="/demo">Demo</a>'
+    # a 400 page is drawn before the cluster (none here) is asked anything
+    with TestClient(DemoConsole("127.0.0.1:1", recorded()).app()) as client:
+        assert demo_link in client.get("/demo").text
+        bad = client.get("/transactions?page=0")
+        assert bad.status_code == 400 and demo_link in bad.text
+    with TestClient(create_app({"bootstrap.servers": "127.0.0.1:1"})) as client:
+        bad = client.get("/transactions?page=0")
+        assert bad.status_code == 400 and "/demo" not in bad.text

@@ -284,6 +284,31 @@ def test_groups_page_updates_without_a_reload(scenario: Scenario) -> None:
     assert page.evaluate("window.notReloaded") is True
 
 
+def test_transactions_pages_and_filters_survive_the_polling(scenario: Scenario) -> None:
+    page = scenario.page
+    assert _open(scenario, "/transactions?limit=1").status == 200
+    # counts over every id: committer-txn (CompleteAbort) and PINNER (Ongoing)
+    assert page.locator("main table").first.locator("td").all_inner_texts() == ["2", "1", "0"]
+    assert _row(scenario, 1, "committer-txn")[1] == "CompleteAbort"
+    page.locator("main a", has_text="next page").first.click()
+    page.wait_for_url("**/transactions?page=2&limit=1")
+    assert _row(scenario, 1, PINNER)[1] == "Ongoing"
+    assert page.locator("main table").nth(1).locator("tr").count() == 2  # header, one row
+    page.locator("main select[name=state]").select_option("Ongoing")
+    page.locator("main input[name=limit]").fill("5")
+    page.locator("main button", has_text="Show").click()
+    page.wait_for_url("**/transactions?state=Ongoing&prefix=&limit=5")
+    page.evaluate("window.notReloaded = true; document.querySelector('main h1').id = 'stale'")
+    page.wait_for_function("!document.getElementById('stale')", timeout=30_000)  # polled
+    assert page.evaluate("window.notReloaded") is True
+    texts = page.locator("main table").nth(1).locator("tr td:first-child").all_inner_texts()
+    assert texts == [PINNER] and "Page 1 of 1: rows 1-1 of 1." in page.inner_text("main")
+    screenshot(page, "transactions-filtered")
+    bad = _open(scenario, "/transactions?state=Running")
+    assert bad is not None and bad.status == 400
+    assert "state 'Running' is not one of Kafka's" in page.inner_text("main")
+
+
 def test_forms_need_the_csrf_token(scenario: Scenario) -> None:
     page = scenario.page
     _open(scenario, "/")

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import uvicorn
 
 START_TIMEOUT_S = 10.0
+DEMO_NAV = (("/demo", "Demo"),)  # in the console's navigation while /demo is mounted
 
 
 def demo_main(run: Timeline) -> str:
@@ -65,12 +66,12 @@ class DemoConsole:
             main = demo_main(timeline.snapshot())
             if request.query_params.get("partial") == "1":
                 return HTMLResponse(main)
-            return HTMLResponse(render.page("Demo", main))
+            return HTMLResponse(render.page("Demo", main, nav=render.NAV + DEMO_NAV))
 
         async def api(request: Request) -> JSONResponse:
             return JSONResponse(timeline.to_json())
 
-        console = create_app({"bootstrap.servers": self.bootstrap})
+        console = create_app({"bootstrap.servers": self.bootstrap}, more_nav=DEMO_NAV)
         return Starlette(
             routes=[Route("/demo", page), Route("/api/demo", api), Mount("/", app=console)],
             lifespan=lambda app: console.router.lifespan_context(console),

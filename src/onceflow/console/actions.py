@@ -27,6 +27,7 @@ from onceflow.console import render, render_actions
 from onceflow.console.abort import abort_open_transaction, find_abort_target
 from onceflow.console.cluster import ClusterView, Gather, gather
 from onceflow.console.errors import BadInput
+from onceflow.console.render import Nav
 from onceflow.console.render_actions import CSRF_FIELD
 from onceflow.console.reset import execute_reset, parse_reset_request, plan_reset
 
@@ -64,33 +65,33 @@ def _same_origin(request: Request) -> bool:
     return urlsplit(origin).netloc == request.headers.get("host", "")
 
 
-def _page(title: str, main: str, status: int = 200) -> Response:
-    return HTMLResponse(render.page(title, main, poll=False), status_code=status)
+def _page(nav: Nav, title: str, main: str, status: int = 200) -> Response:
+    return HTMLResponse(render.page(title, main, poll=False, nav=nav), status_code=status)
 
 
-def action_routes(cluster: ClusterView, allow_actions: bool) -> list[Route]:
-    """The action pages; each answers 403 unless `allow_actions`."""
+def action_routes(cluster: ClusterView, allow_actions: bool, nav: Nav = render.NAV) -> list[Route]:
+    """The action pages (with the navigation `nav`); each answers 403 unless `allow_actions`."""
     csrf = secrets.token_urlsafe(32)
 
     def guarded(title: str, handler: Gather) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
             if not allow_actions:
-                return _page(title, render.error_main(title, ACTIONS_OFF), 403)
+                return _page(nav, title, render.error_main(title, ACTIONS_OFF), 403)
             if request.method == "POST":
                 try:
                     form = await _form(request)
                 except BadInput as exc:
-                    return _page(title, render.error_main(title, str(exc)), 400)
+                    return _page(nav, title, render.error_main(title, str(exc)), 400)
                 token = form.get(CSRF_FIELD, "")
                 if not hmac.compare_digest(token, csrf) or not _same_origin(request):
                     message = "The form's CSRF token is missing or stale: reload the page."
-                    return _page(title, render.error_main(title, message), 403)
+                    return _page(nav, title, render.error_main(title, message), 403)
                 request.state.form = form
             data, status, message = await gather(cluster, handler, request)
             if status != 200:
-                return _page(title, render.error_main(title, message), status)
+                return _page(nav, title, render.error_main(title, message), status)
             main, status = data
-            return _page(title, main, status)
+            return _page(nav, title, main, status)
 
         return endpoint
 

@@ -20,16 +20,18 @@ from starlette.routing import Route
 
 from onceflow.client.admin import AdminClient
 from onceflow.common import wall_clock_ms
-from onceflow.console import render
+from onceflow.console import render, render_transactions
 from onceflow.console.actions import action_routes
 from onceflow.console.browse import browse, parse_browse_query
 from onceflow.console.cluster import ClusterView, Gather, gather
 from onceflow.console.groups import list_group_rows
 from onceflow.console.markers import list_query_progress
 from onceflow.console.overview import gather_overview
+from onceflow.console.render import Nav
 from onceflow.console.render_actions import browse_main
 from onceflow.console.topics import describe_topic
-from onceflow.console.transactions import TransactionsView, list_transaction_rows
+from onceflow.console.transactions import page_transactions
+from onceflow.console.txn_query import parse_txn_query
 
 
 def to_json(data: Any) -> Any:
@@ -42,11 +44,16 @@ def to_json(data: Any) -> Any:
 
 
 def create_app(
-    config: Mapping[str, Any], hanging_after_ms: int | None = None, allow_actions: bool = False
+    config: Mapping[str, Any],
+    hanging_after_ms: int | None = None,
+    allow_actions: bool = False,
+    more_nav: Nav = (),
 ) -> Starlette:
     """The console for the cluster `config` (client properties, Kafka's names) describes; with
-    `allow_actions`, also its abort and reset-offsets pages (as the identity in `config`)."""
+    `allow_actions`, also its abort and reset-offsets pages (as the identity in `config`);
+    `more_nav` links pages mounted next to it (the demo's) in every page's navigation."""
     cluster = ClusterView(config, hanging_after_ms)
+    nav = render.NAV + more_nav
     acts = allow_actions
 
     def overview(admin: AdminClient, request: Request) -> Any:
@@ -56,13 +63,9 @@ def create_app(
         return describe_topic(admin, request.path_params["topic"], wall_clock_ms())
 
     def transactions(admin: AdminClient, request: Request) -> Any:
-        threshold = cluster.threshold_ms(admin)
-        rows = list_transaction_rows(admin, wall_clock_ms(), threshold)
-        return TransactionsView(threshold, rows)
-
-    def show_transactions(view: TransactionsView, request: Request) -> str:
-        only_hanging = request.query_params.get("hanging") == "1"
-        return render.transactions_main(view, only_hanging, acts)
+        params = request.query_params
+        query = parse_txn_query(params, params.getlist("state"))  # 400 before asking
+        return page_transactions(admin, wall_clock_ms(), cluster.threshold_ms(admin), query)
 
     def messages(admin: AdminClient, request: Request) -> Any:
         query = parse_browse_query(request.path_params["topic"], request.query_params)
@@ -71,7 +74,8 @@ def create_app(
     pages: list[tuple[str, str, Gather, Callable[[Any, Request], str]]] = [
         ("/", "Overview", overview, lambda d, r: render.overview_main(d)),
         ("/topics/{topic}", "Topic", topic, lambda d, r: render.topic_main(d, acts)),
-        ("/transactions", "Transactions", transactions, show_transactions),
+        ("/transactions", "Transactions", transactions,
+         lambda d, r: render_transactions.transactions_main(d, acts)),
         ("/groups", "Groups", lambda a, r: list_group_rows(a),
          lambda d, r: render.groups_main(d, acts)),
         ("/spark", "Spark", lambda a, r: list_query_progress(a), lambda d, r: render.spark_main(d)),
@@ -79,11 +83,11 @@ def create_app(
     routes = []
     for path, title, fn, show in pages:
         api_path = "/api/overview" if path == "/" else f"/api{path}"
-        routes.append(Route(path, _html_endpoint(cluster, title, fn, show)))
+        routes.append(Route(path, _html_endpoint(cluster, title, fn, show, nav)))
         routes.append(Route(api_path, _json_endpoint(cluster, fn)))
-    routes.append(Route("/topics/{topic}/messages", _browse_endpoint(cluster, messages)))
+    routes.append(Route("/topics/{topic}/messages", _browse_endpoint(cluster, messages, nav)))
     routes.append(Route("/api/topics/{topic}/messages", _json_endpoint(cluster, messages)))
-    routes.extend(action_routes(cluster, allow_actions))
+    routes.extend(action_routes(cluster, allow_actions, nav))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -104,19 +108,23 @@ def _json_endpoint(cluster: ClusterView, fn: Gather) -> Callable[[Request], Any]
 
 
 def _html_endpoint(
-    cluster: ClusterView, title: str, fn: Gather, show: Callable[[Any, Request], str]
+    cluster: ClusterView,
+    title: str,
+    fn: Gather,
+    show: Callable[[Any, Request], str],
+    nav: Nav,
 ) -> Callable[[Request], Any]:
     async def endpoint(request: Request) -> Response:
         data, status, message = await gather(cluster, fn, request)
         main = show(data, request) if status == 200 else render.error_main(title, message)
         if request.query_params.get("partial") == "1":
             return HTMLResponse(main, status_code=status)
-        return HTMLResponse(render.page(title, main), status_code=status)
+        return HTMLResponse(render.page(title, main, nav=nav), status_code=status)
 
     return endpoint
 
 
-def _browse_endpoint(cluster: ClusterView, fn: Gather) -> Callable[[Request], Any]:
+def _browse_endpoint(cluster: ClusterView, fn: Gather, nav: Nav) -> Callable[[Request], Any]:
     """The message browser: its form stays on the page whatever went wrong (no polling: a
     browse reads once)."""
 
@@ -124,6 +132,6 @@ def _browse_endpoint(cluster: ClusterView, fn: Gather) -> Callable[[Request], An
         data, status, message = await gather(cluster, fn, request)
         params = dict(request.query_params)
         main = browse_main(request.path_params["topic"], params, data, message)
-        return HTMLResponse(render.page("Messages", main, poll=False), status_code=status)
+        return HTMLResponse(render.page("Messages", main, poll=False, nav=nav), status_code=status)
 
     return endpoint

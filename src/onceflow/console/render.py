@@ -15,15 +15,15 @@ from onceflow.console.groups import GroupRow
 from onceflow.console.markers import QueryProgress
 from onceflow.console.overview import Overview
 from onceflow.console.topics import PartitionRow, TopicView
-from onceflow.console.transactions import TransactionRow, TransactionsView
 
 REFRESH_MS = 3000
-NAV = (("/", "Overview"), ("/transactions", "Transactions"), ("/groups", "Groups"),
-       ("/spark", "Spark"))  # fmt: skip
+Nav = tuple[tuple[str, str], ...]  # (href, text) of each link in the navigation
+NAV: Nav = (("/", "Overview"), ("/transactions", "Transactions"), ("/groups", "Groups"),
+            ("/spark", "Spark"))  # fmt: skip
 STYLE = (
     "body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;margin:.5em 0}"
     "td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}th{background:#eee}"
-    ".warn{color:#b00;font-weight:bold}nav a{margin-right:1em}"
+    ".warn{color:#b00;font-weight:bold}nav a{margin-right:1em}form label{margin-right:1em}"
     "pre{margin:0;white-space:pre-wrap;overflow-wrap:anywhere;max-width:48em}"
 )
 POLL = (
@@ -58,13 +58,13 @@ def _cell(value: object) -> str:
     return escape("" if value is None else str(value))
 
 
-def page(title: str, main: str, poll: bool = True) -> str:
-    """A whole page: navigation, the content and, unless it holds a form (`poll` False), the
-    polling script."""
-    nav = "".join(str(link(href, text)) for href, text in NAV)
+def page(title: str, main: str, poll: bool = True, nav: Nav = NAV) -> str:
+    """A whole page: navigation (`nav`), the content and, unless it holds a form (`poll`
+    False), the polling script."""
+    links = "".join(str(link(href, text)) for href, text in nav)
     return (
         f"<!doctype html><html><head><meta charset=utf-8><title>{escape(title)} · onceflow"
-        f"</title><style>{STYLE}</style></head><body><nav>{nav}</nav><main>{main}</main>"
+        f"</title><style>{STYLE}</style></head><body><nav>{links}</nav><main>{main}</main>"
         f"{POLL if poll else ''}</body></html>"
     )
 
@@ -170,52 +170,6 @@ def _partition_cells(p: PartitionRow) -> list[object]:
         )
     return [p.partition, p.leader, p.log_start_offset, p.high_watermark, p.last_stable_offset,
             p.lso_lag, p.lso_lag_ms, pin, p.error]  # fmt: skip
-
-
-def _abort_links(row: TransactionRow) -> Html:
-    """An abort link per partition of a hanging transaction."""
-    links = [
-        link(abort_href(topic, int(partition), row.producer_id), f"abort on {topic}-{partition}")
-        for topic, _, partition in (tp.rpartition("-") for tp in row.partitions)
-    ]
-    return Html(" ".join(links))
-
-
-def transactions_main(view: TransactionsView, only_hanging: bool, actions: bool = False) -> str:
-    """The transactions page; with `actions`, abort links for the hanging ones."""
-    shown = [r for r in view.transactions if r.hanging or not only_hanging]
-    toggle = (
-        link("/transactions", "all")
-        if only_hanging
-        else link("/transactions?hanging=1", "only hanging")
-    )
-    cells = [
-        [r.transactional_id, r.state, r.producer_id, r.producer_epoch, ", ".join(r.partitions),
-         "" if r.age_ms < 0 else r.age_ms, r.transaction_timeout_ms,
-         warn("hanging") if r.hanging else "", r.error,
-         _abort_links(r) if actions and r.hanging else ""]
-        for r in shown
-    ]  # fmt: skip
-    return (
-        f"<h1>Transactions</h1><p>Show {toggle}. Hanging: open longer than "
-        f"{view.hanging_threshold_ms} ms."
-        "</p>"
-        + table(
-            [
-                "transactional id",
-                "state",
-                "producer id",
-                "epoch",
-                "partitions",
-                "age (ms)",
-                "timeout (ms)",
-                "hanging",
-                "error",
-                "action",
-            ],
-            cells,
-        )  # fmt: skip
-    )
 
 
 def groups_main(groups: list[GroupRow], actions: bool = False) -> str:
