@@ -7,8 +7,9 @@ import re
 
 from broker.broker_helpers import call, make_batch, produce_request
 from onceflow.broker.config import BrokerConfig
-from onceflow.broker.metrics import BrokerMetrics, _escape
+from onceflow.broker.metrics import BrokerMetrics
 from onceflow.broker.server import Broker
+from onceflow.prometheus import escape
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.headers import RequestHeader, encode_request_frame
 from onceflow.protocol.messages.api_versions import ApiVersionsRequest
@@ -137,7 +138,7 @@ def test_render_counts_errors_and_requests_without_a_broker():
 
 
 def test_label_values_are_escaped():
-    assert _escape('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
+    assert escape('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
 
 
 def test_allocated_producer_ids_count_transactional_producers_too(state):

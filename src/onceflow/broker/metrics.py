@@ -49,6 +49,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Protocol
 
 from onceflow.broker.listeners import Listener
+from onceflow.prometheus import CONTENT_TYPE, escape, header
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 
@@ -60,7 +61,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("onceflow.broker.metrics")
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MAX_REQUEST_HEAD = 8192
 REQUEST_TIMEOUT_S = 5.0
 _API_SLOTS = 128  # api keys are small integers; larger ones go to a dict
@@ -114,11 +114,11 @@ class BrokerMetrics:
     def render(self, state: ScrapedState | None) -> str:
         """The Prometheus text exposition of every metric."""
         out: list[str] = []
-        _header(out, "onceflow_requests_total", "counter", "Requests received, by API.")
+        header(out, "onceflow_requests_total", "counter", "Requests received, by API.")
         counts = {k: n for k, n in enumerate(self._requests) if n} | dict(self._other_requests)
         for api_key in sorted(counts):
             out.append(f'onceflow_requests_total{{api="{_api_label(api_key)}"}} {counts[api_key]}')
-        _header(
+        header(
             out, "onceflow_produce_errors_total", "counter", "Produce partitions answered with "
             "an error, by error."
         )  # fmt: skip
@@ -137,7 +137,7 @@ class BrokerMetrics:
              "Producer ids handed out (InitProducerId of idempotent and transactional "
              "producers)."),
         ):  # fmt: skip
-            _header(out, name, "counter", text)
+            header(out, name, "counter", text)
             out.append(f"{name} {value}")
         _render_transactional_ids(out, state)
         _render_groups(out, state)
@@ -146,9 +146,9 @@ class BrokerMetrics:
         if state is not None:
             logs = sorted(state.logs.all_logs(), key=lambda p: (p.topic, p.partition))
         for name, text, read in _PARTITION_GAUGES:
-            _header(out, name, "gauge", text)
+            header(out, name, "gauge", text)
             for partition_log in logs:
-                topic = _escape(partition_log.topic)
+                topic = escape(partition_log.topic)
                 labels = f'topic="{topic}",partition="{partition_log.partition}"'
                 out.append(f"{name}{{{labels}}} {read(partition_log)}")
         out.append("")
@@ -157,13 +157,13 @@ class BrokerMetrics:
 
 def _render_transactional_ids(out: list[str], state: ScrapedState | None) -> None:
     name = "onceflow_transactional_ids"
-    _header(out, name, "gauge", "Transactional ids of the transaction coordinator, by state.")
+    header(out, name, "gauge", "Transactional ids of the transaction coordinator, by state.")
     transactions = getattr(state, "transactions", None)
     if transactions is None or not transactions.loaded:
         return
     by_state = Counter(t.state for t in transactions.coordinator.list_transactions().transactions)
     for txn_state in sorted(by_state):
-        out.append(f'{name}{{state="{_escape(txn_state)}"}} {by_state[txn_state]}')
+        out.append(f'{name}{{state="{escape(txn_state)}"}} {by_state[txn_state]}')
 
 
 def _render_cleaner(out: list[str], state: ScrapedState | None) -> None:
@@ -186,7 +186,7 @@ def _render_cleaner(out: list[str], state: ScrapedState | None) -> None:
          -1 if since is None else round(since, 3),
          "Seconds since the cleaner last ran a round or checked for dirty logs; -1 if never."),
     ):  # fmt: skip
-        _header(out, name, kind, text)
+        header(out, name, kind, text)
         out.append(f"{name} {value}")
     compacted = [] if cleaner is None else cleaner.compacted_logs()
     for name, text, read in (
@@ -196,11 +196,11 @@ def _render_cleaner(out: list[str], state: ScrapedState | None) -> None:
          "When the cleaner last finished a round on a compacted log (ms since the epoch); -1 "
          "if never.", cleaner.last_clean_ms if cleaner else None),
     ):  # fmt: skip
-        _header(out, name, "gauge", text)
+        header(out, name, "gauge", text)
         if read is None:
             continue
         for partition_log in compacted:
-            labels = f'topic="{_escape(partition_log.topic)}",partition="{partition_log.partition}"'
+            labels = f'topic="{escape(partition_log.topic)}",partition="{partition_log.partition}"'
             value = read(partition_log)
             out.append(
                 f"{name}{{{labels}}} {round(value, 4) if isinstance(value, float) else value}"
@@ -212,24 +212,14 @@ def _render_groups(out: list[str], state: ScrapedState | None) -> None:
     groups = [] if coordinator is None else sorted(coordinator.groups.values(),
                                                    key=lambda g: g.group_id)  # fmt: skip
     name = "onceflow_consumer_groups"
-    _header(out, name, "gauge", "Consumer groups of the group coordinator, by state.")
+    header(out, name, "gauge", "Consumer groups of the group coordinator, by state.")
     by_state = Counter(g.state.value for g in groups)
     for group_state in sorted(by_state):
-        out.append(f'{name}{{state="{_escape(group_state)}"}} {by_state[group_state]}')
+        out.append(f'{name}{{state="{escape(group_state)}"}} {by_state[group_state]}')
     name = "onceflow_consumer_group_members"
-    _header(out, name, "gauge", "Members of each consumer group.")
+    header(out, name, "gauge", "Members of each consumer group.")
     for group in groups:
-        out.append(f'{name}{{group="{_escape(group.group_id)}"}} {len(group.members)}')
-
-
-def _header(out: list[str], name: str, kind: str, text: str) -> None:
-    out.append(f"# HELP {name} {text}")
-    out.append(f"# TYPE {name} {kind}")
-
-
-def _escape(value: str) -> str:
-    """A label value escaped as the text format requires."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        out.append(f'{name}{{group="{escape(group.group_id)}"}} {len(group.members)}')
 
 
 def _api_label(api_key: int) -> str:
