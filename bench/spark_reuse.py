@@ -12,10 +12,11 @@ Two measures, the variants alternating in order every round:
   repeated `--batches` times in this process (one Python worker). Median ms per task.
 - **In Spark** (`local[2]`): a streaming query from the onceflow source to the exactly-once
   sink over a 3-partition topic of 1 KiB records, AvailableNow: with `--small` records per
-  micro-batch, the median of Spark's addBatch and of the whole batch (the per-batch latency,
-  where the fixed cost dominates); with `--per-trigger` records per micro-batch over
-  `--records` records, the rows/s from the first batch's start to the last one's end. The
-  first micro-batch of each query is left out (it starts the Python workers).
+  micro-batch (a topic of `--small` x (`--small-batches` + 1) records), the median of Spark's
+  addBatch and of the whole batch (the per-batch latency, where the fixed cost dominates);
+  with `--per-trigger` records per micro-batch over `--records` records, the rows/s from the
+  first batch's start to the last one's end. The first micro-batch of each query is left out
+  (it starts the Python workers).
 
 Appends the run to bench/results/spark_reuse.json and prints a summary; JVM start-up is not
 timed.
@@ -84,13 +85,13 @@ def tasks_alone(bootstrap: str, variant: str, batches: int, rows: int, r: int) -
     return {"read_task_ms": statistics.median(reads), "write_task_ms": statistics.median(writes)}
 
 
-def stream(spark, bootstrap: str, sink: str, variant: str, per_trigger: int,
+def stream(spark, bootstrap: str, source: str, sink: str, variant: str, per_trigger: int,
            checkpoint: Path) -> list[dict]:  # fmt: skip
     """One AvailableNow query; the progress of its micro-batches after the first."""
     query = (
         spark.readStream.format("onceflow")
         .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", "input")
+        .option("subscribe", source)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", per_trigger)
         .option("reuseClients", _flag(variant))
@@ -119,7 +120,7 @@ def _rows_per_s(progress: list[dict]) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--records", type=int, default=60_000, help="records in the input")
+    parser.add_argument("--records", type=int, default=36_000, help="records in the input")
     parser.add_argument("--per-trigger", type=int, default=6000, help="offsets per batch")
     parser.add_argument("--small", type=int, default=300, help="offsets per small batch")
     parser.add_argument("--small-batches", type=int, default=16)
@@ -145,23 +146,24 @@ def main(argv: list[str] | None = None) -> int:
                  for v in VARIANTS for r in range(args.rounds)]  # fmt: skip
         with AdminClient({"bootstrap.servers": bootstrap}) as admin:
             created = admin.create_topics(
-                [NewTopic("input", 3, 1)] + [NewTopic(name, 3, 1) for name in names]
+                [NewTopic("input", 3, 1), NewTopic("small", 3, 1)]
+                + [NewTopic(name, 3, 1) for name in names]
             )
             for result in created.values():
                 result.raise_for_error()
         produce(bootstrap, "input", max(args.records, args.batches * args.task_rows * 3))
-        stream(spark, bootstrap, "warm-reuse-0", "reuse", args.per_trigger, workdir / "cp-w")
+        produce(bootstrap, "small", args.small * (args.small_batches + 1))
+        warm = workdir / "cp-w"
+        stream(spark, bootstrap, "input", "warm-reuse-0", "reuse", args.per_trigger, warm)
         for r in range(args.rounds):
             for v in VARIANTS if r % 2 == 0 else VARIANTS[::-1]:
                 alone[v].append(tasks_alone(bootstrap, v, args.batches, args.task_rows, r))
-                small = stream(
-                    spark, bootstrap, f"small-{v}-{r}", v, args.small, workdir / f"cp-s-{v}-{r}"
-                )[: args.small_batches]
+                small = stream(spark, bootstrap, "small", f"small-{v}-{r}", v, args.small,
+                               workdir / f"cp-s-{v}-{r}")  # fmt: skip
                 latency[v]["add_batch_ms"] += [p["durationMs"]["addBatch"] for p in small]
                 latency[v]["batch_ms"] += [p["batchDuration"] for p in small]
-                big = stream(
-                    spark, bootstrap, f"big-{v}-{r}", v, args.per_trigger, workdir / f"cp-b-{v}-{r}"
-                )
+                big = stream(spark, bootstrap, "input", f"big-{v}-{r}", v, args.per_trigger,
+                             workdir / f"cp-b-{v}-{r}")  # fmt: skip
                 rate[v].append(_rows_per_s(big))
     finally:
         spark.stop()
