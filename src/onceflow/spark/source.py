@@ -150,6 +150,8 @@ def read_range(options: SourceOptions, offset_range: OffsetRange) -> Iterator[An
         "isolation.level": "read_committed" if options.read_committed else "read_uncommitted",
         "auto.offset.reset": "none",
         "enable.auto.commit": False,
+        # a read task (or a consumer kept idle in a worker) must never recreate a deleted topic
+        "allow.auto.create.topics": False,
     }
     timeout_s = options.poll_timeout_ms / 1000
     tp = TopicPartition(r.topic, r.partition)
