@@ -58,6 +58,22 @@ TINY = {
     "security_side_by_side.py": ["--rounds", "1", "--bytes", "1MiB"],
     "spark_vs_builtin.py": ["--records", "3000", "--rounds", "1", "--per-trigger", "1500"],
     "spark_sink_scale.py": ["--tasks", "2", "4", "--batches", "3", "--rounds", "1"],
+    "spark_reuse.py": [
+        "--records",
+        "1200",
+        "--per-trigger",
+        "600",
+        "--small",
+        "150",
+        "--small-batches",
+        "2",
+        "--batches",
+        "3",
+        "--task-rows",
+        "20",
+        "--rounds",
+        "1",
+    ],  # fmt: skip
     "idempotence_cost.py": ["--rounds", "1", "--bytes", "1MiB", "--micro-repeats", "1"],
     "kafka_side_by_side.py": ["--rounds", "1", "--seconds", "1"],
     "log_cleaner.py": [

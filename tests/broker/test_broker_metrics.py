@@ -15,8 +15,8 @@ from broker.broker_helpers import (
 )
 from onceflow.broker.config import BrokerConfig
 from onceflow.broker.metrics import BrokerMetrics
-from onceflow.broker.metrics_base import escape
 from onceflow.broker.server import Broker
+from onceflow.prometheus import escape
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.records.builder import BatchBuilder
 

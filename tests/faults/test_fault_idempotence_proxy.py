@@ -30,6 +30,7 @@ from interop.workload import (
     produce_confluent,
     record_value,
 )
+from support.prometheus import parse_samples
 from support.proxy import KafkaProxy
 
 PRODUCE = 0
@@ -66,13 +67,7 @@ def scrape(broker) -> dict[str, float]:
     if not found:
         raise AssertionError("the broker did not log its metrics address")
     with urllib.request.urlopen(f"http://{found[-1]}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    samples = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            samples[name] = float(value)
-    return samples
+        return parse_samples(response.read().decode())
 
 
 def duplicates(consumed: Consumed) -> int:

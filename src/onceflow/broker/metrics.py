@@ -52,14 +52,14 @@ import logging
 from collections import Counter
 
 from onceflow.broker.listeners import Listener
-from onceflow.broker.metrics_base import ScrapedState, escape, header, partition_labels
+from onceflow.broker.metrics_base import ScrapedState, partition_labels
 from onceflow.broker.metrics_eos import render_exactly_once
+from onceflow.prometheus import CONTENT_TYPE, escape, header
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 
 log = logging.getLogger("onceflow.broker.metrics")
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MAX_REQUEST_HEAD = 8192
 REQUEST_TIMEOUT_S = 5.0
 _API_SLOTS = 128  # api keys are small integers; larger ones go to a dict

@@ -1,9 +1,11 @@
-"""What the broker's metric modules share: the state a scrape reads and the Prometheus text
-exposition (format 0.0.4) helpers."""
+"""What the broker's metric modules share: the state a scrape reads and a partition's labels
+(the text format itself is `onceflow.prometheus`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
+
+from onceflow.prometheus import escape
 
 if TYPE_CHECKING:
     from onceflow.broker.transactions import BrokerTransactions
@@ -19,17 +21,6 @@ class ScrapedState(Protocol):
     producer_ids: ProducerIdManager
     transactions: BrokerTransactions
     group_coordinator: GroupCoordinator
-
-
-def header(out: list[str], name: str, kind: str, text: str) -> None:
-    """Append the HELP and TYPE lines of metric `name`."""
-    out.append(f"# HELP {name} {text}")
-    out.append(f"# TYPE {name} {kind}")
-
-
-def escape(value: str) -> str:
-    """A label value escaped as the text format requires."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def partition_labels(topic: str, partition: int) -> str:

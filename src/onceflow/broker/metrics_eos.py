@@ -20,7 +20,8 @@
 
 from __future__ import annotations
 
-from onceflow.broker.metrics_base import ScrapedState, escape, header, partition_labels
+from onceflow.broker.metrics_base import ScrapedState, partition_labels
+from onceflow.prometheus import escape, header
 
 OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")  # Kafka's TransactionState names
 

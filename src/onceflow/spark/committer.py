@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from onceflow.client.admin import OffsetSpec
 from onceflow.client.errors import IllegalStateError, KafkaError
 from onceflow.client.producer import Producer
 from onceflow.common import TopicPartition
@@ -33,6 +34,7 @@ from onceflow.spark.markers import (
     read_query_marker,
     write_query_marker,
 )
+from onceflow.spark.metrics import recorder
 from onceflow.spark.options import SinkOptions
 from onceflow.spark.outcome import CommitOutcome, resolve_commit
 from onceflow.spark.twophase import (
@@ -69,16 +71,67 @@ def commit_batch(
     call it again for the same batch after a driver restart). A batch job (`streaming`
     false) is never replayed and keeps no query marker."""
     fault_point(options.faults, options.faults_dir, "driver.before_commit", batch_id)
+    started = time.monotonic()
     missing = [i for i, m in enumerate(messages) if m is None]
     if missing:
         raise SinkCommitError(f"batch {batch_id}: no commit message from tasks {missing}")
     prepared = [m for m in messages if isinstance(m, PreparedTransaction)]
     ledger = _QueryLedger.of(options, messages) if streaming else None
+    committed = 0
     if ledger is None or ledger.before_commit(batch_id, messages):
         _commit_all(options, prepared, batch_id)
+        committed = len(prepared)
         if ledger is not None:
             ledger.after_commit(batch_id, len(messages))
+    _record_commit(options, messages, batch_id, committed, time.monotonic() - started)
     fault_point(options.faults, options.faults_dir, "driver.after_commit", batch_id)
+
+
+def _prefix_label(options: SinkOptions, messages: Sequence[Any]) -> dict[str, str]:
+    prefix = next((m.prefix for m in messages if getattr(m, "prefix", None)), None)
+    return {"prefix": prefix or options.transactional_id_prefix or ""}
+
+
+def _record_commit(
+    options: SinkOptions, messages: Sequence[Any], batch_id: int, committed: int, seconds: float
+) -> None:
+    """The batch's figures for the driver's Prometheus endpoint (`metricsPort`), with the
+    output's LSO lag (the `topic` option's partitions) measured after the commit."""
+    metrics = recorder(options.metrics_port)
+    if metrics is None:
+        return
+    labels = _prefix_label(options, messages)
+    metrics.add("onceflow_spark_sink_transactions_committed_total", labels, committed)
+    metrics.add("onceflow_spark_sink_batches_committed_total", labels, 1)
+    metrics.set("onceflow_spark_sink_last_committed_batch", labels, batch_id)
+    metrics.add("onceflow_spark_sink_commit_seconds_sum", labels, seconds)
+    metrics.set("onceflow_spark_sink_last_commit_seconds", labels, seconds)
+    if options.topic is not None:
+        try:
+            for tp, lag in _lso_lag(options, options.topic).items():
+                labels = {"topic": tp.topic, "partition": str(tp.partition)}
+                metrics.set("onceflow_spark_sink_output_lso_lag", labels, lag)
+        except (OSError, KafkaError) as exc:  # a figure is never worth failing a batch
+            log.warning("could not measure the LSO lag of %s: %s", options.topic, exc)
+    metrics.flush()
+
+
+def _lso_lag(options: SinkOptions, topic: str) -> dict[TopicPartition, int]:
+    """High watermark minus last stable offset of each partition of `topic`."""
+    admin = admin_for(options)
+    described = admin.describe_topics([topic])[topic]
+    specs = {TopicPartition(topic, p.partition): OffsetSpec.latest() for p in described.partitions}
+    high = admin.list_offsets(specs, isolation_level=0)
+    stable = admin.list_offsets(specs, isolation_level=1)
+    return {tp: max(high[tp].offset - stable[tp].offset, 0) for tp in specs}
+
+
+def _record_aborted(options: SinkOptions, prefix: str | None, count: int) -> None:
+    metrics = recorder(options.metrics_port)
+    if metrics is not None:
+        labels = {"prefix": prefix or options.transactional_id_prefix or ""}
+        metrics.add("onceflow_spark_sink_transactions_aborted_total", labels, count)
+        metrics.flush()
 
 
 class _QueryLedger:
@@ -269,6 +322,8 @@ def _commit_one(options: SinkOptions, message: PreparedTransaction, retry: bool 
         if outcome is CommitOutcome.OPEN and retry:
             _commit_one(options, message, retry=False)
             return
+        if outcome is CommitOutcome.ABORTED:
+            _record_aborted(options, message.prefix, 1)
         raise SinkCommitError(_failed_commit(options, message, exc, outcome)) from exc
 
 
@@ -336,3 +391,4 @@ def abort_batch(
         return
     with ThreadPoolExecutor(min(len(ids), COMMIT_THREADS)) as pool:
         list(pool.map(lambda txn_id: fence(options, txn_id), sorted(ids)))
+    _record_aborted(options, prefix, len(ids))

@@ -90,6 +90,13 @@ def _int_or(options: Mapping[str, str], key: str, default: int) -> int:
     return default if value is None else value
 
 
+def _port(options: Mapping[str, str]) -> int | None:
+    port = _int(options, "metricsport", minimum=1)
+    if port is not None and port > 65535:
+        raise OptionError(f"Option 'metricsPort' must be a TCP port (1-65535), not {port}")
+    return port
+
+
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h)?\s*$")
 _UNIT_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
 
@@ -132,6 +139,8 @@ class SourceOptions:
     group_id: str | None  # kafka.group.id: commit each finished batch's offsets to this group
     fetch_offset_retries: int
     fetch_offset_retry_interval_ms: int
+    reuse_clients: bool = True  # keep consumers between tasks in a Python worker (pools)
+    metrics_port: int | None = None  # driver-side Prometheus endpoint (spark.metrics)
 
     def matches(self, topic: str) -> bool:
         """Whether a topic belongs to the query (subscribe, subscribePattern or assign)."""
@@ -261,6 +270,8 @@ def parse_source_options(options: Mapping[str, str], batch: bool) -> SourceOptio
         group_id=group_id,
         fetch_offset_retries=_int_or(options, "fetchoffset.numretries", 3),
         fetch_offset_retry_interval_ms=_int_or(options, "fetchoffset.retryintervalms", 1000),
+        reuse_clients=_bool(options, "reuseclients", True),
+        metrics_port=_port(options),
     )
 
 
@@ -282,6 +293,8 @@ class SinkOptions:
     faults_dir: str | None
     recreate_markers_at_batch: int | None = None  # recovery after markers expired
     job_id: str | None = None  # batch writes: a re-run with the same id finishes the job once
+    reuse_clients: bool = True  # keep producers between tasks in a Python worker (pools)
+    metrics_port: int | None = None  # driver-side Prometheus endpoint (spark.metrics)
 
     @property
     def exactly_once(self) -> bool:
@@ -320,4 +333,6 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         faults_dir=options.get("onceflow.faults.dir"),
         recreate_markers_at_batch=_int(options, "recreatemarkersatbatch", minimum=1),
         job_id=job_id,
+        reuse_clients=_bool(options, "reuseclients", True),
+        metrics_port=_port(options),
     )

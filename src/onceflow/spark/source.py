@@ -35,6 +35,7 @@ from pyspark.sql.streaming.datasource import (
 from onceflow.client.consumer import Consumer, FetchedColumns
 from onceflow.client.errors import KafkaError, OffsetOutOfRangeError
 from onceflow.common import TopicPartition
+from onceflow.spark.metrics import recorder
 from onceflow.spark.offsets import (
     LATEST,
     DataLossError,
@@ -46,6 +47,7 @@ from onceflow.spark.offsets import (
     to_json,
 )
 from onceflow.spark.options import SourceOptions
+from onceflow.spark.pools import consumer_for
 from onceflow.spark.topic_ids import (
     TopicIds,
     current_topic_ids,
@@ -65,6 +67,7 @@ BASE_SCHEMA = (
 )
 HEADERS_FIELD = "headers array<struct<key: string, value: binary>>"
 ROWS_PER_ARROW_BATCH = 4096
+METRICS_KEY = "@metrics"  # in the reported latest offset: the offsets-behind summary
 
 
 def source_schema(include_headers: bool) -> str:
@@ -147,11 +150,12 @@ def read_range(options: SourceOptions, offset_range: OffsetRange) -> Iterator[An
         "isolation.level": "read_committed" if options.read_committed else "read_uncommitted",
         "auto.offset.reset": "none",
         "enable.auto.commit": False,
+        # a read task (or a consumer kept idle in a worker) must never recreate a deleted topic
+        "allow.auto.create.topics": False,
     }
     timeout_s = options.poll_timeout_ms / 1000
-    consumer = Consumer(config)
-    try:
-        consumer.assign([(r.topic, r.partition, r.from_offset)])
+    tp = TopicPartition(r.topic, r.partition)
+    with consumer_for(config, tp, r.from_offset, options.reuse_clients) as consumer:
         position = r.from_offset
         pending: list[FetchedColumns] = []
         pending_rows = 0
@@ -172,7 +176,7 @@ def read_range(options: SourceOptions, offset_range: OffsetRange) -> Iterator[An
             if pending_rows >= ROWS_PER_ARROW_BATCH:
                 yield _to_arrow(pending, schema, options.include_headers)
                 pending, pending_rows = [], 0
-            new_position = consumer.position((r.topic, r.partition))
+            new_position = consumer.position(tp)
             if new_position != position:
                 last_progress = time.monotonic()
                 position = new_position
@@ -184,8 +188,6 @@ def read_range(options: SourceOptions, offset_range: OffsetRange) -> Iterator[An
                 )
         if pending_rows:
             yield _to_arrow(pending, schema, options.include_headers)
-    finally:
-        consumer.close()
 
 
 def _skip_lost(consumer: Consumer, options: SourceOptions, r: OffsetRange, position: int) -> int:
@@ -223,6 +225,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_trigger = time.monotonic()
         self._latest: PartitionOffsets | None = None
         self._seen_ids: TopicIds | None = None  # by the last latestOffset
+        self._behind: PartitionOffsets = {}  # offsets behind latest after the last plan
 
     def initialOffset(self) -> dict:
         """startingOffsets (or startingTimestamp/startingOffsetsByTimestamp) resolved, with
@@ -272,7 +275,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             available = sum(max(o - begin.get(tp, 0), 0) for tp, o in latest.items())
             waited_ms = (time.monotonic() - self._last_trigger) * 1000
             if available < minimum and waited_ms < opts.max_trigger_delay_ms:
+                self._note_behind(begin)
                 return start
+        self._note_behind(latest)
         end = join_offsets(latest, {**known_ids, **ids})
         if end != start:
             self._last_trigger = time.monotonic()
@@ -316,8 +321,33 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         log.warning("%s Going on from the lower offsets (failOnDataLoss=false).", message)
         return latest
 
+    def _note_behind(self, planned: PartitionOffsets) -> None:
+        """Per partition, the offsets between the batch just planned (`planned`: its end)
+        and the latest offset: for the progress report and the Prometheus endpoint."""
+        latest = self._latest or {}
+        self._behind = {tp: max(o - planned.get(tp, o), 0) for tp, o in latest.items()}
+        metrics = recorder(self.options.metrics_port)
+        if metrics is not None:
+            for (topic, partition), behind in self._behind.items():
+                labels = {"topic": topic, "partition": partition}
+                metrics.set("onceflow_spark_source_offsets_behind_latest", labels, behind)
+            metrics.flush()
+
     def reportLatestOffset(self) -> dict | None:
-        return None if self._latest is None else to_json(self._latest)
+        """The latest offsets, as Spark's Kafka source reports them (the progress report's
+        `latestOffset`), plus under `@metrics` the summary its `metrics` map has:
+        avg/max/minOffsetsBehindLatest over the partitions, as strings."""
+        if self._latest is None:
+            return None
+        report: dict[str, Any] = dict(to_json(self._latest))
+        behind = list(self._behind.values())
+        if behind:
+            report[METRICS_KEY] = {
+                "avgOffsetsBehindLatest": str(sum(behind) / len(behind)),
+                "maxOffsetsBehindLatest": str(max(behind)),
+                "minOffsetsBehindLatest": str(min(behind)),
+            }
+        return report
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         """Deterministic for the same offsets: a re-planned batch reads the same ranges. The

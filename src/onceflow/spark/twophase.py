@@ -50,6 +50,7 @@ from onceflow.spark.markers import (
     task_group,
 )
 from onceflow.spark.options import SinkOptions
+from onceflow.spark.pools import ProducerLease, producer_for
 from onceflow.spark.rows import Delivery, non_empty, send_arrow_batch
 from onceflow.spark.spool import Spool
 
@@ -188,9 +189,24 @@ def write_share(
 ) -> WriterCommitMessage:
     """Steps 1-3 of the module docstring for a task's rows (`spool`: non-empty record
     batches, iterated once, already read from Spark)."""
-    txn_id = transactional_id(prefix, info.partition_id)
+    config = producer_config(options, transactional_id(prefix, info.partition_id))
+    with producer_for(config, options.reuse_clients) as lease:
+        return _prepare_share(options, info, prefix, spool, fault, lease)
+
+
+def _prepare_share(
+    options: SinkOptions,
+    info: TaskInfo,
+    prefix: str,
+    spool: Iterable[Any],
+    fault: Callable[[str], None],
+    lease: ProducerLease,
+) -> WriterCommitMessage:
+    """`write_share` on a producer from the worker's pool: kept for the next task only
+    once its transaction is handed over to the driver."""
+    producer = lease.producer
+    txn_id = producer.transactional_id or ""
     timeout = timeout_s(options)
-    producer = Producer(producer_config(options, txn_id))
     try:
         try:
             producer.init_transactions(timeout)
@@ -235,15 +251,16 @@ def write_share(
         _raise_if_abortable(producer)
         _check_age(options, txn_id, opened_at)
         fault("task.prepared")
-        return PreparedTransaction(
+        prepared = PreparedTransaction(
             txn_id, producer.producer_id, producer.producer_epoch, info.batch_id,
             info.partition_id, digest.rows, info.query_id, prefix, opened_at,
         )  # fmt: skip
+        producer.hand_over_transaction()  # the driver ends it; the next task fences it
+        lease.keep()
+        return prepared
     except BaseException:
         _abort_quietly(producer)
         raise
-    finally:
-        producer.close(timeout=0)
 
 
 def transaction_timeout_advice(options: SinkOptions) -> str:
@@ -284,7 +301,8 @@ def _write_at_least_once(
     """deliveryGuarantee=at_least_once: an idempotent producer, flushed before returning."""
     timeout = timeout_s(options)
     delivery = Delivery()
-    with Producer(producer_config(options, None)) as producer:
+    with producer_for(producer_config(options, None), options.reuse_clients) as lease:
+        producer = lease.producer
 
         def send(topic: str, value: Any, key: Any, partition: Any, headers: Any) -> None:
             producer.send(topic, value, key, partition, headers, on_delivery=delivery)
@@ -294,6 +312,7 @@ def _write_at_least_once(
             count += send_arrow_batch(batch, options.topic, send)
         producer.flush(timeout)
         delivery.check()
+        lease.keep()
     return NothingToCommit(info.partition_id, count)
 
 

@@ -267,6 +267,21 @@ class Producer:
         `ProducerFencedError` or `KafkaError(INVALID_TXN_STATE)`, and nothing is committed."""
         self._txn_manager("resume_transaction").resume_transaction(producer_id, producer_epoch)
 
+    def hand_over_transaction(self) -> None:
+        """Two-phase commit: leave the open transaction, once `flush`ed, to another producer
+        instance that ends it with `resume_transaction(producer_id, producer_epoch)` (read
+        both before calling this). This producer is then uninitialized again and may be
+        reused: its next `init_transactions` fences the handed-over epoch like a new
+        producer's would (and aborts the transaction if it was not ended yet).
+        `IllegalStateError` when a record or request is still pending."""
+        txn = self._txn_manager("hand_over_transaction")
+        if self.accumulator.incomplete():
+            raise IllegalStateError(
+                f"TransactionalId {self.transactional_id}: cannot hand the transaction over "
+                "with records not yet delivered; flush first"
+            )
+        txn.hand_over_transaction()
+
     def begin_transaction(self) -> None:
         """Start a transaction (no request: partitions join it as records go to them)."""
         self._txn_manager("begin_transaction").begin_transaction()

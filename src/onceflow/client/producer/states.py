@@ -10,6 +10,8 @@ What each coordinator answer does is in the error table of its request class
 The idempotent producer uses UNINITIALIZED -> INITIALIZING -> READY, READY -> UNINITIALIZED
 for an epoch bump, and FATAL_ERROR; a transactional producer (`manager.TxnManager`) also
 goes through IN_TRANSACTION, COMMITTING_TRANSACTION, ABORTING_TRANSACTION and ABORTABLE_ERROR.
+IN_TRANSACTION -> UNINITIALIZED is a transaction handed over, flushed, to another producer
+instance that ends it (`resume_transaction` there); the next `init_transactions` fences it.
 An illegal transition raises `InvalidStateTransitionError`.
 """
 
@@ -58,7 +60,9 @@ _S = ProducerState
 # target state -> the states it may be entered from (FATAL_ERROR: from any state)
 VALID_PREVIOUS: Final[Mapping[ProducerState, frozenset[ProducerState]]] = MappingProxyType(
     {
-        _S.UNINITIALIZED: frozenset({_S.READY, _S.ABORTABLE_ERROR}),
+        # IN_TRANSACTION: the open transaction was handed over to another instance to end
+        # (TxnManager.hand_over_transaction, two-phase commit)
+        _S.UNINITIALIZED: frozenset({_S.READY, _S.ABORTABLE_ERROR, _S.IN_TRANSACTION}),
         _S.INITIALIZING: frozenset({_S.UNINITIALIZED, _S.ABORTING_TRANSACTION}),
         _S.READY: frozenset({_S.INITIALIZING, _S.COMMITTING_TRANSACTION, _S.ABORTING_TRANSACTION}),
         _S.IN_TRANSACTION: frozenset({_S.READY}),

@@ -169,3 +169,63 @@ def test_a_producer_that_only_resumes_can_resume_the_next_transaction(txn_broker
     committer.close()
     got = read_all(bootstrap, out, 2, "read_committed", expect=3)
     assert sorted(r.value for r in got) == [b"a1", b"a2", b"b1"]
+
+
+def test_handed_over_producer_is_reused_and_fences_the_epoch_it_handed_over(txn_broker):
+    """The Spark sink keeps a task's producer for the next batch: after
+    `hand_over_transaction` its next `init_transactions` takes a new epoch, so a late commit
+    with the handed-over identity (a driver's retried EndTxn) cannot end the next
+    transaction."""
+    bootstrap, out, txn_id = txn_broker.bootstrap, txn_broker.name("out"), txn_broker.name("kept")
+    producer = txn_producer(bootstrap, txn_id)
+    first = [b"first-%d" % i for i in range(10)]
+    second = [b"second-%d" % i for i in range(5)]
+    handed: list[tuple[int, int]] = []
+    try:
+        for values in (first, second):
+            producer.init_transactions(TIMEOUT)
+            producer.begin_transaction()
+            for i, value in enumerate(values):
+                producer.send(out, value, partition=i % 2)
+            producer.flush(TIMEOUT)
+            handed.append((producer.producer_id, producer.producer_epoch))
+            producer.hand_over_transaction()
+            assert producer.producer_id == -1
+            if values is first:
+                committer = _resume(bootstrap, txn_id, handed[0])
+                committer.commit_transaction(TIMEOUT)
+                committer.close()
+    finally:
+        producer.close(timeout=0)
+    assert handed[1] != handed[0]
+    stale = _resume(bootstrap, txn_id, handed[0])
+    with pytest.raises(KafkaError):
+        stale.commit_transaction(TIMEOUT)
+    stale.close(timeout=0)
+    got = read_all(bootstrap, out, 2, "read_committed", expect=10, quiet_s=0.5)
+    assert sorted(r.value for r in got) == sorted(first)
+    committer = _resume(bootstrap, txn_id, handed[1])
+    committer.commit_transaction(TIMEOUT)
+    committer.close()
+    got = read_all(bootstrap, out, 2, "read_committed", expect=15)
+    assert sorted(r.value for r in got) == sorted(first + second)
+
+
+def test_hand_over_needs_a_flushed_transaction_of_its_own(txn_broker):
+    bootstrap, out, txn_id = txn_broker.bootstrap, txn_broker.name("out"), txn_broker.name("hand")
+    producer = txn_producer(bootstrap, txn_id)
+    try:
+        with pytest.raises(IllegalStateError):  # no transaction yet
+            producer.hand_over_transaction()
+        producer.init_transactions(TIMEOUT)
+        producer.begin_transaction()
+        producer.send(out, b"queued", partition=0)
+        with pytest.raises(IllegalStateError, match="flush first"):
+            producer.hand_over_transaction()
+        producer.abort_transaction(TIMEOUT)
+    finally:
+        producer.close(timeout=0)
+    resumed = _resume(bootstrap, txn_id, (1, 0))
+    with pytest.raises(IllegalStateError):  # a resumed transaction is not this producer's
+        resumed.hand_over_transaction()
+    resumed.close(timeout=0)

@@ -197,6 +197,35 @@ class TxnManager(TransactionManager):
             self.transaction_started = True
             self.resumed = self.resumes_only = True
 
+    def hand_over_transaction(self) -> None:
+        """The open transaction, flushed, is now another producer instance's to end (two-phase
+        commit: that instance calls `resume_transaction` with this producer id and epoch).
+        This producer forgets it, its producer id and its epoch and is UNINITIALIZED again:
+        it may be kept and reused, and its next `init_transactions` gets a new epoch (fencing
+        this one) exactly as a new producer's would. Nothing may be queued or in flight."""
+        with self.lock:
+            self.check_call(TxnApi.SEND)  # IN_TRANSACTION, nothing pending, not failed
+            self._check_not_resumed(TxnApi.SEND)
+            busy = [
+                what
+                for what, pending in (
+                    ("coordinator requests", self._queue or self.in_flight is not None),
+                    ("partitions being added", self.new_partitions or self.pending_partitions),
+                    ("batches", any(e.unresolved for e in self._partitions.values())),
+                )
+                if pending
+            ]
+            if busy:
+                raise IllegalStateError(
+                    f"TransactionalId {self.transactional_id}: cannot hand the transaction "
+                    f"over with {' and '.join(busy)} unresolved; flush first"
+                )
+            self.transition_to(_S.UNINITIALIZED)
+            self.producer_id, self.producer_epoch = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+            self.epoch_bump_required = False
+            self.reset_sequences()
+            self.clear_transaction()
+
     def begin_transaction(self) -> None:
         with self.lock:
             self.check_call(TxnApi.BEGIN_TRANSACTION)
