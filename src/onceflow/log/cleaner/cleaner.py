@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from onceflow.log.cleaner.batch_rewrite import rebuild_batch
-from onceflow.log.cleaner.offset_map import build_offset_map, iter_batches_of
+from onceflow.log.cleaner.offset_map import OffsetMap, build_offset_map, iter_batches_of
 from onceflow.log.cleaner.throttler import Throttler
 from onceflow.log.cleaner.transactions import CleanedTransactions
-from onceflow.log.config import MAX_INT32
+from onceflow.log.config import MAX_INT32, LogConfig
 from onceflow.log.segment import BatchInfo, LogSegment
 from onceflow.records.batch import NO_PRODUCER_ID, BatchHeader
 from onceflow.records.record_scan import ScannedRecords, scan_batch
@@ -71,7 +71,7 @@ class CleanableRange:
         return self.dirty_bytes / total if total else 0.0
 
 
-def cleanable_range(log, first_dirty: int, now_ms: int) -> CleanableRange:
+def cleanable_range(log: Any, first_dirty: int, now_ms: int) -> CleanableRange:
     """The cleanable part of `log` (a `PartitionLog`) for a round at `now_ms`."""
     segments = log.segments
     bound = min(log.last_stable_offset, log.high_watermark, segments[-1].base_offset)
@@ -144,7 +144,14 @@ class CleaningRound:
             segment.delete()
         self.cleaned = []
 
-    def _clean_group(self, log, group, offset_map, txns, start) -> LogSegment:
+    def _clean_group(
+        self,
+        log: Any,
+        group: list[LogSegment],
+        offset_map: OffsetMap,
+        txns: CleanedTransactions,
+        start: int,
+    ) -> LogSegment:
         config = log.config
         out = LogSegment(
             log.dir_path, group[0].base_offset, config, create=True, file_suffix=CLEANED_SUFFIX
@@ -177,7 +184,15 @@ class CleaningRound:
         self.stats.bytes_written += out.size
         return out
 
-    def _filter(self, header: BatchHeader, data: bytes, offset_map, txns, config, is_last):
+    def _filter(
+        self,
+        header: BatchHeader,
+        data: bytes,
+        offset_map: OffsetMap,
+        txns: CleanedTransactions,
+        config: LogConfig,
+        is_last: bool,
+    ) -> bytes | bytearray | None:
         """The bytes to keep for one batch (the batch itself, a rewrite, or None)."""
         pid = header.producer_id
         now = self.now_ms
@@ -226,7 +241,9 @@ class CleaningRound:
         return rebuild_batch(header, scanned, kept, horizon)
 
 
-def _kept_by_map(header: BatchHeader, offset_map, horizon_passed: bool):
+def _kept_by_map(
+    header: BatchHeader, offset_map: OffsetMap, horizon_passed: bool
+) -> tuple[list[int], bool]:
     """The offsets of a covered dirty batch that stay, read off the map, and whether a tombstone
     is among them."""
     kept = offset_map.latest_in(header.base_offset, header.last_offset)
@@ -237,10 +254,12 @@ def _kept_by_map(header: BatchHeader, offset_map, horizon_passed: bool):
     return kept, any(offset in dead for offset in kept)
 
 
-def _kept_by_scan(header: BatchHeader, scanned, offset_map, horizon_passed: bool):
+def _kept_by_scan(
+    header: BatchHeader, scanned: ScannedRecords, offset_map: OffsetMap, horizon_passed: bool
+) -> tuple[list[int], bool]:
     """The indexes of a batch's records that stay, from its scanned keys, and whether a
     tombstone is among them."""
-    kept = []
+    kept: list[int] = []
     tombstones = False
     base = header.base_offset
     for index, (delta, key, tombstone) in enumerate(
@@ -256,7 +275,7 @@ def _kept_by_scan(header: BatchHeader, scanned, offset_map, horizon_passed: bool
     return kept, tombstones
 
 
-def prepare_round(log, first_dirty: int, now_ms: int) -> CleaningRound | None:
+def prepare_round(log: Any, first_dirty: int, now_ms: int) -> CleaningRound | None:
     """A round for `log` (on the event loop), None when nothing is cleanable."""
     rng = cleanable_range(log, first_dirty, now_ms)
     live = log.segments

@@ -27,6 +27,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from onceflow.common import wall_clock_ms
 from onceflow.log.checkpoint import read_offset_checkpoint, write_offset_checkpoint
@@ -51,8 +52,10 @@ class LogCleaningState:
 class LogCleanerManager:
     """Chooses, runs and records cleaning rounds for the logs of a `LogManager`."""
 
-    def __init__(self, logs, broker_props: Mapping[str, object] | None = None) -> None:
+    def __init__(self, logs: Any, broker_props: Mapping[str, object] | None = None) -> None:
         props = dict(broker_props or {})
+        # the LogManager; not named, because log.manager imports this module (a type import
+        # would close a cycle the import-graph test refuses); its logs are typed Any likewise
         self.logs = logs
         self.enabled = str(props.get("log.cleaner.enable", "true")).strip().lower() == "true"
         self.backoff_ms = int(str(props.get("log.cleaner.backoff.ms", 15_000)))
@@ -93,11 +96,11 @@ class LogCleanerManager:
             return None
         return time.monotonic() - self.last_run_monotonic
 
-    def state_of(self, log) -> LogCleaningState:
+    def state_of(self, log: Any) -> LogCleaningState:
         """The cleaning state of `log` (created at first dirty offset 0)."""
         return self.states.setdefault((log.topic, log.partition), LogCleaningState())
 
-    def dirty_ratio(self, log, now_ms: int | None = None) -> float:
+    def dirty_ratio(self, log: Any, now_ms: int | None = None) -> float:
         """The dirty ratio of a compacted log now (0 for others)."""
         if "compact" not in log.config.cleanup_policy:
             return 0.0
@@ -108,12 +111,12 @@ class LogCleanerManager:
         """The highest dirty ratio of any compacted log (a metric)."""
         return max((self.dirty_ratio(log) for log in self.compacted_logs()), default=0.0)
 
-    def compacted_logs(self) -> list:
+    def compacted_logs(self) -> list[Any]:
         """The logs whose `cleanup.policy` includes compact, by topic and partition."""
         logs = [log for log in self.logs.all_logs() if "compact" in log.config.cleanup_policy]
         return sorted(logs, key=lambda log: (log.topic, log.partition))
 
-    def last_clean_ms(self, log) -> int:
+    def last_clean_ms(self, log: Any) -> int:
         """When a round on `log` last finished (ms since the epoch), -1 if never."""
         state = self.states.get((log.topic, log.partition))
         return -1 if state is None or state.last_clean_ms is None else state.last_clean_ms
@@ -145,7 +148,7 @@ class LogCleanerManager:
                 best = (ratio, cleaning)
         return best[1] if best is not None else None
 
-    def clean_log(self, log, now_ms: int | None = None) -> CleanerStats | None:
+    def clean_log(self, log: Any, now_ms: int | None = None) -> CleanerStats | None:
         """Run one whole round on `log` now, on this thread (tests, tools)."""
         now = wall_clock_ms() if now_ms is None else now_ms
         cleaning = prepare_round(log, self.state_of(log).first_dirty, now)
