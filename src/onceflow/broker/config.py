@@ -293,6 +293,13 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = _defs(
     ConfigDef("log.cleaner.backoff.ms", "int", 15000, 0, "cleaner pause when nothing is dirty"),
     ConfigDef("log.cleaner.threads", "int", 1, 0, "accepted; onceflow runs one cleaner task"),
     ConfigDef(
+        "onceflow.log.cleaner.process",
+        "bool",
+        True,
+        None,
+        "onceflow: write cleaned segments in a niced child process (false: a broker thread)",
+    ),
+    ConfigDef(
         "log.cleaner.io.max.bytes.per.second",
         "str",
         None,

@@ -21,8 +21,9 @@ each group is never removed entirely (a data batch stays as an empty header, a m
 verbatim), so a cleaned segment ends at the same offset as the segments it replaces.
 
 `prepare_round` runs on the event loop (it reads the offsets and producer state),
-`CleaningRound.write` in a worker thread (the group's segments are immutable), `swap` back on
-the event loop (`PartitionLog.replace_segments`, `cleaner.swap`).
+`CleaningRound.write` in a child process (`cleaner.child`, given plain data: paths, offsets,
+the aborted transactions) or a worker thread (the group's segments are immutable), `swap`
+back on the event loop (`PartitionLog.replace_segments`, `cleaner.swap`).
 """
 
 from __future__ import annotations
@@ -114,8 +115,9 @@ def group_segments(segments: list[LogSegment], max_bytes: int) -> list[list[LogS
 class CleaningRound:
     """A prepared round: what it cleans and the state it was prepared with."""
 
-    # the PartitionLog; not named, because log.partition imports the cleaner's swap (a type
-    # import would close a cycle the import-graph test refuses)
+    # the PartitionLog (None in a child process, `cleaner.child`); not named, because
+    # log.partition imports the cleaner's swap (a type import would close a cycle the
+    # import-graph test refuses)
     log: Any
     range: CleanableRange
     groups: list[list[LogSegment]]
@@ -128,14 +130,18 @@ class CleaningRound:
 
     def write(self) -> list[LogSegment]:
         """Write one `.cleaned` segment per group (fsynced); worker-thread safe."""
-        log = self.log
+        return self.write_to(self.log.dir_path, self.log.config)
+
+    def write_to(self, dir_path: str, config: LogConfig) -> list[LogSegment]:
+        """`write` for the log in `dir_path` with `config` (what a child process knows of it,
+        `cleaner.child`)."""
         rng = self.range
         start = self.groups[0][0].base_offset
         dirty = [s for g in self.groups for s in g if s.next_offset > rng.first_dirty]
         offset_map = build_offset_map(dirty, rng.first_dirty, rng.first_uncleanable, self.aborted)
         txns = CleanedTransactions(self.aborted)
         for group in self.groups:
-            self.cleaned.append(self._clean_group(log, group, offset_map, txns, start))
+            self.cleaned.append(self._clean_group(dir_path, config, group, offset_map, txns, start))
         return self.cleaned
 
     def discard(self) -> None:
@@ -146,15 +152,15 @@ class CleaningRound:
 
     def _clean_group(
         self,
-        log: Any,
+        dir_path: str,
+        config: LogConfig,
         group: list[LogSegment],
         offset_map: OffsetMap,
         txns: CleanedTransactions,
         start: int,
     ) -> LogSegment:
-        config = log.config
         out = LogSegment(
-            log.dir_path, group[0].base_offset, config, create=True, file_suffix=CLEANED_SUFFIX
+            dir_path, group[0].base_offset, config, create=True, file_suffix=CLEANED_SUFFIX
         )
         pending = bytearray()
         infos: list[BatchInfo] = []

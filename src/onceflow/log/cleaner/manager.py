@@ -14,7 +14,9 @@ Broker settings that apply: `log.cleaner.enable` (default true), `log.cleaner.ba
 `log.cleaner.io.max.bytes.per.second` (bytes read, default unlimited as Kafka's; `throttler`).
 `log.cleaner.threads` is
 accepted, but there is one cleaner: an asyncio task that prepares and swaps on the event loop
-and writes cleaned segments in a worker thread, one log at a time.
+and has the cleaned segments written by a niced child process (`child`), one log at a time;
+`onceflow.log.cleaner.process=false` writes them in a worker thread of the broker instead (it
+then competes with produce for the interpreter lock).
 `log.cleaner.dedupe.buffer.size` and `log.cleaner.io.buffer.*` are accepted without effect (the
 offset map is an exact dict).
 """
@@ -31,6 +33,14 @@ from typing import Any
 
 from onceflow.common import wall_clock_ms
 from onceflow.log.checkpoint import read_offset_checkpoint, write_offset_checkpoint
+from onceflow.log.cleaner.child import (
+    CleanerChild,
+    CleanerChildFailed,
+    CleaningJob,
+    open_cleaned,
+    remove_cleaned,
+    run_child_blocking,
+)
 from onceflow.log.cleaner.cleaner import CleanerStats, CleaningRound, cleanable_range, prepare_round
 from onceflow.log.cleaner.swap import CRASH_KEY, CRASH_POINTS
 from onceflow.log.cleaner.throttler import Throttler
@@ -39,6 +49,7 @@ from onceflow.process import crash
 logger = logging.getLogger("onceflow.log.cleaner")
 
 CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+PROCESS_KEY = "onceflow.log.cleaner.process"
 
 
 @dataclass
@@ -63,6 +74,8 @@ class LogCleanerManager:
         self.throttler = Throttler(
             float(str(props.get("log.cleaner.io.max.bytes.per.second", float("inf"))))
         )
+        self.in_child = str(props.get(PROCESS_KEY, "true")).strip().lower() == "true"
+        self.child: CleanerChild | None = None  # the running round's child process
         point = str(props.get(CRASH_KEY, "")).strip()
         if point and point not in CRASH_POINTS:
             raise ValueError(f"{CRASH_KEY} must be one of {', '.join(CRASH_POINTS)}")
@@ -148,15 +161,27 @@ class LogCleanerManager:
                 best = (ratio, cleaning)
         return best[1] if best is not None else None
 
-    def clean_log(self, log: Any, now_ms: int | None = None) -> CleanerStats | None:
-        """Run one whole round on `log` now, on this thread (tests, tools)."""
+    def clean_log(
+        self, log: Any, now_ms: int | None = None, *, in_child: bool = False
+    ) -> CleanerStats | None:
+        """Run one whole round on `log` now, blocking: written on this thread, or by a child
+        process when `in_child` (tests, tools)."""
         now = wall_clock_ms() if now_ms is None else now_ms
         cleaning = prepare_round(log, self.state_of(log).first_dirty, now)
         if cleaning is None:
             return None
         log.cleaner_busy = True
         try:
-            cleaning.write()
+            if in_child:
+                job = CleaningJob.of(cleaning)
+                try:
+                    cleaning.stats = run_child_blocking(job)
+                    cleaning.cleaned = open_cleaned(job)
+                except BaseException:
+                    remove_cleaned(job)
+                    raise
+            else:
+                cleaning.write()
         finally:
             log.cleaner_busy = False
         return self.finish(cleaning)
@@ -213,7 +238,20 @@ class LogCleanerManager:
             log = cleaning.log
             log.cleaner_busy = True
             try:
-                await loop.run_in_executor(None, cleaning.write)
+                if self.in_child:
+                    await self._write_in_child(cleaning)
+                else:
+                    await loop.run_in_executor(None, cleaning.write)
+            except CleanerChildFailed as exc:
+                logger.error(
+                    "cleaning %s failed: %s; the round is abandoned, its .cleaned files "
+                    "removed; next try in %d ms",
+                    log.name,
+                    exc,
+                    self.backoff_ms,
+                )
+                await asyncio.sleep(self.backoff_ms / 1000)
+                continue
             except Exception:
                 logger.exception("cleaning %s failed; the round is abandoned", log.name)
                 cleaning.discard()
@@ -223,3 +261,17 @@ class LogCleanerManager:
                 log.cleaner_busy = False
             self.finish(cleaning)
             await asyncio.sleep(0)
+
+    async def _write_in_child(self, cleaning: CleaningRound) -> None:
+        """`cleaning.write` by a child process (`child`); on any failure, cancellation
+        included, the round's `.cleaned` files are gone when this returns."""
+        job = CleaningJob.of(cleaning)
+        self.child = CleanerChild(job)
+        try:
+            cleaning.stats = await self.child.run()
+            cleaning.cleaned = open_cleaned(job)
+        except BaseException:
+            remove_cleaned(job)
+            raise
+        finally:
+            self.child = None
