@@ -300,6 +300,13 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = _defs(
         "onceflow: write cleaned segments in a niced child process (false: a broker thread)",
     ),
     ConfigDef(
+        "onceflow.log.cleaner.process.nice",
+        "int",
+        10,
+        0,
+        "onceflow: niceness the cleaner's child process adds to the broker's (at most 19)",
+    ),
+    ConfigDef(
         "log.cleaner.io.max.bytes.per.second",
         "str",
         None,

@@ -3,9 +3,10 @@
 In one Python process the cleaner's key scan holds the interpreter lock and takes produce
 throughput with it (bench/README.md, "Key-only cleaning"). So, by default, a round's offset
 map and its `.cleaned` segments are built by `python -m onceflow.log.cleaner.child`, niced by
-`CHILD_NICE`, while the broker keeps the rest: `prepare_round` before, the swap
-(`PartitionLog.replace_segments`) after, on its event loop. The crash-safety scheme is
-unchanged (`cleaner.swap`): the child only ever writes `.cleaned` files.
+`onceflow.log.cleaner.process.nice` (default 10), while the broker keeps the rest:
+`prepare_round` before, the swap (`PartitionLog.replace_segments`) after, on its event loop.
+The crash-safety scheme is unchanged (`cleaner.swap`): the child only ever writes `.cleaned`
+files.
 
 The child gets plain data (`CleaningJob`: the log directory, its `LogConfig`, the groups'
 offsets, the aborted transactions, the producers' window offsets, the transaction index
@@ -42,7 +43,7 @@ from onceflow.log.segment import (
 from onceflow.log.txn_index import AbortedTxn
 from onceflow.process import child_options
 
-CHILD_NICE = 10  # added to the broker's niceness: the child yields the cores to produce
+DEFAULT_NICE = 10  # added to the broker's niceness: the child yields the cores to produce
 
 
 class CleanerChildFailed(Exception):
@@ -76,9 +77,10 @@ class CleaningJob:
     window_offsets: frozenset[tuple[int, int]]
     now_ms: int
     max_bytes_per_second: float
+    nice: int = DEFAULT_NICE
 
     @classmethod
-    def of(cls, cleaning: CleaningRound) -> CleaningJob:
+    def of(cls, cleaning: CleaningRound, nice: int = DEFAULT_NICE) -> CleaningJob:
         """The job of `cleaning` (on the event loop, like `prepare_round`)."""
         log = cleaning.log
         groups = tuple(
@@ -96,6 +98,7 @@ class CleaningJob:
             cleaning.window_offsets,
             cleaning.now_ms,
             cleaning.throttler.limit,
+            nice,
         )
 
 
@@ -248,10 +251,10 @@ def run_child_blocking(job: CleaningJob) -> CleanerStats:
 
 def main() -> None:
     """The child: a job on stdin, its stats on stdout."""
-    os.nice(CHILD_NICE)
     job = pickle.loads(sys.stdin.buffer.read())
     if not isinstance(job, CleaningJob):
         raise SystemExit("onceflow.log.cleaner.child: expected a CleaningJob on stdin")
+    os.nice(job.nice)
     stats = write_job(job)
     sys.stdout.buffer.write(pickle.dumps(stats))
     sys.stdout.buffer.flush()
