@@ -27,7 +27,10 @@ directory is what the broker would have written. Then:
   its produce ends: below the bytes a whole cleaning reads means the cleaner was still at work
   when the produce ended (it starts when the broker is ready, before the produce), so the
   window measured cleaner-on throughput only. `--produce-cost-only` skips the start-time
-  measures; `--modes` picks the produce modes.
+  measures; `--modes` picks the produce modes. The cleaner writes in a niced child process
+  (`onceflow.log.cleaner.process`, the default); mode `cleaner_thread` is the eager cleaner
+  writing in a broker thread instead, as before that key existed, so one run compares both;
+  `cleaner_nice19` the child at `onceflow.log.cleaner.process.nice=19` (default 10).
 
 Appends the run to bench/results/log_cleaner.json and prints one line.
 
@@ -227,7 +230,13 @@ def main() -> None:
     parser.add_argument(
         "--modes",
         nargs="+",
-        choices=("cleaner_off", "cleaner_on", "cleaner_throttled"),
+        choices=(
+            "cleaner_off",
+            "cleaner_on",
+            "cleaner_nice19",
+            "cleaner_thread",
+            "cleaner_throttled",
+        ),
         default=["cleaner_off", "cleaner_on", "cleaner_throttled"],
     )
     parser.add_argument(
@@ -261,6 +270,8 @@ def main() -> None:
         every_mode = {
             "cleaner_off": {"log.cleaner.enable": "false"},
             "cleaner_on": eager,
+            "cleaner_thread": {**eager, "onceflow.log.cleaner.process": "false"},
+            "cleaner_nice19": {**eager, "onceflow.log.cleaner.process.nice": 19},
             "cleaner_throttled": {**eager, "log.cleaner.io.max.bytes.per.second": args.throttle},
         }
         modes = {mode: every_mode[mode] for mode in args.modes}
@@ -279,6 +290,8 @@ def main() -> None:
     off = medians.get("cleaner_off", float("nan"))
     on = medians.get("cleaner_on", float("nan"))
     throttled = medians.get("cleaner_throttled", float("nan"))
+    thread = medians.get("cleaner_thread", float("nan"))
+    nice19 = medians.get("cleaner_nice19", float("nan"))
     entry = {
         "when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": machine(),
@@ -305,6 +318,8 @@ def main() -> None:
         },
         "produce_cost": round(1 - ratio(on, off), 3),
         "produce_cost_throttled": round(1 - ratio(throttled, off), 3),
+        "produce_cost_thread": round(1 - ratio(thread, off), 3),
+        "produce_cost_nice19": round(1 - ratio(nice19, off), 3),
         "throttle_bytes_per_s": args.throttle,
     }
     append_result(args.out, entry)
@@ -316,7 +331,9 @@ def main() -> None:
         f"produce {off:.1f} -> {on:.1f} MB/s while "
         f"cleaning ({entry['produce_cost']:+.1%} cost), {throttled:.1f} MB/s with "
         f"log.cleaner.io.max.bytes.per.second={args.throttle} "
-        f"({entry['produce_cost_throttled']:+.1%})"
+        f"({entry['produce_cost_throttled']:+.1%}), {thread:.1f} MB/s cleaning in a thread "
+        f"({entry['produce_cost_thread']:+.1%}), {nice19:.1f} MB/s with the child at nice 19 "
+        f"({entry['produce_cost_nice19']:+.1%})"
     )
 
 

@@ -293,6 +293,20 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = _defs(
     ConfigDef("log.cleaner.backoff.ms", "int", 15000, 0, "cleaner pause when nothing is dirty"),
     ConfigDef("log.cleaner.threads", "int", 1, 0, "accepted; onceflow runs one cleaner task"),
     ConfigDef(
+        "onceflow.log.cleaner.process",
+        "bool",
+        True,
+        None,
+        "onceflow: write cleaned segments in a niced child process (false: a broker thread)",
+    ),
+    ConfigDef(
+        "onceflow.log.cleaner.process.nice",
+        "int",
+        10,
+        0,
+        "onceflow: niceness the cleaner's child process adds to the broker's (at most 19)",
+    ),
+    ConfigDef(
         "log.cleaner.io.max.bytes.per.second",
         "str",
         None,

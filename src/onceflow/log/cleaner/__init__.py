@@ -5,6 +5,7 @@
   their keys, `records.record_scan`), from which most dirty batches are kept or dropped unread;
 - `transactions`: aborted transactions and when markers may go;
 - `batch_rewrite`: a batch rewritten with fewer records (same attributes, codec, CRC32C);
+- `child`: the offset map and the `.cleaned` segments written by a niced child process;
 - `swap`: the crash-safe `.cleaned`/`.swap` replacement and its completion at load;
 - `manager`: which log to clean next, the `cleaner-offset-checkpoint`, stats, the task.
 """

@@ -21,8 +21,9 @@ each group is never removed entirely (a data batch stays as an empty header, a m
 verbatim), so a cleaned segment ends at the same offset as the segments it replaces.
 
 `prepare_round` runs on the event loop (it reads the offsets and producer state),
-`CleaningRound.write` in a worker thread (the group's segments are immutable), `swap` back on
-the event loop (`PartitionLog.replace_segments`, `cleaner.swap`).
+`CleaningRound.write` in a child process (`cleaner.child`, given plain data: paths, offsets,
+the aborted transactions) or a worker thread (the group's segments are immutable), `swap`
+back on the event loop (`PartitionLog.replace_segments`, `cleaner.swap`).
 """
 
 from __future__ import annotations
@@ -31,10 +32,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from onceflow.log.cleaner.batch_rewrite import rebuild_batch
-from onceflow.log.cleaner.offset_map import build_offset_map, iter_batches_of
+from onceflow.log.cleaner.offset_map import OffsetMap, build_offset_map, iter_batches_of
 from onceflow.log.cleaner.throttler import Throttler
 from onceflow.log.cleaner.transactions import CleanedTransactions
-from onceflow.log.config import MAX_INT32
+from onceflow.log.config import MAX_INT32, LogConfig
 from onceflow.log.segment import BatchInfo, LogSegment
 from onceflow.records.batch import NO_PRODUCER_ID, BatchHeader
 from onceflow.records.record_scan import ScannedRecords, scan_batch
@@ -71,7 +72,7 @@ class CleanableRange:
         return self.dirty_bytes / total if total else 0.0
 
 
-def cleanable_range(log, first_dirty: int, now_ms: int) -> CleanableRange:
+def cleanable_range(log: Any, first_dirty: int, now_ms: int) -> CleanableRange:
     """The cleanable part of `log` (a `PartitionLog`) for a round at `now_ms`."""
     segments = log.segments
     bound = min(log.last_stable_offset, log.high_watermark, segments[-1].base_offset)
@@ -114,8 +115,9 @@ def group_segments(segments: list[LogSegment], max_bytes: int) -> list[list[LogS
 class CleaningRound:
     """A prepared round: what it cleans and the state it was prepared with."""
 
-    # the PartitionLog; not named, because log.partition imports the cleaner's swap (a type
-    # import would close a cycle the import-graph test refuses)
+    # the PartitionLog (None in a child process, `cleaner.child`); not named, because
+    # log.partition imports the cleaner's swap (a type import would close a cycle the
+    # import-graph test refuses)
     log: Any
     range: CleanableRange
     groups: list[list[LogSegment]]
@@ -128,14 +130,18 @@ class CleaningRound:
 
     def write(self) -> list[LogSegment]:
         """Write one `.cleaned` segment per group (fsynced); worker-thread safe."""
-        log = self.log
+        return self.write_to(self.log.dir_path, self.log.config)
+
+    def write_to(self, dir_path: str, config: LogConfig) -> list[LogSegment]:
+        """`write` for the log in `dir_path` with `config` (what a child process knows of it,
+        `cleaner.child`)."""
         rng = self.range
         start = self.groups[0][0].base_offset
         dirty = [s for g in self.groups for s in g if s.next_offset > rng.first_dirty]
         offset_map = build_offset_map(dirty, rng.first_dirty, rng.first_uncleanable, self.aborted)
         txns = CleanedTransactions(self.aborted)
         for group in self.groups:
-            self.cleaned.append(self._clean_group(log, group, offset_map, txns, start))
+            self.cleaned.append(self._clean_group(dir_path, config, group, offset_map, txns, start))
         return self.cleaned
 
     def discard(self) -> None:
@@ -144,10 +150,17 @@ class CleaningRound:
             segment.delete()
         self.cleaned = []
 
-    def _clean_group(self, log, group, offset_map, txns, start) -> LogSegment:
-        config = log.config
+    def _clean_group(
+        self,
+        dir_path: str,
+        config: LogConfig,
+        group: list[LogSegment],
+        offset_map: OffsetMap,
+        txns: CleanedTransactions,
+        start: int,
+    ) -> LogSegment:
         out = LogSegment(
-            log.dir_path, group[0].base_offset, config, create=True, file_suffix=CLEANED_SUFFIX
+            dir_path, group[0].base_offset, config, create=True, file_suffix=CLEANED_SUFFIX
         )
         pending = bytearray()
         infos: list[BatchInfo] = []
@@ -177,7 +190,15 @@ class CleaningRound:
         self.stats.bytes_written += out.size
         return out
 
-    def _filter(self, header: BatchHeader, data: bytes, offset_map, txns, config, is_last):
+    def _filter(
+        self,
+        header: BatchHeader,
+        data: bytes,
+        offset_map: OffsetMap,
+        txns: CleanedTransactions,
+        config: LogConfig,
+        is_last: bool,
+    ) -> bytes | bytearray | None:
         """The bytes to keep for one batch (the batch itself, a rewrite, or None)."""
         pid = header.producer_id
         now = self.now_ms
@@ -226,7 +247,9 @@ class CleaningRound:
         return rebuild_batch(header, scanned, kept, horizon)
 
 
-def _kept_by_map(header: BatchHeader, offset_map, horizon_passed: bool):
+def _kept_by_map(
+    header: BatchHeader, offset_map: OffsetMap, horizon_passed: bool
+) -> tuple[list[int], bool]:
     """The offsets of a covered dirty batch that stay, read off the map, and whether a tombstone
     is among them."""
     kept = offset_map.latest_in(header.base_offset, header.last_offset)
@@ -237,10 +260,12 @@ def _kept_by_map(header: BatchHeader, offset_map, horizon_passed: bool):
     return kept, any(offset in dead for offset in kept)
 
 
-def _kept_by_scan(header: BatchHeader, scanned, offset_map, horizon_passed: bool):
+def _kept_by_scan(
+    header: BatchHeader, scanned: ScannedRecords, offset_map: OffsetMap, horizon_passed: bool
+) -> tuple[list[int], bool]:
     """The indexes of a batch's records that stay, from its scanned keys, and whether a
     tombstone is among them."""
-    kept = []
+    kept: list[int] = []
     tombstones = False
     base = header.base_offset
     for index, (delta, key, tombstone) in enumerate(
@@ -256,7 +281,7 @@ def _kept_by_scan(header: BatchHeader, scanned, offset_map, horizon_passed: bool
     return kept, tombstones
 
 
-def prepare_round(log, first_dirty: int, now_ms: int) -> CleaningRound | None:
+def prepare_round(log: Any, first_dirty: int, now_ms: int) -> CleaningRound | None:
     """A round for `log` (on the event loop), None when nothing is cleanable."""
     rng = cleanable_range(log, first_dirty, now_ms)
     live = log.segments

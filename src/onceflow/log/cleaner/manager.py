@@ -14,7 +14,10 @@ Broker settings that apply: `log.cleaner.enable` (default true), `log.cleaner.ba
 `log.cleaner.io.max.bytes.per.second` (bytes read, default unlimited as Kafka's; `throttler`).
 `log.cleaner.threads` is
 accepted, but there is one cleaner: an asyncio task that prepares and swaps on the event loop
-and writes cleaned segments in a worker thread, one log at a time.
+and has the cleaned segments written by a child process niced by
+`onceflow.log.cleaner.process.nice` (`child`), one log at a time;
+`onceflow.log.cleaner.process=false` writes them in a worker thread of the broker instead (it
+then competes with produce for the interpreter lock).
 `log.cleaner.dedupe.buffer.size` and `log.cleaner.io.buffer.*` are accepted without effect (the
 offset map is an exact dict).
 """
@@ -27,9 +30,19 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from onceflow.common import wall_clock_ms
 from onceflow.log.checkpoint import read_offset_checkpoint, write_offset_checkpoint
+from onceflow.log.cleaner.child import (
+    DEFAULT_NICE,
+    CleanerChild,
+    CleanerChildFailed,
+    CleaningJob,
+    open_cleaned,
+    remove_cleaned,
+    run_child_blocking,
+)
 from onceflow.log.cleaner.cleaner import CleanerStats, CleaningRound, cleanable_range, prepare_round
 from onceflow.log.cleaner.swap import CRASH_KEY, CRASH_POINTS
 from onceflow.log.cleaner.throttler import Throttler
@@ -38,6 +51,8 @@ from onceflow.process import crash
 logger = logging.getLogger("onceflow.log.cleaner")
 
 CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+PROCESS_KEY = "onceflow.log.cleaner.process"
+NICE_KEY = "onceflow.log.cleaner.process.nice"
 
 
 @dataclass
@@ -51,8 +66,10 @@ class LogCleaningState:
 class LogCleanerManager:
     """Chooses, runs and records cleaning rounds for the logs of a `LogManager`."""
 
-    def __init__(self, logs, broker_props: Mapping[str, object] | None = None) -> None:
+    def __init__(self, logs: Any, broker_props: Mapping[str, object] | None = None) -> None:
         props = dict(broker_props or {})
+        # the LogManager; not named, because log.manager imports this module (a type import
+        # would close a cycle the import-graph test refuses); its logs are typed Any likewise
         self.logs = logs
         self.enabled = str(props.get("log.cleaner.enable", "true")).strip().lower() == "true"
         self.backoff_ms = int(str(props.get("log.cleaner.backoff.ms", 15_000)))
@@ -60,6 +77,9 @@ class LogCleanerManager:
         self.throttler = Throttler(
             float(str(props.get("log.cleaner.io.max.bytes.per.second", float("inf"))))
         )
+        self.in_child = str(props.get(PROCESS_KEY, "true")).strip().lower() == "true"
+        self.child_nice = min(19, max(0, int(str(props.get(NICE_KEY, DEFAULT_NICE)))))
+        self.child: CleanerChild | None = None  # the running round's child process
         point = str(props.get(CRASH_KEY, "")).strip()
         if point and point not in CRASH_POINTS:
             raise ValueError(f"{CRASH_KEY} must be one of {', '.join(CRASH_POINTS)}")
@@ -93,11 +113,11 @@ class LogCleanerManager:
             return None
         return time.monotonic() - self.last_run_monotonic
 
-    def state_of(self, log) -> LogCleaningState:
+    def state_of(self, log: Any) -> LogCleaningState:
         """The cleaning state of `log` (created at first dirty offset 0)."""
         return self.states.setdefault((log.topic, log.partition), LogCleaningState())
 
-    def dirty_ratio(self, log, now_ms: int | None = None) -> float:
+    def dirty_ratio(self, log: Any, now_ms: int | None = None) -> float:
         """The dirty ratio of a compacted log now (0 for others)."""
         if "compact" not in log.config.cleanup_policy:
             return 0.0
@@ -108,12 +128,12 @@ class LogCleanerManager:
         """The highest dirty ratio of any compacted log (a metric)."""
         return max((self.dirty_ratio(log) for log in self.compacted_logs()), default=0.0)
 
-    def compacted_logs(self) -> list:
+    def compacted_logs(self) -> list[Any]:
         """The logs whose `cleanup.policy` includes compact, by topic and partition."""
         logs = [log for log in self.logs.all_logs() if "compact" in log.config.cleanup_policy]
         return sorted(logs, key=lambda log: (log.topic, log.partition))
 
-    def last_clean_ms(self, log) -> int:
+    def last_clean_ms(self, log: Any) -> int:
         """When a round on `log` last finished (ms since the epoch), -1 if never."""
         state = self.states.get((log.topic, log.partition))
         return -1 if state is None or state.last_clean_ms is None else state.last_clean_ms
@@ -145,15 +165,27 @@ class LogCleanerManager:
                 best = (ratio, cleaning)
         return best[1] if best is not None else None
 
-    def clean_log(self, log, now_ms: int | None = None) -> CleanerStats | None:
-        """Run one whole round on `log` now, on this thread (tests, tools)."""
+    def clean_log(
+        self, log: Any, now_ms: int | None = None, *, in_child: bool = False
+    ) -> CleanerStats | None:
+        """Run one whole round on `log` now, blocking: written on this thread, or by a child
+        process when `in_child` (tests, tools)."""
         now = wall_clock_ms() if now_ms is None else now_ms
         cleaning = prepare_round(log, self.state_of(log).first_dirty, now)
         if cleaning is None:
             return None
         log.cleaner_busy = True
         try:
-            cleaning.write()
+            if in_child:
+                job = CleaningJob.of(cleaning)
+                try:
+                    cleaning.stats = run_child_blocking(job)
+                    cleaning.cleaned = open_cleaned(job)
+                except BaseException:
+                    remove_cleaned(job)
+                    raise
+            else:
+                cleaning.write()
         finally:
             log.cleaner_busy = False
         return self.finish(cleaning)
@@ -210,7 +242,20 @@ class LogCleanerManager:
             log = cleaning.log
             log.cleaner_busy = True
             try:
-                await loop.run_in_executor(None, cleaning.write)
+                if self.in_child:
+                    await self._write_in_child(cleaning)
+                else:
+                    await loop.run_in_executor(None, cleaning.write)
+            except CleanerChildFailed as exc:
+                logger.error(
+                    "cleaning %s failed: %s; the round is abandoned, its .cleaned files "
+                    "removed; next try in %d ms",
+                    log.name,
+                    exc,
+                    self.backoff_ms,
+                )
+                await asyncio.sleep(self.backoff_ms / 1000)
+                continue
             except Exception:
                 logger.exception("cleaning %s failed; the round is abandoned", log.name)
                 cleaning.discard()
@@ -220,3 +265,17 @@ class LogCleanerManager:
                 log.cleaner_busy = False
             self.finish(cleaning)
             await asyncio.sleep(0)
+
+    async def _write_in_child(self, cleaning: CleaningRound) -> None:
+        """`cleaning.write` by a child process (`child`); on any failure, cancellation
+        included, the round's `.cleaned` files are gone when this returns."""
+        job = CleaningJob.of(cleaning, self.child_nice)
+        self.child = CleanerChild(job)
+        try:
+            cleaning.stats = await self.child.run()
+            cleaning.cleaned = open_cleaned(job)
+        except BaseException:
+            remove_cleaned(job)
+            raise
+        finally:
+            self.child = None

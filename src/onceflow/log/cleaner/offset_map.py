@@ -14,7 +14,7 @@ offsets are the latest of their keys (`latest_in`): no need to read its records 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from onceflow.log.cleaner.transactions import CleanedTransactions
 from onceflow.log.segment import LogSegment
@@ -22,7 +22,9 @@ from onceflow.records.batch import NO_PRODUCER_ID, BatchHeader
 from onceflow.records.record_scan import scan_batch
 
 
-def iter_batches_of(segment: LogSegment, start_offset: int = 0):
+def iter_batches_of(
+    segment: LogSegment, start_offset: int = 0
+) -> Iterator[tuple[BatchHeader, bytes]]:
     """`(header, batch bytes)` of each batch of `segment` whose last offset is at or after
     `start_offset`."""
     for position, header in segment.iter_headers(0):
