@@ -79,14 +79,17 @@ def _free_port() -> int:
 
 
 def _watch_demo_console(proc: subprocess.Popen, port: int) -> set[str]:
-    """The phases /api/demo reported while `proc` ran, and checks that the console's own
-    pages answer against the demo's broker."""
+    """The phases /api/demo reported while `proc` ran (current, and passed ones from its
+    events), and checks that the console's own pages answer against the demo's broker."""
     phases: set[str] = set()
     pages_ok = False
     while proc.poll() is None:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/demo", timeout=5) as r:
-                phases.add(json.load(r)["phase"])
+                demo = json.load(r)
+            # the current phase, and those already passed (a short feed can end between polls)
+            phases.add(demo["phase"])
+            phases.update(e["text"] for e in demo["events"] if e["kind"] == "phase")
             if not pages_ok:
                 with urllib.request.urlopen(
                     f"http://127.0.0.1:{port}/api/overview", timeout=30
