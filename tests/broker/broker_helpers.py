@@ -5,8 +5,9 @@ response encoded at the version and decoded back), as a connection would."""
 from __future__ import annotations
 
 import asyncio
-import re
 import uuid
+
+from support.prometheus import sample_lines
 
 from onceflow.broker import dispatch
 from onceflow.broker.config import BrokerConfig
@@ -182,20 +183,9 @@ def produce_partitions(
     return partition_results(asyncio.run(call(state, ApiKey.PRODUCE, version, request)))
 
 
-# a sample line of the text format: name, optional {labels}, a value
-_SAMPLE = re.compile(r'^[a-z_]+(\{([a-z_]+="(?:[^"\\]|\\.)*",?)*\})? -?\d+(\.\d+)?$')
-
-
 def samples(body: str) -> dict[str, str]:
     """Prometheus text exposition -> {name{labels}: value}; asserts every line's syntax."""
-    out = {}
-    for line in body.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        assert _SAMPLE.match(line), f"not a Prometheus sample line: {line!r}"
-        name, value = line.rsplit(" ", 1)
-        out[name] = value
-    return out
+    return dict(sample_lines(body, strict=True))
 
 
 async def http(address, request: bytes) -> tuple[str, str]:
