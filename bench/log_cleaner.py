@@ -42,9 +42,14 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import shutil
+import signal
 import statistics
+import subprocess
+import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -182,13 +187,32 @@ def cleaner_bytes_read(metrics_address: str) -> int:
     raise RuntimeError("no onceflow_log_cleaner_bytes_read_total in /metrics")
 
 
-def produce_mb_per_s(workdir: Path, settings: dict, nbytes: int) -> tuple[float, int]:
+BURNER = """
+import sys, zlib
+from pathlib import Path
+files = [f for f in Path(sys.argv[1]).rglob("*.log")]
+while True:
+    for f in files:
+        data = f.read_bytes()
+        for i in range(0, len(data), 1024):
+            zlib.crc32(data[i : i + 1024])
+"""
+
+
+def produce_mb_per_s(
+    workdir: Path, settings: dict, nbytes: int, burner_nice: int | None = None
+) -> tuple[float, int]:
     """1 KiB acks=all produce of `nbytes` to a fresh 3-partition topic: MB/s, and the bytes the
-    cleaner had read (finished rounds) when the produce ended."""
+    cleaner had read (finished rounds) when the produce ended. With `burner_nice`, a process
+    at that niceness reads the data directory's segments and checksums them in Python (one
+    core of CPU work that is not the cleaner) while the produce runs: the control that tells
+    the cost of any niced CPU work on this machine from the cost of the cleaner itself."""
+    os.sync()  # the copied directory's dirty pages must not be written back during the produce
     metrics = f"127.0.0.1:{free_port()}"
     broker = EmbeddedBroker(
         workdir, 600, settings={**BROKER, "onceflow.metrics.listener": metrics, **settings}
     )
+    burner = None
     try:
         bootstrap = broker.address
         with AdminClient({"bootstrap.servers": bootstrap}) as admin:
@@ -197,6 +221,11 @@ def produce_mb_per_s(workdir: Path, settings: dict, nbytes: int) -> tuple[float,
             {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 1 << 20}
         )
         producer.list_topics("load", timeout=10)
+        if burner_nice is not None:
+            burner = subprocess.Popen(
+                ["nice", "-n", str(burner_nice), sys.executable, "-c", BURNER, str(workdir)]
+            )
+            time.sleep(0.5)
         value = b"x" * 1024
         count = nbytes // 1024
         start = time.monotonic()
@@ -211,7 +240,158 @@ def produce_mb_per_s(workdir: Path, settings: dict, nbytes: int) -> tuple[float,
         rate = count * 1024 / 1e6 / (time.monotonic() - start)
         return rate, cleaner_bytes_read(metrics)
     finally:
+        if burner is not None:
+            burner.kill()
+            burner.wait()
         broker.stop()
+
+
+def cleaner_children(broker_pid: int) -> list[int]:
+    """Pids of the broker's cleaner child processes (`onceflow.log.cleaner.child`)."""
+    pids = []
+    for task in Path(f"/proc/{broker_pid}/task").iterdir():
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for pid in map(int, children):
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"onceflow.log.cleaner.child" in cmdline:
+                pids.append(pid)
+    return pids
+
+
+def _signal_all(pids: list[int], signum: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+
+def paired_slices(
+    workdir: Path, settings: dict, slice_s: float, limit_s: float, burners: tuple[int, ...] = ()
+) -> list[dict]:
+    """Produce without pause while the cleaner's child is stopped (SIGSTOP) and resumed
+    (SIGCONT) in alternate slices of `slice_s` seconds, until the cleaner has nothing left to do
+    or `limit_s`: per slice, whether the cleaner ran, whether a child existed the whole slice,
+    and the MB/s acknowledged. One broker, one data directory, adjacent slices: the only
+    difference between a "run" and a "stop" slice is the cleaner's work, and the machine's
+    drifting load is shared by both of a pair. With `burners` (niceness values), the same is
+    done to that many CPU burner processes instead of the cleaner (the broker's cleaner
+    disabled by `settings`) for `limit_s`: the control that shows the method sees a cost."""
+    os.sync()
+    metrics = f"127.0.0.1:{free_port()}"
+    broker = EmbeddedBroker(
+        workdir, 600, settings={**BROKER, "onceflow.metrics.listener": metrics, **settings}
+    )
+    slices: list[dict] = []
+    acked = [0]
+    done = threading.Event()
+    burning = [
+        subprocess.Popen(["nice", "-n", str(n), sys.executable, "-c", BURNER, str(workdir)])
+        for n in burners
+    ]
+
+    def targets() -> list[int]:
+        return [b.pid for b in burning] if burning else cleaner_children(broker.proc.pid)
+
+    def on_delivery(err, msg) -> None:
+        if err is None:
+            acked[0] += len(msg.value())
+
+    def toggle() -> None:
+        running, seen = True, False
+        deadline = time.monotonic() + limit_s
+        while not done.is_set() and time.monotonic() < deadline:
+            start_bytes, start = acked[0], time.monotonic()
+            present = True
+            while time.monotonic() - start < slice_s:
+                pids = targets()
+                present = present and bool(pids)
+                _signal_all(pids, signal.SIGCONT if running else signal.SIGSTOP)
+                time.sleep(0.02)
+            seconds = time.monotonic() - start
+            rate = (acked[0] - start_bytes) / 1e6 / seconds
+            slices.append(
+                {"cleaner": "run" if running else "stop", "child": present, "mb_per_s": rate}
+            )
+            seen = seen or present
+            if seen and not present and cleaner_bytes_read(metrics) > 0 and not targets():
+                break
+            running = not running
+        _signal_all(targets(), signal.SIGCONT)
+        done.set()
+
+    try:
+        with AdminClient({"bootstrap.servers": broker.address}) as admin:
+            admin.create_topics([NewTopic("load", 3, 1)])
+        producer = Producer(
+            {
+                "bootstrap.servers": broker.address,
+                "acks": "all",
+                "linger.ms": 5,
+                "batch.size": 1 << 20,
+            }
+        )
+        producer.list_topics("load", timeout=10)
+        value = b"x" * 1024
+        toggler = threading.Thread(target=toggle)
+        toggler.start()
+        i = 0
+        while not done.is_set():
+            try:
+                producer.produce("load", value, partition=i % 3, on_delivery=on_delivery)
+                i += 1
+            except BufferError:
+                producer.poll(0.01)
+            if i % 1000 == 0:
+                producer.poll(0)
+        toggler.join()
+        producer.flush(120)
+    finally:
+        done.set()
+        for burner in burning:
+            burner.kill()
+            burner.wait()
+        broker.stop()
+    return slices
+
+
+# the cleaner child's priority per paired target: the default (nice 10 and SCHED_IDLE), and
+# the child niced only, as before `onceflow.log.cleaner.process.sched.idle`
+PAIRED_CHILD = {
+    "child": {},
+    "child_nice10": {"onceflow.log.cleaner.process.sched.idle": "false"},
+    "child_nice19": {
+        "onceflow.log.cleaner.process.sched.idle": "false",
+        "onceflow.log.cleaner.process.nice": 19,
+    },
+}
+
+
+def paired_cost(slices: list[dict]) -> dict[str, object]:
+    """Cost from adjacent run/stop slices that both had a child the whole slice."""
+    ratios = [
+        a["mb_per_s"] / b["mb_per_s"] if a["cleaner"] == "run" else b["mb_per_s"] / a["mb_per_s"]
+        for a, b in zip(slices, slices[1:], strict=False)
+        if a["child"]
+        and b["child"]
+        and a["cleaner"] != b["cleaner"]
+        and min(a["mb_per_s"], b["mb_per_s"]) > 0
+    ]
+    run = [x["mb_per_s"] for x in slices if x["child"] and x["cleaner"] == "run"]
+    stop = [x["mb_per_s"] for x in slices if x["child"] and x["cleaner"] == "stop"]
+    return {
+        "pairs": len(ratios),
+        "cost_median_pair": round(1 - statistics.median(ratios), 3) if ratios else None,
+        "cost_of_sums": round(1 - sum(run) / sum(stop), 3) if run and stop else None,
+        "run_mb_per_s": [round(x, 1) for x in run],
+        "stop_mb_per_s": [round(x, 1) for x in stop],
+    }
 
 
 def main() -> None:
@@ -229,13 +409,14 @@ def main() -> None:
     )
     parser.add_argument(
         "--modes",
-        nargs="+",
+        nargs="*",
         choices=(
             "cleaner_off",
             "cleaner_on",
             "cleaner_nice19",
             "cleaner_thread",
             "cleaner_throttled",
+            "burner_nice10",
         ),
         default=["cleaner_off", "cleaner_on", "cleaner_throttled"],
     )
@@ -244,6 +425,18 @@ def main() -> None:
         action="store_true",
         help="skip the broker start-time measures (before, after, live keys only)",
     )
+    parser.add_argument(
+        "--paired",
+        nargs="*",
+        default=[],
+        metavar="TARGET",
+        help="paired-slice runs after the modes (`paired_slices`): `child` (the cleaner child, "
+        "default priority: nice 10 and SCHED_IDLE), `child_nice10` / `child_nice19` (niced "
+        "only), or `burnN,M` (burner processes at those niceness values, cleaner off), e.g. "
+        "--paired child child_nice10 burn10",
+    )
+    parser.add_argument("--slice", type=float, default=1.0, help="seconds per paired slice")
+    parser.add_argument("--paired-limit", type=float, default=60.0, help="seconds per paired run")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="onceflow-cleaner-bench-") as tmp:
@@ -273,6 +466,7 @@ def main() -> None:
             "cleaner_thread": {**eager, "onceflow.log.cleaner.process": "false"},
             "cleaner_nice19": {**eager, "onceflow.log.cleaner.process.nice": 19},
             "cleaner_throttled": {**eager, "log.cleaner.io.max.bytes.per.second": args.throttle},
+            "burner_nice10": {"log.cleaner.enable": "false"},
         }
         modes = {mode: every_mode[mode] for mode in args.modes}
         rates: dict[str, list[float]] = {mode: [] for mode in modes}
@@ -282,16 +476,32 @@ def main() -> None:
             for mode in order:
                 workdir = root / f"{mode}-{round_}"
                 shutil.copytree(pristine, workdir)
-                rate, read = produce_mb_per_s(workdir, modes[mode], args.bytes)
+                burner = 10 if mode == "burner_nice10" else None
+                rate, read = produce_mb_per_s(workdir, modes[mode], args.bytes, burner)
                 rates[mode].append(rate)
                 read_by_end[mode].append(round(read / max(1, cleaning["bytes_read"]), 2))
                 shutil.rmtree(workdir)
+        paired = []
+        for n, target in enumerate(args.paired):
+            workdir = root / f"paired-{n}"
+            shutil.copytree(pristine, workdir)
+            if target.startswith("burn"):
+                nices = tuple(int(x) for x in target[4:].split(","))
+                settings = {"log.cleaner.enable": "false"}
+            else:
+                nices, settings = (), {**eager, **PAIRED_CHILD[target]}
+            limit = args.paired_limit
+            slices = paired_slices(workdir, settings, args.slice, limit, nices)
+            paired.append({"target": target, **paired_cost(slices)})
+            print(paired[-1], flush=True)
+            shutil.rmtree(workdir)
     medians = {mode: statistics.median(values) for mode, values in rates.items()}
     off = medians.get("cleaner_off", float("nan"))
     on = medians.get("cleaner_on", float("nan"))
     throttled = medians.get("cleaner_throttled", float("nan"))
     thread = medians.get("cleaner_thread", float("nan"))
     nice19 = medians.get("cleaner_nice19", float("nan"))
+    burned = medians.get("burner_nice10", float("nan"))
     entry = {
         "when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": machine(),
@@ -320,7 +530,10 @@ def main() -> None:
         "produce_cost_throttled": round(1 - ratio(throttled, off), 3),
         "produce_cost_thread": round(1 - ratio(thread, off), 3),
         "produce_cost_nice19": round(1 - ratio(nice19, off), 3),
+        # the control: no cleaner, a niced CPU burner (one core of checksumming) instead
+        "produce_cost_burner_nice10": round(1 - ratio(burned, off), 3),
         "throttle_bytes_per_s": args.throttle,
+        "paired": paired,
     }
     append_result(args.out, entry)
     print(
@@ -333,7 +546,8 @@ def main() -> None:
         f"log.cleaner.io.max.bytes.per.second={args.throttle} "
         f"({entry['produce_cost_throttled']:+.1%}), {thread:.1f} MB/s cleaning in a thread "
         f"({entry['produce_cost_thread']:+.1%}), {nice19:.1f} MB/s with the child at nice 19 "
-        f"({entry['produce_cost_nice19']:+.1%})"
+        f"({entry['produce_cost_nice19']:+.1%}), {burned:.1f} MB/s beside a niced CPU burner "
+        f"({entry['produce_cost_burner_nice10']:+.1%})"
     )
 
 

@@ -307,6 +307,13 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = _defs(
         "onceflow: niceness the cleaner's child process adds to the broker's (at most 19)",
     ),
     ConfigDef(
+        "onceflow.log.cleaner.process.sched.idle",
+        "bool",
+        True,
+        None,
+        "onceflow: run the cleaner's child process under Linux's SCHED_IDLE policy",
+    ),
+    ConfigDef(
         "log.cleaner.io.max.bytes.per.second",
         "str",
         None,

@@ -10,6 +10,8 @@ import logging
 import os
 import signal
 
+import pytest
+
 from log.cleaner.cleaner_helpers import compacted_manager, end_txn, keyed_batch, read_view
 from onceflow.log.cleaner.throttler import Throttler
 
@@ -116,4 +118,49 @@ def test_a_child_killed_mid_round_leaves_the_log_and_the_cleaner_retries(tmp_pat
     assert not cleaned_files()
     assert sum(s.size for s in log.segments) < size_before
     assert read_view(log, committed=True) == before
+    manager.close()
+
+
+SCHED_OTHER, SCHED_IDLE = 0, 5  # the policy numbers in /proc/<pid>/stat (field 41)
+
+
+def _policy_and_nice(pid: int) -> tuple[int, int]:
+    """(scheduling policy, niceness) of `pid`, from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()  # fields from the 3rd on
+    return int(fields[40 - 2]), int(fields[18 - 2])
+
+
+@pytest.mark.parametrize(
+    ("sched_idle", "policy"), [(True, SCHED_IDLE), (False, SCHED_OTHER)], ids=["idle", "niced"]
+)
+def test_the_child_runs_niced_and_under_sched_idle_unless_told_not_to(tmp_path, sched_idle, policy):
+    """`onceflow.log.cleaner.process.sched.idle` (default true): the child of a round leaves
+    the CPU to any broker thread that wakes (SCHED_IDLE), besides its niceness."""
+    manager = compacted_manager(tmp_path)
+    log = manager.get_log("c", 0)
+    _fill(log, 400)
+    cleaner = manager.cleaner
+    cleaner.child_sched_idle = sched_idle
+    cleaner.throttler = Throttler(20_000)  # a round of seconds
+    own_nice = os.nice(0)
+
+    async def scenario() -> tuple[int, int]:
+        task = asyncio.get_running_loop().create_task(cleaner.run())
+        try:
+            for _ in range(3_000):  # the first .cleaned file: the child has set its priority
+                child = cleaner.child
+                if (
+                    child is not None
+                    and child.pid
+                    and any(name.endswith(".cleaned") for name in os.listdir(log.dir_path))
+                ):
+                    return _policy_and_nice(child.pid)
+                await asyncio.sleep(0.01)
+            raise AssertionError("no child wrote a .cleaned file")
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    assert asyncio.run(scenario()) == (policy, min(19, own_nice + 10))
     manager.close()

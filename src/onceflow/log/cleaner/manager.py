@@ -15,7 +15,8 @@ Broker settings that apply: `log.cleaner.enable` (default true), `log.cleaner.ba
 `log.cleaner.threads` is
 accepted, but there is one cleaner: an asyncio task that prepares and swaps on the event loop
 and has the cleaned segments written by a child process niced by
-`onceflow.log.cleaner.process.nice` (`child`), one log at a time;
+`onceflow.log.cleaner.process.nice` and run under Linux's SCHED_IDLE policy
+(`onceflow.log.cleaner.process.sched.idle`) (`child`), one log at a time;
 `onceflow.log.cleaner.process=false` writes them in a worker thread of the broker instead (it
 then competes with produce for the interpreter lock).
 `log.cleaner.dedupe.buffer.size` and `log.cleaner.io.buffer.*` are accepted without effect (the
@@ -53,6 +54,7 @@ logger = logging.getLogger("onceflow.log.cleaner")
 CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 PROCESS_KEY = "onceflow.log.cleaner.process"
 NICE_KEY = "onceflow.log.cleaner.process.nice"
+SCHED_IDLE_KEY = "onceflow.log.cleaner.process.sched.idle"
 
 
 @dataclass
@@ -79,6 +81,7 @@ class LogCleanerManager:
         )
         self.in_child = str(props.get(PROCESS_KEY, "true")).strip().lower() == "true"
         self.child_nice = min(19, max(0, int(str(props.get(NICE_KEY, DEFAULT_NICE)))))
+        self.child_sched_idle = str(props.get(SCHED_IDLE_KEY, "true")).strip().lower() == "true"
         self.child: CleanerChild | None = None  # the running round's child process
         point = str(props.get(CRASH_KEY, "")).strip()
         if point and point not in CRASH_POINTS:
@@ -269,7 +272,7 @@ class LogCleanerManager:
     async def _write_in_child(self, cleaning: CleaningRound) -> None:
         """`cleaning.write` by a child process (`child`); on any failure, cancellation
         included, the round's `.cleaned` files are gone when this returns."""
-        job = CleaningJob.of(cleaning, self.child_nice)
+        job = CleaningJob.of(cleaning, self.child_nice, self.child_sched_idle)
         self.child = CleanerChild(job)
         try:
             cleaning.stats = await self.child.run()
