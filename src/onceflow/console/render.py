@@ -14,6 +14,7 @@ from urllib.parse import quote, urlencode
 from onceflow.console.groups import GroupRow
 from onceflow.console.markers import QueryProgress
 from onceflow.console.overview import Overview
+from onceflow.console.throughput import sparkline_svg
 from onceflow.console.topics import PartitionRow, TopicView
 
 REFRESH_MS = 3000
@@ -101,6 +102,7 @@ def overview_main(o: Overview) -> str:
     return (
         f"<h1>Overview</h1>{facts}"
         f"<p>Hanging: open longer than {o.hanging_threshold_ms} ms.</p>"
+        f"{sparkline_svg(o.throughput)}"
         "<h2>Brokers</h2>"
         + table(["node id", "host", "port"], [[b.node_id, b.host, b.port] for b in o.brokers])
         + "<h2>Consumer groups</h2>"
@@ -139,6 +141,7 @@ def topic_main(view: TopicView, actions: bool = False) -> str:
                 "LSO lag (records)",
                 "LSO lag (ms)",
                 "LSO pinned by",
+                "size (bytes)",
                 "error",
             ],
             rows,
@@ -169,7 +172,7 @@ def _partition_cells(p: PartitionRow) -> list[object]:
             f" open since offset {p.pinned_by.current_txn_start_offset})"
         )
     return [p.partition, p.leader, p.log_start_offset, p.high_watermark, p.last_stable_offset,
-            p.lso_lag, p.lso_lag_ms, pin, p.error]  # fmt: skip
+            p.lso_lag, p.lso_lag_ms, pin, p.size_bytes, p.error]  # fmt: skip
 
 
 def groups_main(groups: list[GroupRow], actions: bool = False) -> str:
