@@ -65,9 +65,10 @@ def gather_overview(
     ]
     samples: list[ThroughputSample] = []
     if throughput is not None:
-        tps = [TopicPartition(name, p.partition) for name, d in described.items()
-               if not d.is_internal for p in d.partitions]  # fmt: skip
-        throughput.record(now_ms, high_watermarks(admin, tps))
+        if throughput.due(now_ms):  # else the last measurement stands: no ListOffsets
+            tps = [TopicPartition(name, p.partition) for name, d in described.items()
+                   if not d.is_internal for p in d.partitions]  # fmt: skip
+            throughput.record(now_ms, high_watermarks(admin, tps))
         samples = throughput.samples()
     open_count, hanging_count = count_open_and_hanging(admin, now_ms, threshold_ms)
     groups = [

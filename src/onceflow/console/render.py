@@ -26,6 +26,7 @@ STYLE = (
     "td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}th{background:#eee}"
     ".warn{color:#b00;font-weight:bold}nav a{margin-right:1em}form label{margin-right:1em}"
     "pre{margin:0;white-space:pre-wrap;overflow-wrap:anywhere;max-width:48em}"
+    ".sparkline{background:#f4f6fa;border:1px solid #ccc;vertical-align:middle}"
 )
 POLL = (
     "<script>setInterval(async()=>{const u=new URL(location.href);"

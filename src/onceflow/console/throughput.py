@@ -41,9 +41,13 @@ class ThroughputHistory:
         self._last_ms: int | None = None
         self._last: dict[TopicPartition, int] = {}
 
+    def due(self, now_ms: int) -> bool:
+        """Whether a poll at `now_ms` measures (False: too close to the last one)."""
+        return self._last_ms is None or now_ms - self._last_ms >= MIN_INTERVAL_MS
+
     def record(self, now_ms: int, high_watermarks: Mapping[TopicPartition, int]) -> None:
         """Measure the interval since the last poll (none on the first)."""
-        if self._last_ms is not None and now_ms - self._last_ms < MIN_INTERVAL_MS:
+        if not self.due(now_ms):
             return
         if self._last_ms is not None:
             written = sum(
