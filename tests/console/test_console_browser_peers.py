@@ -11,7 +11,8 @@ test_console_browser.py aborts on onceflow's broker): Apache Kafka 4.x refuses t
 transactional batch in a Produce request without a transactional id is refused with
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and with one the partition leader first asks the
 transaction coordinator whether the partition is in that id's transaction (KIP-890's
-verification, on by default), which fails for a producer id the coordinator does not know. The
+verification, on by default), which fails for a producer id the coordinator does not know
+(INVALID_PRODUCER_ID_MAPPING on Kafka 4.4, transaction versions 2 and 1). The
 abort itself (DescribeProducers, then WriteTxnMarkers with the producer's id, epoch and
 coordinator epoch, as Kafka's `Admin.abortTransaction`) is the same for both.
 """
