@@ -19,9 +19,14 @@ from typing import Any
 
 import pytest
 from support.broker import BrokerProcess
-from support.browser import VIEWPORT, launch_chromium, screenshot
+from support.browser import VIEWPORT, launch_chromium, screenshot, table_row
 from support.console import ConsoleProcess
-from support.hung_txn import HUNG_PRODUCER_ID, hang_a_transaction, last_stable_offset
+from support.hung_txn import (
+    HUNG_PRODUCER_ID,
+    hang_a_transaction,
+    last_stable_offset,
+    open_transaction,
+)
 
 from onceflow.client.admin import AdminClient, NewTopic
 from onceflow.client.consumer import Consumer
@@ -70,12 +75,7 @@ def _script_state(bootstrap: str, admin: AdminClient) -> Producer:
     committer.flush(timeout=30)  # written, then aborted
     committer.abort_transaction()
     committer.close()
-    pinner = Producer({"bootstrap.servers": bootstrap, "transactional.id": PINNER})
-    pinner.init_transactions()
-    pinner.begin_transaction()
-    for i in range(OPEN_RECORDS):
-        pinner.send(TOPIC, f"open-{i}".encode(), partition=0)
-    pinner.flush(timeout=30)
+    pinner = open_transaction(bootstrap, TOPIC, PINNER, OPEN_RECORDS)
     hang_a_transaction(bootstrap, HUNG)
     big = Producer({"bootstrap.servers": bootstrap})
     big.send(BIG, b"x" * BIG_SIZE, partition=0).get(timeout=30)
@@ -118,12 +118,7 @@ def _open(s: Scenario, path: str) -> Any:
 
 
 def _row(s: Scenario, table: int, first_cell: str) -> list[str]:
-    """The cells of the row of the page's `table`-th table whose first cell is `first_cell`."""
-    for row in s.page.locator("main table").nth(table).locator("tr").all():
-        cells = [c.strip() for c in row.locator("td").all_inner_texts()]
-        if cells and cells[0] == first_cell:
-            return cells
-    raise AssertionError(f"no row {first_cell!r} in table {table}")
+    return table_row(s.page, table, first_cell)
 
 
 def test_overview_counts_the_open_transaction(scenario: Scenario) -> None:

@@ -76,3 +76,13 @@ def screenshot(page: Any, name: str, for_docs: bool = False) -> Path:
         DOC_IMAGES.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, DOC_IMAGES / f"console-{name}.png")
     return path
+
+
+def table_row(page: Any, table: int, first_cell: str) -> list[str]:
+    """The cells of the row of the page's `table`-th table in `<main>` whose first cell is
+    `first_cell` (AssertionError when there is none)."""
+    for row in page.locator("main table").nth(table).locator("tr").all():
+        cells = [c.strip() for c in row.locator("td").all_inner_texts()]
+        if cells and cells[0] == first_cell:
+            return cells
+    raise AssertionError(f"no row {first_cell!r} in table {table}")

@@ -4,12 +4,15 @@
 no coordinator knows, in a Produce request without a transactional id (so the broker does not
 verify it, as in Kafka): offsets 0 and 1 of partition 0, and the partition's last stable offset
 stays at 1 until the transaction is aborted with WriteTxnMarkers. Needs a broker without the
-authorizer (with it, a transactional batch without a transactional id is refused).
+authorizer (with it, a transactional batch without a transactional id is refused). Apache Kafka
+4.x refuses such a batch whatever the authorizer (KIP-890's verification); `open_transaction`
+gives the tools an ordinary open transaction to abort there.
 """
 
 from __future__ import annotations
 
 from onceflow.client.connection import BrokerConnection
+from onceflow.client.producer import Producer
 from onceflow.protocol.messages.list_offsets import ListOffsetsRequest
 from onceflow.protocol.messages.produce import ProduceRequest
 from onceflow.records.builder import BatchBuilder
@@ -40,6 +43,18 @@ def hang_a_transaction(bootstrap: str, topic: str) -> None:
             )
             (result,) = conn.send(request).responses[0].partition_responses
             assert result.error_code == 0
+
+
+def open_transaction(bootstrap: str, topic: str, transactional_id: str, records: int) -> Producer:
+    """A producer with an open transaction of `records` records on partition 0 of `topic`
+    (offsets from the partition's end), flushed; the caller closes it."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+    producer.init_transactions()
+    producer.begin_transaction()
+    for i in range(records):
+        producer.send(topic, f"open-{i}".encode(), partition=0)
+    producer.flush(timeout=30)
+    return producer
 
 
 def last_stable_offset(bootstrap: str, topic: str) -> int:

@@ -186,6 +186,7 @@ RULES: Final[Mapping[ApiKey, Mapping[str, Rule]]] = MappingProxyType(
                 "cluster_authorized_operations 0",
             )
         ),
+        _A.DESCRIBE_LOG_DIRS: _rules(cluster=(_Op.DESCRIBE, _R.CLUSTER, "every request")),
         _A.DESCRIBE_PRODUCERS: _rules(topic=_TOPIC),
         _A.DESCRIBE_TOPIC_PARTITIONS: _rules(
             topic=(_Op.DESCRIBE, _R.TOPIC, "each topic (left out of an all-topics answer)"),

@@ -30,6 +30,7 @@ from onceflow.broker.handlers.describe_acls import handle_describe_acls
 from onceflow.broker.handlers.describe_cluster import handle_describe_cluster
 from onceflow.broker.handlers.describe_configs import handle_describe_configs
 from onceflow.broker.handlers.describe_groups import handle_describe_groups
+from onceflow.broker.handlers.describe_log_dirs import handle_describe_log_dirs
 from onceflow.broker.handlers.describe_producers import handle_describe_producers
 from onceflow.broker.handlers.describe_topic_partitions import handle_describe_topic_partitions
 from onceflow.broker.handlers.describe_transactions import handle_describe_transactions
@@ -121,6 +122,7 @@ HANDLERS: Final[Mapping[ApiKey, AnyHandler]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     ApiKey.DELETE_GROUPS: handle_delete_groups,
     ApiKey.OFFSET_DELETE: handle_offset_delete,
+    ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
     ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
     ApiKey.DESCRIBE_TRANSACTIONS: handle_describe_transactions,
     ApiKey.LIST_TRANSACTIONS: handle_list_transactions,

@@ -54,6 +54,7 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
         ApiKey.OFFSET_DELETE: (0, 0),
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+        ApiKey.DESCRIBE_LOG_DIRS: (1, 5),
         ApiKey.DESCRIBE_PRODUCERS: (0, 0),
         ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
         ApiKey.LIST_TRANSACTIONS: (0, 2),

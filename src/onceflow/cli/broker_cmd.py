@@ -3,6 +3,10 @@
 When the listener is bound it prints exactly one line to stdout,
 `onceflow broker ready on HOST:PORT` (the bound port, so `--listen 127.0.0.1:0` is usable by
 scripts and tests), and logs everything else to stderr. A bad configuration exits with status 2.
+
+With `--console HOST:PORT` it also serves the web console (`onceflow console`, read-only) for
+itself, from a thread of the same process (`onceflow.console.server`), as a client of its own
+first listener; the console's address is logged, not printed.
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ import os
 import signal
 import sys
 import time
+from typing import Any
 
 from onceflow.broker.config import BrokerConfig, ConfigError, parse_listener
+from onceflow.console.server import ConsoleServer, console_address
 
 log = logging.getLogger("onceflow.broker.cli")
 
@@ -49,6 +55,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         type=str.upper,
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
         help="any case (default INFO)",
+    )
+    parser.add_argument(
+        "--console",
+        metavar="HOST:PORT",
+        help="also serve the web console (read-only) for this broker at HOST:PORT; needs the "
+        "console extra (docs/console.md)",
     )
     parser.set_defaults(func=run)
 
@@ -98,16 +110,32 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    try:
+        console = console_address(args.console) if args.console else None
+    except ValueError as exc:
+        print(f"onceflow broker: {exc}", file=sys.stderr)
+        return 2
     for key in config.unknown_keys:
         log.warning("unknown config %s ignored", key)
     try:
         import uvloop
     except ImportError:
-        return asyncio.run(_serve(config))
-    return uvloop.run(_serve(config))
+        return asyncio.run(_serve(config, console))
+    return uvloop.run(_serve(config, console))
 
 
-async def _serve(config: BrokerConfig) -> int:
+def _start_console(bootstrap: str, address: tuple[str, int]) -> ConsoleServer:
+    """The console for the broker at `bootstrap`, serving at `address` (blocking: run it in a
+    thread, not on the broker's event loop)."""
+    from onceflow.console.app import create_app
+
+    app: Any = create_app({"bootstrap.servers": bootstrap})
+    server = ConsoleServer(app, name="broker-console")
+    server.start(*address)
+    return server
+
+
+async def _serve(config: BrokerConfig, console_at: tuple[str, int] | None = None) -> int:
     from onceflow.broker.server import Broker
 
     loop = asyncio.get_running_loop()
@@ -121,9 +149,20 @@ async def _serve(config: BrokerConfig) -> int:
         log.error("cannot start: %s", exc)
         await broker.stop()
         return 2 if isinstance(exc, ConfigError) else 1
+    console = None
+    if console_at is not None:
+        try:
+            console = await asyncio.to_thread(_start_console, broker.bound_address, console_at)
+        except OSError as exc:
+            log.error("cannot start the console: %s", exc)
+            await broker.stop()
+            return 1
+        log.info("console on http://%s:%d/", *console_at)
     print(f"onceflow broker ready on {broker.bound_address}", flush=True)
     await stopping.wait()
     log.info("shutting down")
+    if console is not None:
+        await asyncio.to_thread(console.stop)
     await broker.stop()
     log.info("stopped")
     return 0

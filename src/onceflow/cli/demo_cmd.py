@@ -20,7 +20,6 @@ What it shows, step by step:
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import math
 import shutil
 import signal
@@ -35,6 +34,7 @@ from onceflow.cli import demo_timeline as tl
 from onceflow.cli.embedded_broker import BrokerError, EmbeddedBroker
 from onceflow.client.admin import AdminClient, NewTopic
 from onceflow.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from onceflow.console.server import console_address
 
 FAULT_MODES = ("none", "driver", "broker", "all")
 # One task hangs at task.midway (partition 0), not all of them: on a cluster the other tasks run
@@ -105,14 +105,14 @@ def run(args: argparse.Namespace) -> int:
         print("onceflow demo: --faults broker/all need the embedded broker", file=sys.stderr)
         return 2
     try:
-        console_address = _console_address(args.console) if args.console else None
+        address = console_address(args.console) if args.console else None
     except ValueError as exc:
         print(f"onceflow demo: {exc}", file=sys.stderr)
         return 2
     workdir = Path(tempfile.mkdtemp(prefix="onceflow-demo-"))
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     demo = Demo(args, workdir)
-    demo.console_address = console_address
+    demo.console_address = address
     keep = args.keep  # a failure keeps the work directory too: its error points at logs there
     try:
         report = demo.run()
@@ -140,18 +140,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"onceflow demo: kept data, checkpoint and logs in {workdir}")
         elif not keep:
             shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _console_address(text: str) -> tuple[str, int]:
-    """(host, port) of `--console HOST:PORT`; ValueError, its message the one line to print,
-    when malformed or when the console extra is not installed."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"--console {text!r}: expected HOST:PORT")
-    missing = [m for m in ("starlette", "uvicorn") if importlib.util.find_spec(m) is None]
-    if missing:
-        raise ValueError(f"--console needs {', '.join(missing)}: pip install 'onceflow[console]'")
-    return host.strip("[]"), int(port)
 
 
 def _exit_on_sigterm(_signum: int, _frame: Any) -> None:

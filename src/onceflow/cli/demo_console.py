@@ -2,24 +2,19 @@
 demo's duration, plus a /demo page (and /api/demo) with the demo's phase and the same
 timeline as its HTML report, redrawn as the console's pages are (render.REFRESH_MS).
 
-The console app (`onceflow.console.app`) is mounted as it is; uvicorn runs in a daemon
-thread and stops with the demo (`stop`).
+The console app (`onceflow.console.app`) is mounted as it is and served from a thread
+(`onceflow.console.server.ConsoleServer`) that stops with the demo (`stop`).
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from html import escape
-from typing import TYPE_CHECKING
 
 from onceflow.cli.demo_report import counts_table, events_table, timeline_svg
 from onceflow.cli.demo_timeline import Timeline
+from onceflow.console.server import ConsoleServer
 
-if TYPE_CHECKING:
-    import uvicorn
-
-START_TIMEOUT_S = 10.0
 DEMO_NAV = (("/demo", "Demo"),)  # in the console's navigation while /demo is mounted
 
 
@@ -47,8 +42,7 @@ class DemoConsole:
     def __init__(self, bootstrap: str, timeline: Timeline) -> None:
         self.bootstrap = bootstrap
         self.timeline = timeline
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._server: ConsoleServer | None = None
 
     def app(self):  # -> Starlette (the console extra is imported only when asked for)
         """The console's routes under /, and /demo and /api/demo first."""
@@ -78,23 +72,13 @@ class DemoConsole:
         )
 
     def start(self, host: str, port: int) -> None:
-        """Serve on host:port; returns once the server listens (DemoError-free: an address in
-        use raises OSError)."""
-        import uvicorn
-
-        config = uvicorn.Config(self.app(), host=host, port=port, log_level="warning")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name="demo-console", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise OSError(f"the console could not listen on {host}:{port}")
-            time.sleep(0.05)
+        """Serve on host:port; returns once the server listens (an address in use raises
+        OSError)."""
+        self._server = ConsoleServer(self.app(), name="demo-console")
+        self._server.start(host, port)
 
     def stop(self) -> None:
         """Stop serving (requests in progress finish)."""
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._thread.join(10)
-        self._server = self._thread = None
+        if self._server is not None:
+            self._server.stop()
+        self._server = None

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from onceflow.client import acl_admin, config_admin, group_admin, txn_admin
+from onceflow.client import acl_admin, config_admin, group_admin, log_dirs_admin, txn_admin
 from onceflow.client.acl_admin import AclResult, DeletedAcls
 from onceflow.client.admin_connections import (
     COORDINATOR_MOVED,
@@ -33,6 +33,7 @@ from onceflow.client.config_admin import AlterOp, ConfigResource, ConfigsResult
 from onceflow.client.connection import BrokerConnection
 from onceflow.client.errors import UnsupportedVersionError, raise_for_error
 from onceflow.client.group_admin import GroupDescription, GroupListing
+from onceflow.client.log_dirs_admin import LogDirDescription
 from onceflow.client.net.metadata import BrokerNode
 from onceflow.client.txn_admin import (
     AbortTransactionSpec,
@@ -481,6 +482,23 @@ class AdminClient:
             return errors[spec.partition]
         (node,) = by_leader
         return txn_admin.abort_transaction(self._net.to_node(node), spec)
+
+    # ------------------------------------------------------------------ log directories
+
+    def describe_log_dirs(
+        self,
+        broker_ids: Iterable[int] | None = None,
+        partitions: Iterable[TopicPartition] | None = None,
+    ) -> dict[int, list[LogDirDescription]]:
+        """Each broker's log directories (DescribeLogDirs at every broker, or those of
+        `broker_ids`), with the sizes of the `partitions` they hold (None: every partition)."""
+        wanted = None if broker_ids is None else set(broker_ids)
+        asked = None if partitions is None else list(partitions)
+        return {
+            node.node_id: log_dirs_admin.describe_log_dirs(self._net.to_node(node), asked)
+            for node in self.describe_cluster()
+            if wanted is None or node.node_id in wanted
+        }
 
     # ------------------------------------------------------------------ ACLs
 

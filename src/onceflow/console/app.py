@@ -57,7 +57,8 @@ def create_app(
     acts = allow_actions
 
     def overview(admin: AdminClient, request: Request) -> Any:
-        return gather_overview(admin, wall_clock_ms(), cluster.threshold_ms(admin))
+        now = wall_clock_ms()
+        return gather_overview(admin, now, cluster.threshold_ms(admin), cluster.throughput)
 
     def topic(admin: AdminClient, request: Request) -> Any:
         return describe_topic(admin, request.path_params["topic"], wall_clock_ms())

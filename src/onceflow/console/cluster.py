@@ -19,6 +19,7 @@ from onceflow.client.admin import AdminClient
 from onceflow.client.error_base import KafkaError
 from onceflow.client.errors import BrokerResponseError
 from onceflow.console.errors import BadInput
+from onceflow.console.throughput import ThroughputHistory
 from onceflow.console.topics import UnknownTopic
 from onceflow.console.transactions import hanging_threshold_ms
 
@@ -34,6 +35,7 @@ class ClusterView:
         self._hanging_after_ms = hanging_after_ms
         self._lock = threading.Lock()
         self._admin: AdminClient | None = None
+        self.throughput = ThroughputHistory()  # measured at each overview poll
 
     def run(self, gather: Gather, request: Request) -> Any:
         with self._lock:

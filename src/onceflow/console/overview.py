@@ -1,13 +1,17 @@
 """The overview page's numbers: brokers, topics and partitions (Metadata), open and hanging
-transactions, and consumer groups with their total lag."""
+transactions, consumer groups with their total lag, and the throughput measured between polls
+(`throughput`: every partition's high watermark, one ListOffsets per leader)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from onceflow.client.admin import AdminClient
+from onceflow.client.admin import AdminClient, OffsetSpec
+from onceflow.common import TopicPartition
 from onceflow.console.groups import list_group_rows
+from onceflow.console.throughput import ThroughputHistory, ThroughputSample
 from onceflow.console.transactions import OPEN_STATES
+from onceflow.protocol.errors import ErrorCode
 
 
 @dataclass(frozen=True)
@@ -41,10 +45,17 @@ class Overview:
     hanging_transactions: int
     hanging_threshold_ms: int
     groups: list[GroupLag]
+    throughput: list[ThroughputSample] = field(default_factory=list)
 
 
-def gather_overview(admin: AdminClient, now_ms: int, threshold_ms: int) -> Overview:
-    """Everything the overview shows (internal topics left out)."""
+def gather_overview(
+    admin: AdminClient,
+    now_ms: int,
+    threshold_ms: int,
+    throughput: ThroughputHistory | None = None,
+) -> Overview:
+    """Everything the overview shows (internal topics left out); with `throughput`, the high
+    watermarks are read and recorded in it, and its samples shown."""
     brokers = [BrokerRow(b.node_id, b.host, b.port) for b in admin.describe_cluster()]
     described = admin.describe_topics()
     topics = [
@@ -52,6 +63,13 @@ def gather_overview(admin: AdminClient, now_ms: int, threshold_ms: int) -> Overv
         for name, d in sorted(described.items())
         if not d.is_internal
     ]
+    samples: list[ThroughputSample] = []
+    if throughput is not None:
+        if throughput.due(now_ms):  # else the last measurement stands: no ListOffsets
+            tps = [TopicPartition(name, p.partition) for name, d in described.items()
+                   if not d.is_internal for p in d.partitions]  # fmt: skip
+            throughput.record(now_ms, high_watermarks(admin, tps))
+        samples = throughput.samples()
     open_count, hanging_count = count_open_and_hanging(admin, now_ms, threshold_ms)
     groups = [
         GroupLag(g.group_id, g.state, len(g.members), g.total_lag) for g in list_group_rows(admin)
@@ -65,7 +83,16 @@ def gather_overview(admin: AdminClient, now_ms: int, threshold_ms: int) -> Overv
         hanging_transactions=hanging_count,
         hanging_threshold_ms=threshold_ms,
         groups=groups,
+        throughput=samples,
     )
+
+
+def high_watermarks(admin: AdminClient, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+    """Each partition's high watermark (those ListOffsets answered without an error)."""
+    if not tps:
+        return {}
+    found = admin.list_offsets(dict.fromkeys(tps, OffsetSpec.latest()))
+    return {tp: r.offset for tp, r in found.items() if r.error_code == ErrorCode.NONE}
 
 
 def count_open_and_hanging(admin: AdminClient, now_ms: int, threshold_ms: int) -> tuple[int, int]:

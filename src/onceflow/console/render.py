@@ -14,6 +14,7 @@ from urllib.parse import quote, urlencode
 from onceflow.console.groups import GroupRow
 from onceflow.console.markers import QueryProgress
 from onceflow.console.overview import Overview
+from onceflow.console.throughput import sparkline_svg
 from onceflow.console.topics import PartitionRow, TopicView
 
 REFRESH_MS = 3000
@@ -25,6 +26,7 @@ STYLE = (
     "td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}th{background:#eee}"
     ".warn{color:#b00;font-weight:bold}nav a{margin-right:1em}form label{margin-right:1em}"
     "pre{margin:0;white-space:pre-wrap;overflow-wrap:anywhere;max-width:48em}"
+    ".sparkline{background:#f4f6fa;border:1px solid #ccc;vertical-align:middle}"
 )
 POLL = (
     "<script>setInterval(async()=>{const u=new URL(location.href);"
@@ -101,6 +103,7 @@ def overview_main(o: Overview) -> str:
     return (
         f"<h1>Overview</h1>{facts}"
         f"<p>Hanging: open longer than {o.hanging_threshold_ms} ms.</p>"
+        f"{sparkline_svg(o.throughput)}"
         "<h2>Brokers</h2>"
         + table(["node id", "host", "port"], [[b.node_id, b.host, b.port] for b in o.brokers])
         + "<h2>Consumer groups</h2>"
@@ -139,6 +142,7 @@ def topic_main(view: TopicView, actions: bool = False) -> str:
                 "LSO lag (records)",
                 "LSO lag (ms)",
                 "LSO pinned by",
+                "size (bytes)",
                 "error",
             ],
             rows,
@@ -169,7 +173,7 @@ def _partition_cells(p: PartitionRow) -> list[object]:
             f" open since offset {p.pinned_by.current_txn_start_offset})"
         )
     return [p.partition, p.leader, p.log_start_offset, p.high_watermark, p.last_stable_offset,
-            p.lso_lag, p.lso_lag_ms, pin, p.error]  # fmt: skip
+            p.lso_lag, p.lso_lag_ms, pin, p.size_bytes, p.error]  # fmt: skip
 
 
 def groups_main(groups: list[GroupRow], actions: bool = False) -> str:

@@ -4,7 +4,8 @@ open transaction that pins the last stable offset.
 The LSO of a partition is the first offset of its oldest open transaction, so the producer
 whose `current_txn_start_offset` equals the LSO (while the LSO trails the high watermark) is
 the one holding read_committed consumers back; its transactional id comes from
-ListTransactions, which names each id's current producer id.
+ListTransactions, which names each id's current producer id. A partition's size is its
+leader's answer to DescribeLogDirs (blank when the cluster refuses or lacks that API).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from onceflow.client.admin import AdminClient
+from onceflow.client.error_base import KafkaError
+from onceflow.client.errors import BrokerResponseError
 from onceflow.client.txn_admin import ProducerState
 from onceflow.common import TopicPartition
 from onceflow.console.offsets import PartitionOffsets, partition_offsets
@@ -49,6 +52,7 @@ class PartitionRow:
     # how long the LSO has waited: the age of the pinning transaction (DescribeTransactions'
     # start time); None when nothing pins it or the pinning producer has no transactional id
     lso_lag_ms: int | None = None
+    size_bytes: int | None = None  # the leader's log size (DescribeLogDirs); None: unknown
 
 
 @dataclass(frozen=True)
@@ -71,13 +75,35 @@ def describe_topic(admin: AdminClient, topic: str, now_ms: int) -> TopicView:
     offsets = partition_offsets(admin, tps)
     producers = admin.describe_producers(tps)
     txn_ids = producer_transactional_ids(admin)
+    leaders = {TopicPartition(topic, p.partition): p.leader for p in description.partitions}
+    sizes = partition_sizes(admin, leaders)
     rows = []
     for p in sorted(description.partitions, key=lambda p: p.partition):
         tp = TopicPartition(topic, p.partition)
         found = producers[tp]
         states = [_producer_row(s, txn_ids) for s in found.producers]
-        rows.append(_partition_row(p.partition, p.leader, offsets[tp], states, found.error_code))
+        row = _partition_row(p.partition, p.leader, offsets[tp], states, found.error_code)
+        rows.append(replace(row, size_bytes=sizes.get(tp)))
     return TopicView(topic, _with_lso_lag_ms(admin, rows, now_ms))
+
+
+def partition_sizes(
+    admin: AdminClient, leaders: dict[TopicPartition, int]
+) -> dict[TopicPartition, int]:
+    """Each partition's size in bytes on its leader (`leaders`: partition -> leader id), from
+    DescribeLogDirs asked of the leaders only; partitions whose size is unknown are left out
+    (a broker that refuses or does not serve DescribeLogDirs answers none)."""
+    try:
+        answers = admin.describe_log_dirs(set(leaders.values()), list(leaders))
+    except (KafkaError, BrokerResponseError):  # refused (no DESCRIBE on the cluster), or old
+        return {}
+    sizes = {}
+    for tp, leader in leaders.items():
+        for log_dir in answers.get(leader, []):
+            replica = log_dir.replicas.get(tp)
+            if replica is not None and not replica.is_future:
+                sizes[tp] = replica.size
+    return sizes
 
 
 def _with_lso_lag_ms(
