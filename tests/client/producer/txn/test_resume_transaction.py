@@ -105,8 +105,10 @@ def test_resumed_transaction_takes_no_records_and_needs_a_fresh_producer(txn_bro
     with pytest.raises(IllegalStateError):
         used.resume_transaction(used.producer_id, used.producer_epoch)
     used.close()
+    invalid = txn_producer(bootstrap, txn_broker.name("two-phase-misuse-3"))
     with pytest.raises(ValueError):
-        txn_producer(bootstrap, txn_broker.name("two-phase-misuse-3")).resume_transaction(-1, 0)
+        invalid.resume_transaction(-1, 0)
+    invalid.close(timeout=0)  # left open, it retried the broker long after the test
 
 
 def test_group_offsets_wait_for_a_pending_transaction(txn_broker):
