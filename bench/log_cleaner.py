@@ -30,12 +30,22 @@ directory is what the broker would have written. Then:
   measures; `--modes` picks the produce modes. The cleaner writes in a niced child process
   (`onceflow.log.cleaner.process`, the default); mode `cleaner_thread` is the eager cleaner
   writing in a broker thread instead, as before that key existed, so one run compares both;
-  `cleaner_nice19` the child at `onceflow.log.cleaner.process.nice=19` (default 10).
+  `cleaner_nice19` the child at `onceflow.log.cleaner.process.nice=19` (default 10);
+  `burner_nice10` no cleaner but a niced CPU-burning process (a control).
+- paired slices (`--paired`): the whole-run comparison above swings by 3x between rounds of
+  one mode on this shared machine, more than the effect. So one broker produces without pause
+  while the cleaner's child is stopped (SIGSTOP) and resumed (SIGCONT) in alternate
+  `--slice`-second slices; the cost is 1 - the median of run/stop throughput over adjacent
+  slice pairs in which the child existed throughout. `burnN,...` targets toggle CPU burner
+  processes instead (cleaner off): the control that shows the method sees a cost. Round
+  boundaries (the child's start, the broker's prepare and swap) fall outside the pairs.
 
 Appends the run to bench/results/log_cleaner.json and prints one line.
 
     .venv/bin/python bench/log_cleaner.py                        # 1M commits, 100k txns
     .venv/bin/python bench/log_cleaner.py --commits 100000 --transactions 10000
+    .venv/bin/python bench/log_cleaner.py --produce-cost-only --commits 3000000 \
+        --transactions 300000 --modes --paired child child_nice10 child burn10 --slice 0.5
 """
 
 from __future__ import annotations

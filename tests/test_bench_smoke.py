@@ -87,6 +87,13 @@ TINY = {
         "1MiB",
         "--rounds",
         "1",
+        "--paired",
+        "child",
+        "burn10",
+        "--slice",
+        "0.2",
+        "--paired-limit",
+        "2",
     ],  # fmt: skip
     "source_compare.py": ["--rounds", "1", "--batches", "20", "--txn-cycles", "5"]
     + ["--bytes", "1MiB", "--seconds", "10", "--before", str(ROOT)],
