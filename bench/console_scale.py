@@ -151,8 +151,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
 
-    # the broker holds ~3 descriptors per partition (log, index, time index): let the child
-    # inherit the hard limit (1 000 x 10 partitions need ~30 000)
+    # the broker holds one descriptor per segment (its .log; the indexes are opened only to be
+    # written, log.index): 1 000 x 10 partitions need ~10 000, above a common soft limit of
+    # 1 024, so let the child inherit the hard limit
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     with tempfile.TemporaryDirectory(prefix="onceflow-console-bench-") as tmp:
