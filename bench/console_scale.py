@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import resource
 import statistics
 import sys
@@ -139,6 +140,14 @@ def time_pages(base: str, rounds: int) -> dict[str, dict[str, float]]:
     return out
 
 
+def open_descriptors(pid: int) -> int:
+    """How many descriptors process `pid` holds (Linux /proc), -1 where unknown."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return -1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topics", type=int, default=1000)
@@ -165,6 +174,8 @@ def main() -> int:
                     broker.address, args.txn_ids, args.open_every, args.topics
                 ),
             }
+            setup["broker_open_fds"] = open_descriptors(broker.proc.pid)
+            print(f"setup: {setup}", flush=True)
             server = serve_console(broker.address, args.port)
             port = server.servers[0].sockets[0].getsockname()[1]
             print(f"console_scale: {args.topics} topics x {args.partitions} partitions, "
@@ -189,6 +200,7 @@ def main() -> int:
             "rounds": args.rounds,
         },  # fmt: skip
         "setup": {k: round(v, 1) for k, v in setup.items()},
+        "load_average": os.getloadavg(),
         "pages": pages,
         "summary": ", ".join(f"{p} {v['median_ms']:.0f} ms" for p, v in pages.items()),
     }
