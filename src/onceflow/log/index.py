@@ -15,14 +15,15 @@ The entries are kept in memory as `array`s for `bisect` lookups and appended to 
 one `pwrite` per append call. Kafka preallocates and memory-maps index files; onceflow appends
 instead, so the file size is always `entries * entry_size` and no trimming is needed on close.
 
+A file whose size is not a multiple of the entry size, or whose entries are out of order or
+point past the log, fails `sanity_check` and is rebuilt by recovery.
+
 The file is opened lazily, as Kafka's `LazyIndex` maps it on first use: lookups read memory only,
 so the descriptor is opened by the first write (append, truncation) and given back by `close`,
 which the segment calls once its indexes are fsynced and it is no longer the active segment. A
 partition that is only created, or only read, holds no index descriptor; a broker with many
 partitions holds one descriptor per segment (its `.log`) instead of three. Changes since the
 last fsync are remembered, so `flush` still fsyncs a file whose descriptor was closed.
-A file whose size is not a multiple of the entry size, or whose entries are out of order or
-point past the log, fails `sanity_check` and is rebuilt by recovery.
 """
 
 from __future__ import annotations
