@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import resource
 import statistics
 import sys
@@ -139,6 +140,14 @@ def time_pages(base: str, rounds: int) -> dict[str, dict[str, float]]:
     return out
 
 
+def open_descriptors(pid: int) -> int:
+    """How many descriptors process `pid` holds (Linux /proc), -1 where unknown."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return -1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topics", type=int, default=1000)
@@ -151,8 +160,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
 
-    # the broker holds ~3 descriptors per partition (log, index, time index): let the child
-    # inherit the hard limit (1 000 x 10 partitions need ~30 000)
+    # the broker holds one descriptor per segment (its .log; the indexes are opened only to be
+    # written, log.index): 1 000 x 10 partitions need ~10 000, above a common soft limit of
+    # 1 024, so let the child inherit the hard limit
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     with tempfile.TemporaryDirectory(prefix="onceflow-console-bench-") as tmp:
@@ -164,6 +174,8 @@ def main() -> int:
                     broker.address, args.txn_ids, args.open_every, args.topics
                 ),
             }
+            setup["broker_open_fds"] = open_descriptors(broker.proc.pid)
+            print(f"setup: {setup}", flush=True)
             server = serve_console(broker.address, args.port)
             port = server.servers[0].sockets[0].getsockname()[1]
             print(f"console_scale: {args.topics} topics x {args.partitions} partitions, "
@@ -188,6 +200,7 @@ def main() -> int:
             "rounds": args.rounds,
         },  # fmt: skip
         "setup": {k: round(v, 1) for k, v in setup.items()},
+        "load_average": os.getloadavg(),
         "pages": pages,
         "summary": ", ".join(f"{p} {v['median_ms']:.0f} ms" for p, v in pages.items()),
     }

@@ -61,16 +61,18 @@ def _batches(count: int, record_size: int) -> list[bytearray]:
     return batches
 
 
-def _log_paths(batches: int, record_size: int) -> dict[str, float]:
-    """CPU microseconds per append and per read of one batch (child process)."""
+def _log_paths(batches: int, record_size: int, segment_bytes: int) -> dict[str, float]:
+    """CPU microseconds per append and per read of one batch (child process); segments of
+    `segment_bytes` (0: the default, 1 GiB)."""
     from onceflow.log.config import LogConfig
     from onceflow.log.partition import PartitionLog
 
     data = _batches(batches, record_size)
     directory = tempfile.mkdtemp(prefix="onceflow-compare-")
-    log = PartitionLog(
-        directory, "compare", 0, LogConfig.from_properties({"flush.on.ack": "false"})
-    )
+    props = {"flush.on.ack": "false"}
+    if segment_bytes:
+        props["segment.bytes"] = str(segment_bytes)
+    log = PartitionLog(directory, "compare", 0, LogConfig.from_properties(props))
     try:
         start = time.process_time()
         for batch in data:
@@ -132,7 +134,7 @@ async def _txn_cycles(cycles: int) -> float:
 
 def child(args: argparse.Namespace) -> int:
     """The in-process measurements with whatever `onceflow` PYTHONPATH selects."""
-    result = _log_paths(args.batches, args.record_size)
+    result = _log_paths(args.batches, args.record_size, args.segment_bytes)
     result["txn_ms"] = asyncio.run(_txn_cycles(args.txn_cycles))
     print(json.dumps(result))
     return 0
@@ -146,6 +148,8 @@ def _run_child(src: Path, args: argparse.Namespace) -> dict[str, float]:
         "--child",
         "--batches",
         str(args.batches),
+        "--segment-bytes",
+        str(args.segment_bytes),
         "--txn-cycles",
         str(args.txn_cycles),
         "--record-size",
@@ -167,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--after", type=Path, default=HERE.parent)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batches", type=int, default=400, help="append/read batches")
+    parser.add_argument(
+        "--segment-bytes", type=parse_size, default=0, help="append/read segments (0: 1 GiB)"
+    )
     parser.add_argument("--txn-cycles", type=int, default=200)
     parser.add_argument("--bytes", type=parse_size, default=64 << 20, help="default 64MiB")
     parser.add_argument("--seconds", type=float, default=20.0, help="broker produce bound")

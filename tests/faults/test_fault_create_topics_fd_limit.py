@@ -22,7 +22,7 @@ from onceflow.client.producer import Producer
 from onceflow.common import TopicPartition
 from onceflow.protocol.errors import ErrorCode
 
-OPEN_FILES = 160  # the broker starts with ~40 open; a partition takes 3 (log and two indexes)
+OPEN_FILES = 160  # the broker starts with ~40 open; a new partition takes one (its .log)
 _LIMITED = (
     "import os, resource, sys; "
     f"resource.setrlimit(resource.RLIMIT_NOFILE, ({OPEN_FILES}, {OPEN_FILES})); "

@@ -51,7 +51,16 @@ def _read_pid(fd: int) -> int | None:
 
 def fsync_dir(path: str) -> None:
     """fsync a directory so entries created, renamed or removed in it are durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    _fsync_path(path, os.O_RDONLY | os.O_DIRECTORY)
+
+
+def fsync_file(path: str) -> None:
+    """fsync a file by path (its changes were written through a descriptor since closed)."""
+    _fsync_path(path, os.O_RDONLY)
+
+
+def _fsync_path(path: str, flags: int) -> None:
+    fd = os.open(path, flags)
     try:
         os.fsync(fd)
     finally:

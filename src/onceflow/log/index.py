@@ -14,8 +14,16 @@ the segment's base offset):
 The entries are kept in memory as `array`s for `bisect` lookups and appended to the file with
 one `pwrite` per append call. Kafka preallocates and memory-maps index files; onceflow appends
 instead, so the file size is always `entries * entry_size` and no trimming is needed on close.
+
 A file whose size is not a multiple of the entry size, or whose entries are out of order or
 point past the log, fails `sanity_check` and is rebuilt by recovery.
+
+The file is opened lazily, as Kafka's `LazyIndex` maps it on first use: lookups read memory only,
+so the descriptor is opened by the first write (append, truncation) and given back by `close`,
+which the segment calls once its indexes are fsynced and it is no longer the active segment. A
+partition that is only created, or only read, holds no index descriptor; a broker with many
+partitions holds one descriptor per segment (its `.log`) instead of three. Changes since the
+last fsync are remembered, so `flush` still fsyncs a file whose descriptor was closed.
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ import struct
 import sys
 from array import array
 from bisect import bisect_right
+
+from onceflow.log.fsutil import fsync_file
 
 OFFSET_ENTRY_SIZE = 8
 TIME_ENTRY_SIZE = 12
@@ -48,7 +58,8 @@ class _Index:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.entry_size)
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = -1  # opened by the first write (`_file`)
+        self._dirty = False  # changed since the last fsync
         self._keys: array[int] = array("q")
         self._values: array[int] = array("q")
 
@@ -69,21 +80,38 @@ class _Index:
         """Bytes the entries occupy on disk."""
         return len(self._keys) * self.entry_size
 
+    @property
+    def is_open(self) -> bool:
+        """True while the file's descriptor is open (after a write, until `close`)."""
+        return self._fd >= 0
+
     # -- file I/O ------------------------------------------------------------------------------
+
+    def _file(self) -> int:
+        """The file's descriptor, opening (and creating) the file on first use."""
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        return self._fd
 
     def _write(self, encoded: bytes, keys: list[int], values: list[int]) -> None:
         position = self.size_bytes
         view = memoryview(encoded)
+        fd = self._file()
+        self._dirty = True
         while view:
-            written = os.pwrite(self._fd, view, position)
+            written = os.pwrite(fd, view, position)
             view = view[written:]
             position += written
         self._keys.extend(keys)
         self._values.extend(values)
 
     def reset(self) -> None:
-        """Drop every entry (file and memory)."""
-        os.ftruncate(self._fd, 0)
+        """Drop every entry (file and memory); creates the empty file if it is missing."""
+        if self._fd >= 0:
+            os.ftruncate(self._fd, 0)
+        else:
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+        self._dirty = True
         self._keys = array("q")
         self._values = array("q")
 
@@ -91,16 +119,24 @@ class _Index:
         """Keep only the first `count` entries."""
         if count >= len(self._keys):
             return
-        os.ftruncate(self._fd, count * self.entry_size)
+        os.ftruncate(self._file(), count * self.entry_size)
+        self._dirty = True
         del self._keys[count:]
         del self._values[count:]
 
     def flush(self) -> None:
-        """fsync the index file."""
-        os.fsync(self._fd)
+        """fsync the index file when it changed since the last flush (opening it by path if
+        its descriptor was closed meanwhile)."""
+        if not self._dirty:
+            return
+        if self._fd >= 0:
+            os.fsync(self._fd)
+        else:
+            fsync_file(self.path)
+        self._dirty = False
 
     def close(self) -> None:
-        """Close the file (idempotent)."""
+        """Close the file's descriptor if open (idempotent); a later write opens it again."""
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -114,12 +150,14 @@ class _Index:
         return True
 
     def _read_columns(self) -> tuple[array[int], array[int]] | None:
-        """Read the file into two columns; None when its size is not a whole number of entries."""
-        size = os.fstat(self._fd).st_size
-        if size % self.entry_size:
-            return None
-        data = os.pread(self._fd, size, 0) if size else b""
-        if len(data) != size:
+        """Read the file into two columns (a missing file has none); None when its size is not
+        a whole number of entries."""
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            data = b""
+        if len(data) % self.entry_size:
             return None
         return self._decode(data)
 

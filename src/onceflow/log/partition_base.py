@@ -106,6 +106,8 @@ class PartitionLogBase:
         self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
         self._flushed_offset = self._log_end_offset
         self._load_producer_state()
+        for segment in self._segments[:-1]:  # recovery and replay may have written them
+            segment.release_index_files()
         self.offsets_listener = offsets_listener
         self._published = self._visible_offsets()
 
@@ -247,6 +249,8 @@ class PartitionLogBase:
             try:
                 for segment in rolled:
                     segment.flush(indexes=True)
+                    if segment is not active:  # (`truncate_to` may make it active again)
+                        segment.release_index_files()
                 active.flush(indexes=False)
                 if dir_dirty:
                     fsync_dir(self.dir_path)
@@ -289,7 +293,11 @@ class PartitionLogBase:
                 segment.truncate_to_position(position)
             segment.flush(indexes=True)
             with self._lock:
-                self._unflushed = [s for s in self._unflushed if s in self._segments]
+                # `segment` was just fsynced whole: the flusher must not treat the (now active)
+                # segment as a rolled one
+                self._unflushed = [
+                    s for s in self._unflushed if s in self._segments and s is not segment
+                ]
                 self._log_end_offset = max(segment.next_offset, segment.base_offset)
                 self._flushed_offset = min(self._flushed_offset, self._log_end_offset)
                 self._log_start_offset = min(self._log_start_offset, self._log_end_offset)

@@ -7,6 +7,12 @@ contiguous byte ranges. Only batch headers are ever parsed (`records.batch.parse
 Files sharing the base-offset stem are deleted with the segment: `.txnindex` (aborted
 transactions, `log.txn_index`, owned by the segment) and `.snapshot` (producer state taken when
 the segment was rolled in, `log.producer_snapshot`).
+
+Descriptors: the `.log` stays open for the segment's life (every read and append uses it);
+the three index files are read into memory and opened only to be written (`log.index`), and
+`release_index_files` closes them once a segment is rolled and fsynced. An idle or read-only
+partition therefore holds one descriptor per segment, as Kafka does with its lazily mapped
+indexes.
 """
 
 from __future__ import annotations
@@ -88,9 +94,13 @@ class LogSegment:
         )
         self.txn_index = TransactionIndex(stem + TXN_INDEX_SUFFIX + file_suffix)
         if create:
-            self.offset_index.reset()
-            self.time_index.reset()
-            self.txn_index.reset()
+            try:
+                self.offset_index.reset()
+                self.time_index.reset()
+                self.txn_index.reset()
+            except OSError:  # e.g. out of descriptors: do not leak the .log's
+                self.close()
+                raise
         # the offset after the last batch; set by the partition log on load or recovery
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -145,14 +155,20 @@ class LogSegment:
             self.time_index.flush()
             self.txn_index.flush()
 
+    def release_index_files(self) -> None:
+        """Close the index files' descriptors (their entries stay in memory; a later write
+        opens a file again and `flush` still fsyncs what changed). Only for a segment that
+        no other thread writes or flushes meanwhile."""
+        self.offset_index.close()
+        self.time_index.close()
+        self.txn_index.close()
+
     def close(self) -> None:
         """Close every file (idempotent)."""
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
-        self.offset_index.close()
-        self.time_index.close()
-        self.txn_index.close()
+        self.release_index_files()
 
     def delete(self) -> None:
         """Close and unlink the files, the `.log` first (an orphan index is cleaned up on load)."""

@@ -18,6 +18,8 @@ import os
 import struct
 from typing import NamedTuple
 
+from onceflow.log.fsutil import fsync_file
+
 TXN_INDEX_VERSION = 0
 _ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = _ENTRY.size  # 34
@@ -133,14 +135,10 @@ class TransactionIndex:
         if self._fd >= 0:
             os.fsync(self._fd)
         elif os.path.exists(self.path):
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_file(self.path)
 
     def close(self) -> None:
-        """Close the file (idempotent)."""
+        """Close the file's descriptor if open (idempotent); a later `append` opens it again."""
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1

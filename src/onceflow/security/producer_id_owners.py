@@ -38,7 +38,7 @@ from typing import Final
 
 from crc32c import crc32c
 
-from onceflow.log.fsutil import fsync_dir, write_file_atomically
+from onceflow.log.fsutil import fsync_dir, fsync_file, write_file_atomically
 from onceflow.security.acl import ANONYMOUS_PRINCIPAL
 
 __all__ = ["FILE_NAME", "ProducerIdOwners", "ProducerIdOwnersCorruptError"]
@@ -136,7 +136,7 @@ class ProducerIdOwners:
                 self.torn_bytes,
             )
             os.truncate(self.path, valid)
-            _fsync_file(self.path)
+            fsync_file(self.path)
         if len(records) - len(self._owners) > len(records) // 2:
             self._rewrite()
 
@@ -179,11 +179,3 @@ class ProducerIdOwners:
         data = b"".join(encode_record(pid, owner) for pid, owner in self._owners.items())
         write_file_atomically(self.path, data)
         log.info("%s: compacted to %d record(s)", self.path, len(self._owners))
-
-
-def _fsync_file(path: str) -> None:
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

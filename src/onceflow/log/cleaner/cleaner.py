@@ -187,6 +187,7 @@ class CleaningRound:
                     out.txn_index.append(entry)
         out.seal_time_index()
         out.flush(indexes=True)
+        out.release_index_files()  # no longer written; swapped in as a rolled segment
         self.stats.bytes_written += out.size
         return out
 
