@@ -59,13 +59,17 @@ def _send(producer: Producer, count: int, topic: str = TOPIC) -> None:
     producer.flush(timeout=30)
 
 
+MARKER_MS = 1_795_000_000_000  # 2026-11-18 11:06:40 UTC
+
+
 def _commit_markers(admin: AdminClient) -> None:
     where = TopicPartition(TOPIC, 1)
     admin.alter_consumer_group_offsets(
-        query_group(PREFIX), {where: QueryMarker("q-1", 5, 2).committed()}
+        query_group(PREFIX), {where: QueryMarker("q-1", 5, 2, MARKER_MS).committed()}
     )
     for task, batch in ((0, 5), (1, 4)):
-        committed = TaskMarker("q-1", batch, 10 + task, "abc", TOPIC, (7, 0)).committed()
+        marker = TaskMarker("q-1", batch, 10 + task, "abc", TOPIC, (7, 0), MARKER_MS - task)
+        committed = marker.committed()
         offsets = {where: (committed.offset, committed.metadata)}
         admin.alter_consumer_group_offsets(task_group(PREFIX, task), offsets)
     # a marker group another tool wrote into: listed with the error, not a failed page
@@ -201,8 +205,12 @@ def test_spark_markers_per_query(scenario: Scenario) -> None:
             (0, 5), (1, 4)
         ]  # fmt: skip
         assert query["tasks_behind"] == [1] and query["errors"] == []
+        assert query["written_ms"] == MARKER_MS
+        assert [t["written_ms"] for t in query["task_markers"]] == [MARKER_MS, MARKER_MS - 1]
         html = client.get("/spark").text
         assert "tasks behind: 1" in html and "not one this onceflow version writes" in html
+        assert "committed 5 at 2026-11-18 11:06:40 UTC (" in html
+        assert "<td>2026-11-18 11:06:39 UTC (" in html  # task partition 1's marker
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ import os
 import pyarrow as pa
 import pytest
 
+from onceflow.common import wall_clock_ms
 from onceflow.spark.markers import (
     GROUP_PREFIX,
     MarkerError,
@@ -48,6 +49,20 @@ def test_marker_metadata_round_trips_within_kafka_limit():
     query = QueryMarker("8c5f" * 9, 41, 200)
     offset, metadata = query.committed()
     assert offset == 42 and QueryMarker.parse(query_group(prefix), metadata) == query
+
+
+def test_markers_record_when_they_were_written_and_copies_keep_it():
+    before = wall_clock_ms()
+    written = TaskMarker.parse("g", TaskMarker("q", 3, 1, "d", "t", (1, 0)).committed().metadata)
+    assert written.written_ms is not None and before <= written.written_ms <= wall_clock_ms()
+    copy = QueryMarker.parse(
+        "g", QueryMarker("q", 3, 2, written_ms=1_700_000_000_123).committed()[1]
+    )
+    assert copy.written_ms == 1_700_000_000_123
+    # a marker written before the field existed: the same marker, no time
+    old = '{"onceflow":1,"kind":"query","query":"q","batch":3,"tasks":2}'
+    parsed = QueryMarker.parse("g", old)
+    assert parsed == QueryMarker("q", 3, 2) and parsed.written_ms is None
 
 
 def test_marker_groups_share_a_filterable_prefix():

@@ -26,6 +26,7 @@ class TaskProgress:
     batch_id: int
     rows: int
     query_id: str
+    written_ms: int | None = None  # when the marker was written (None: an older marker)
 
 
 @dataclass
@@ -38,6 +39,7 @@ class QueryProgress:
     query_id: str = ""
     batch_id: int = -1
     tasks: int = 0
+    written_ms: int | None = None  # when the query marker was written: the batch's commit
     task_markers: list[TaskProgress] = field(default_factory=list)
     tasks_behind: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -81,6 +83,7 @@ def _add_marker(progress: QueryProgress, group_id: str, kind: str, metadata: str
             if (marker.batch_id, marker.tasks) >= (progress.batch_id, progress.tasks):
                 progress.query_id = marker.query_id
                 progress.batch_id, progress.tasks = marker.batch_id, marker.tasks
+                progress.written_ms = marker.written_ms
             return
         task = TaskMarker.parse(group_id, metadata)
         task_partition = int(kind[len(TASK_KIND) :])
@@ -88,5 +91,5 @@ def _add_marker(progress: QueryProgress, group_id: str, kind: str, metadata: str
         progress.errors.append(f"{group_id}: {exc}")
         return
     progress.task_markers.append(
-        TaskProgress(task_partition, task.batch_id, task.rows, task.query_id)
+        TaskProgress(task_partition, task.batch_id, task.rows, task.query_id, task.written_ms)
     )

@@ -8,9 +8,11 @@ going away shows), so numbers stay live without a reload or a JavaScript build.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from html import escape
 from urllib.parse import quote, urlencode
 
+from onceflow.common import wall_clock_ms
 from onceflow.console.groups import GroupRow
 from onceflow.console.markers import QueryProgress
 from onceflow.console.overview import Overview
@@ -197,19 +199,32 @@ def groups_main(groups: list[GroupRow], actions: bool = False) -> str:
     return "".join(parts)
 
 
+def marker_time(written_ms: int | None, now_ms: int) -> str:
+    """A marker's write time as UTC and its age in seconds ("" for a marker without one)."""
+    if written_ms is None:
+        return ""
+    when = datetime.fromtimestamp(written_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"{when} ({max(0, now_ms - written_ms) / 1000:.0f} s ago)"
+
+
 def spark_main(queries: list[QueryProgress]) -> str:
     parts = ["<h1>Spark queries (progress markers)</h1>"]
+    now = wall_clock_ms()
     for q in queries:
         behind = q.tasks_behind
+        committed = marker_time(q.written_ms, now)
         parts.append(
             f"<h2>{escape(q.prefix)}</h2><p>query id {escape(q.query_id)}, last batch with "
-            f"every share committed {q.batch_id}, tasks {q.tasks}"
+            f"every share committed {q.batch_id}"
+            + (f" at {committed}" if committed else "")
+            + f", tasks {q.tasks}"
             + (f", {warn('tasks behind: ' + ', '.join(map(str, behind)))}" if behind else "")
             + "</p>"
         )
         parts.append(table(
-            ["task partition", "last committed batch", "rows", "query id"],
-            [[t.task_partition, t.batch_id, t.rows, t.query_id] for t in q.task_markers],
+            ["task partition", "last committed batch", "committed at", "rows", "query id"],
+            [[t.task_partition, t.batch_id, marker_time(t.written_ms, now), t.rows, t.query_id]
+             for t in q.task_markers],
         ))  # fmt: skip
         parts.extend(f"<p>{warn(e)}</p>" for e in q.errors)
     return "".join(parts)

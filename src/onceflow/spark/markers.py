@@ -17,6 +17,10 @@ Markers are committed consumer-group offsets on partition 0 of the marker topic
   tasks). `MarkerKeepAlive` (`onceflow.spark.keepalive`) keeps a copy alive in group `...alive`
   while the query is idle.
 
+Every marker also records `time`, when it was written (ms since the epoch), for people and
+tools (`onceflow console`'s Spark page); no check reads it, and markers written before it
+existed parse with `written_ms` None.
+
 A re-run task whose marker covers its batch compares fingerprints (`check_same_share`); the
 driver compares the query marker with the batch it commits (`check_query_marker`). Every
 `MarkerError` names what changed and how to recover (docs/spark.md, "When the sink refuses
@@ -27,12 +31,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from onceflow.client.admin import AdminClient
 from onceflow.client.offsets import OffsetAndMetadata
-from onceflow.common import TopicPartition
+from onceflow.common import TopicPartition, wall_clock_ms
 from onceflow.protocol.errors import ErrorCode
 
 __all__ = [
@@ -96,16 +100,21 @@ class RowDigest:
         return f"{self._sum:016x}"
 
 
-def _metadata(kind: str, fields: dict[str, Any]) -> str:
-    return json.dumps({"onceflow": FORMAT, "kind": kind, **fields}, separators=(",", ":"))
+def _metadata(kind: str, fields: dict[str, Any], written_ms: int | None) -> str:
+    time = wall_clock_ms() if written_ms is None else written_ms
+    doc = {"onceflow": FORMAT, "kind": kind, **fields, "time": time}
+    return json.dumps(doc, separators=(",", ":"))
 
 
 def _parse(group: str, kind: str, metadata: str, names: tuple[str, ...]) -> dict[str, Any]:
+    """The fields `names` of a marker, and `time` (None when absent or not an integer)."""
     try:
         doc = json.loads(metadata)
         if doc.get("onceflow") != FORMAT or doc.get("kind") != kind:
             raise ValueError(metadata)
-        return {name: doc[name] for name in names}
+        time = doc.get("time")
+        written = time if isinstance(time, int) and not isinstance(time, bool) else None
+        return {**{name: doc[name] for name in names}, "time": written}
     except (ValueError, TypeError, KeyError, AttributeError):  # not JSON, or other fields
         raise MarkerError(
             f"The progress marker of consumer group {group} is not one this onceflow version "
@@ -125,11 +134,14 @@ class TaskMarker:
     digest: str
     topic: str  # the `topic` option; "" when each row names its topic
     producer: tuple[int, int]  # producer id and epoch of the transaction that committed it
+    # when the marker was written, ms since the epoch (None: now, when it is written; or
+    # read from a marker written before this field); not part of the marker's identity
+    written_ms: int | None = field(default=None, compare=False)
 
     def committed(self) -> OffsetAndMetadata:
         fields = {"query": self.query_id, "batch": self.batch_id, "rows": self.rows}
         fields.update(digest=self.digest, topic=self.topic, producer=list(self.producer))
-        return OffsetAndMetadata(self.batch_id + 1, _metadata("task", fields))
+        return OffsetAndMetadata(self.batch_id + 1, _metadata("task", fields, self.written_ms))
 
     @classmethod
     def parse(cls, group: str, metadata: str) -> TaskMarker:
@@ -138,7 +150,7 @@ class TaskMarker:
         producer_id, epoch = doc["producer"]
         return cls(
             doc["query"], doc["batch"], doc["rows"], doc["digest"], doc["topic"],
-            (producer_id, epoch),
+            (producer_id, epoch), doc["time"],
         )  # fmt: skip
 
 
@@ -150,15 +162,17 @@ class QueryMarker:
     query_id: str
     batch_id: int
     tasks: int
+    # as TaskMarker.written_ms; the keep-alive copy keeps the time of the marker it copies
+    written_ms: int | None = field(default=None, compare=False)
 
     def committed(self) -> tuple[int, str]:
         fields = {"query": self.query_id, "batch": self.batch_id, "tasks": self.tasks}
-        return (self.batch_id + 1, _metadata("query", fields))
+        return (self.batch_id + 1, _metadata("query", fields, self.written_ms))
 
     @classmethod
     def parse(cls, group: str, metadata: str) -> QueryMarker:
         doc = _parse(group, "query", metadata, ("query", "batch", "tasks"))
-        return cls(doc["query"], doc["batch"], doc["tasks"])
+        return cls(doc["query"], doc["batch"], doc["tasks"], doc["time"])
 
 
 # ---------------------------------------------------------------------------------- I/O
