@@ -156,6 +156,45 @@ def test_interrupted_delete_is_finished_on_start(tmp_path):
     manager.close()
 
 
+def test_a_failed_creation_whose_cleanup_fails_too_still_answers_and_the_start_cleans(
+    tmp_path, monkeypatch, caplog
+):
+    """Out of descriptors, the third partition cannot be made, and removing the two made
+    fails too: CreateTopics still answers KAFKA_STORAGE_ERROR (no exception, so no dropped
+    connection), the topic is not registered, and the next start removes what was left."""
+    import errno
+
+    from onceflow.log import manager as manager_module
+
+    manager = _manager(tmp_path)
+    real_create = manager._create_log
+
+    def create(info, partition, config):
+        if partition == 2:
+            raise OSError(errno.EMFILE, "Too many open files")
+        return real_create(info, partition, config)
+
+    def rmtree(path, *args, **kwargs):
+        raise OSError(errno.EMFILE, "Too many open files", path)
+
+    monkeypatch.setattr(manager, "_create_log", create)
+    monkeypatch.setattr(manager_module.shutil, "rmtree", rmtree)
+    with caplog.at_level(logging.ERROR, logger="onceflow.log"):
+        result = manager.create_topic("t", 3)
+    assert result.error == ErrorCode.KAFKA_STORAGE_ERROR
+    assert "Too many open files" in result.message
+    assert manager.topic("t") is None and manager.get_log("t", 0) is None
+    left = sorted(n for n in os.listdir(tmp_path) if n.startswith("t-"))
+    assert len(left) == 2 and all(n.endswith("-delete") for n in left)
+    assert sum("the next start removes it" in r.getMessage() for r in caplog.records) == 2
+    monkeypatch.undo()
+    manager.close()
+    manager = _manager(tmp_path)
+    assert not [n for n in os.listdir(tmp_path) if n.startswith("t-")]
+    assert manager.create_topic("t", 3).error == ErrorCode.NONE
+    manager.close()
+
+
 def test_registry_survives_a_torn_temp_file_and_missing_partitions(tmp_path):
     manager = _manager(tmp_path)
     manager.create_topic("t", 1)

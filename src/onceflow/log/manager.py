@@ -457,7 +457,10 @@ class LogManager:
         return None
 
     def _drop_logs(self, info: TopicInfo, start: int, end: int, why: str) -> None:
-        """Close and remove partitions `start..end-1` of a topic (those that exist)."""
+        """Close and remove partitions `start..end-1` of a topic (those that exist). A directory
+        that cannot be removed (too many open files, say) is logged and left to the next
+        start, which removes directories the registry does not name, so a failed creation
+        still answers its error code and a deletion still completes."""
         for partition in range(start, end):
             key = (info.name, partition)
             log = self._logs.pop(key, None)
@@ -471,7 +474,14 @@ class LogManager:
                     None,
                 )  # fmt: skip
             if log_dir is not None:
-                self._remove_partition_dir(log_dir, info.name, partition, why, info.topic_id)
+                try:
+                    self._remove_partition_dir(log_dir, info.name, partition, why, info.topic_id)
+                except OSError as exc:  # the registry no longer names it: the next start does
+                    logger.error(
+                        "could not remove the directory of partition %s-%d (%s; %s): the next "
+                        "start removes it",
+                        info.name, partition, why, exc,
+                    )  # fmt: skip
             self._publish(info.name, partition)  # fetches reading it learn that it is gone
 
     def _create_log(self, info: TopicInfo, partition: int, config: LogConfig) -> PartitionLog:
