@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -168,7 +169,7 @@ def _demo_with_driver_running() -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "onceflow", "demo", "--records", "2000", "--faults", "none"],
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
     )
     workdir = None
@@ -179,6 +180,8 @@ def _demo_with_driver_running() -> tuple[subprocess.Popen, str]:
             if "driver run 1: starting" in line:
                 break
         assert workdir is not None
+        # keep reading: a demo blocked writing to a full pipe would not stop on SIGTERM
+        threading.Thread(target=proc.stdout.read, daemon=True).start()
         deadline = time.monotonic() + 60
         while len(_processes_mentioning(workdir)) < 2:  # the broker and the driver
             assert time.monotonic() < deadline, _processes_mentioning(workdir)
