@@ -329,3 +329,37 @@ def test_reset_page_of_a_group_whose_id_holds_a_slash(scenario: Scenario) -> Non
     finally:  # the other tests count the groups
         with AdminClient(config) as admin:
             admin.delete_groups(["team/a"])
+
+
+def test_a_browse_reading_does_not_hold_up_other_pages(
+    scenario: Scenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The browser's consumer reads for up to 10 s outside the console's cluster lock: another
+    page is served meanwhile."""
+    import threading
+
+    from onceflow.console import browse as browse_module
+
+    reading, other_served = threading.Event(), threading.Event()
+    served_while_reading: list[bool] = []
+
+    def slow_read(*args: object) -> list[object]:
+        reading.set()  # held here until another page is served (30 s at most: no deadlock)
+        served_while_reading.append(other_served.wait(30))
+        return []
+
+    monkeypatch.setattr(browse_module, "_read", slow_read)
+    with _client(scenario) as client:
+        answers: list[int] = []
+        browse = threading.Thread(
+            target=lambda: answers.append(
+                client.get(f"/api/topics/{TOPIC}/messages?offset=0").status_code
+            )
+        )
+        browse.start()
+        assert reading.wait(30)
+        assert client.get("/api/groups").status_code == 200
+        other_served.set()
+        browse.join(60)
+    assert answers == [200]
+    assert served_while_reading == [True], "the groups page waited for the browse's reading"

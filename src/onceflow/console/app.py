@@ -70,7 +70,7 @@ def create_app(
 
     def messages(admin: AdminClient, request: Request) -> Any:
         query = parse_browse_query(request.path_params["topic"], request.query_params)
-        return browse(admin, cluster.config, query)
+        return browse(admin, cluster.config, query, cluster.unlocked)
 
     pages: list[tuple[str, str, Gather, Callable[[Any, Request], str]]] = [
         ("/", "Overview", overview, lambda d, r: render.overview_main(d)),

@@ -11,9 +11,10 @@ was. Input the browser cannot use raises `BadBrowse` with a sentence for the pag
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,9 +161,15 @@ def _start_offset(admin: AdminClient, query: BrowseQuery, offsets: PartitionOffs
     return query.offset
 
 
-def browse(admin: AdminClient, config: Mapping[str, Any], query: BrowseQuery) -> BrowseView:
+def browse(
+    admin: AdminClient,
+    config: Mapping[str, Any],
+    query: BrowseQuery,
+    unlocked: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
+) -> BrowseView:
     """Read the records `query` asks for with a consumer built from the console's client
-    `config` (no group: nothing is committed)."""
+    `config` (no group: nothing is committed). The reading runs inside `unlocked()`
+    (`ClusterView.unlocked`: other pages need not wait for it)."""
     description = admin.describe_topics([query.topic]).get(query.topic)
     if description is None or description.error_code != ErrorCode.NONE:
         raise UnknownTopic(query.topic)
@@ -176,7 +183,8 @@ def browse(admin: AdminClient, config: Mapping[str, Any], query: BrowseQuery) ->
     start = _start_offset(admin, query, offsets)
     committed = query.isolation_level == "read_committed"
     end = offsets.last_stable_offset if committed else offsets.high_watermark
-    records = _read(config, tp, query, start, end) if start < end else []
+    with unlocked():
+        records = _read(config, tp, query, start, end) if start < end else []
     messages = [
         MessageRow(
             r.offset, r.timestamp, show_bytes(r.key, query.fmt), show_bytes(r.value, query.fmt),

@@ -8,8 +8,9 @@ use 400, a cluster that does not answer (or refuses) 503.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -42,6 +43,17 @@ class ClusterView:
             if self._admin is None:
                 self._admin = AdminClient(self.config)
             return gather(self._admin, request)
+
+    @contextlib.contextmanager
+    def unlocked(self) -> Iterator[None]:
+        """Inside a gathering (`run`), on its thread: let other gatherings use the admin
+        client while this one does slow work that does not touch it (the message browser's
+        own consumer reading for up to 10 s)."""
+        self._lock.release()
+        try:
+            yield
+        finally:
+            self._lock.acquire()
 
     def threshold_ms(self, admin: AdminClient) -> int:
         """The hanging threshold, looked up once (a broker's transaction.max.timeout.ms is a
