@@ -3,7 +3,9 @@ the overview's "Broker metrics" panel and `/api/overview`'s `broker_metrics` hol
 the broker's Prometheus text gives for a scripted state (a committed, an aborted and an open
 transaction, a fenced producer, a compacted topic the cleaner has cleaned); a topic page shows
 its compacted partitions' cleaning; an endpoint that is down, answers 404 or answers garbage
-is a note on a page that still renders; without an endpoint the pages have no panel."""
+is a note on a page that still renders; without an endpoint the pages have no panel. The last
+test runs `onceflow console --metrics-url` and looks at the panel in a headless Chromium
+(screenshots: tests/support/browser.py)."""
 
 from __future__ import annotations
 
@@ -14,10 +16,14 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 from support.broker import BrokerProcess
+from support.browser import VIEWPORT, launch_chromium, screenshot
+from support.console import ConsoleProcess
 from support.hung_txn import open_transaction
 from support.prometheus import parse_samples
 from support.spark_daemons import free_port
@@ -237,3 +243,37 @@ def test_without_an_endpoint_the_pages_have_no_panel(scenario: Scenario) -> None
         topic = client.get(f"/topics/{TABLE}").text
     assert overview["broker_metrics"] is None
     assert "Broker metrics" not in page and "Log cleaning" not in topic
+
+
+def _metrics_row(page: Any, figure: str) -> str:
+    """The value the panel shows for `figure`."""
+    for row in page.locator("#broker-metrics tr").all():
+        cells = [c.strip() for c in row.locator("td").all_inner_texts()]
+        if cells and cells[0] == figure:
+            return cells[1]
+    raise AssertionError(f"no row {figure!r} in the broker metrics panel")
+
+
+def test_the_panel_in_a_browser(scenario: Scenario, tmp_path: Path) -> None:
+    args = ("--metrics-url", scenario.metrics_url)
+    with (
+        launch_chromium() as browser,
+        ConsoleProcess(scenario.bootstrap, tmp_path / "console.log", *args) as console,
+    ):
+        page = browser.new_page(viewport=VIEWPORT)
+        assert page.goto(console.url + "/").status == 200
+        assert _metrics_row(page, "fenced producers (total)") == "1"
+        assert _metrics_row(page, "transactional ids, last committed") == "1"
+        assert _metrics_row(page, "transactional ids, last aborted") == "1"
+        assert _metrics_row(page, "open transactions") == "1"
+        assert _metrics_row(page, "fsync median").startswith("≤ ")
+        # the page's polling brings a second scrape: the request rate appears without a reload
+        page.wait_for_function(
+            "[...document.querySelectorAll('#broker-metrics td')]"
+            ".some(td => td.textContent.endsWith('/s)'))",
+            timeout=30_000,
+        )
+        screenshot(page, "broker-metrics", for_docs=True)
+        assert page.goto(f"{console.url}/topics/{TABLE}").status == 200
+        assert page.locator("main h2", has_text="Log cleaning").count() == 1
+        screenshot(page, "broker-metrics-topic")
