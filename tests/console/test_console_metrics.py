@@ -134,6 +134,10 @@ def test_overview_carries_the_broker_metrics(scenario: Scenario) -> None:
     committed = samples['onceflow_transactional_ids{state="CompleteCommit"}']
     aborted = samples['onceflow_transactional_ids{state="CompleteAbort"}']
     assert (figures["committed_ids"], figures["aborted_ids"]) == (committed, aborted) == (1, 1)
+    committed = samples["onceflow_transactions_committed_total"]
+    aborted = samples["onceflow_transactions_aborted_total"]
+    assert (figures["transactions_committed"], figures["transactions_aborted"]) == (1, 1)
+    assert (committed, aborted) == (1, 1)
     assert figures["open_transactions"] == samples['onceflow_transactional_ids{state="Ongoing"}']
     assert figures["open_transactions"] == 1
     assert figures["hanging_transactions"] == samples["onceflow_transactions_hanging"] == 0
@@ -168,6 +172,10 @@ def test_overview_panel_and_rates(scenario: Scenario) -> None:
     assert "<tr><td>transactional ids, last committed</td><td>1</td></tr>" in page
     assert "<tr><td>transactional ids, last aborted</td><td>1</td></tr>" in page
     assert "<tr><td>open transactions</td><td>1</td></tr>" in page
+    # nothing completed between the two scrapes: the totals, and a rate of 0
+    assert second["committed_per_s"] == second["aborted_per_s"] == 0
+    assert "<tr><td>transactions committed</td><td>1 (0/s)</td></tr>" in page
+    assert "<tr><td>transactions aborted</td><td>1 (0/s)</td></tr>" in page
     assert page.index("Broker metrics") < page.index("<h2>Brokers</h2>")  # under the sparkline
 
 
@@ -266,6 +274,7 @@ def test_the_panel_in_a_browser(scenario: Scenario, tmp_path: Path) -> None:
         assert _metrics_row(page, "transactional ids, last committed") == "1"
         assert _metrics_row(page, "transactional ids, last aborted") == "1"
         assert _metrics_row(page, "open transactions") == "1"
+        assert _metrics_row(page, "transactions committed").startswith("1")
         assert _metrics_row(page, "fsync median").startswith("≤ ")
         # the page's polling brings a second scrape: the request rate appears without a reload
         page.wait_for_function(

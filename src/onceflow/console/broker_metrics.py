@@ -3,9 +3,10 @@ for the console's pages: what the Kafka admin API cannot say about exactly-once.
 
 The overview's `BrokerFigures`: log flush (fsync) latency from the `onceflow_log_flush_seconds`
 histogram (count, mean, and the bucket bounds holding the median and the 99th percentile),
-fenced producers, transactional ids by state (open, last committed, last aborted), hanging
-transactions and the oldest open one's age, the log cleaner's max dirty ratio and time since
-its last run, and request, produce and error counts with their rates since the previous scrape.
+fenced producers, transactions committed and aborted (totals and rates), transactional ids
+by state (open, last committed, last aborted), hanging transactions and the oldest open one's
+age, the log cleaner's max dirty ratio and time since its last run, and request, produce and
+error counts (rates: growth since the previous scrape).
 The topic page's `TopicFigures`: each compacted partition's dirty ratio and last cleaning.
 
 Nothing here fails a page: an endpoint that is down or answers something else leaves the
@@ -44,6 +45,10 @@ class BrokerFigures:
     fenced_producers: int | None = None
     transactional_ids: dict[str, int] = field(default_factory=dict)  # by Kafka state name
     open_transactions: int | None = None
+    transactions_committed: int | None = None  # completed since the coordinator started
+    transactions_aborted: int | None = None
+    committed_per_s: float | None = None  # since the previous scrape (None on the first)
+    aborted_per_s: float | None = None
     committed_ids: int | None = None  # ids whose last transaction committed (CompleteCommit)
     aborted_ids: int | None = None  # ... aborted (CompleteAbort)
     hanging_transactions: int | None = None
@@ -78,8 +83,8 @@ class MetricsSource:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self._last: tuple[float, int | None, int | None] | None = None  # (time, counters)
-        self._rates: tuple[float | None, float | None] = (None, None)
+        self._last: tuple[float, dict[str, int | None]] | None = None  # (time, counters)
+        self._rates: dict[str, float | None] = {}
 
     def overview(self) -> BrokerFigures:
         """The overview's figures, or a `BrokerFigures` carrying only the error."""
@@ -92,8 +97,13 @@ class MetricsSource:
         by_state = {k: int(v) for k, v in metrics.by_label("onceflow_transactional_ids",
                                                            "state").items()}  # fmt: skip
         requests = metrics.by_label("onceflow_requests_total", "api")
-        total, produce = _count(sum(requests.values())), _count(requests.get("PRODUCE", 0))
-        per_s, produce_per_s = self._rates_at(time.monotonic(), total, produce)
+        counters = {
+            "requests": _count(sum(requests.values())),
+            "produce": _count(requests.get("PRODUCE", 0)),
+            "committed": _count(metrics.value("onceflow_transactions_committed_total")),
+            "aborted": _count(metrics.value("onceflow_transactions_aborted_total")),
+        }
+        rates = self._rates_at(time.monotonic(), counters)
         since = _finite(metrics.value("onceflow_log_cleaner_seconds_since_last_run"))
         return BrokerFigures(
             self.url,
@@ -101,6 +111,10 @@ class MetricsSource:
             fenced_producers=_count(metrics.value("onceflow_producers_fenced_total")),
             transactional_ids=by_state,
             open_transactions=sum(by_state.get(s, 0) for s in OPEN_STATES),
+            transactions_committed=counters["committed"],
+            transactions_aborted=counters["aborted"],
+            committed_per_s=rates.get("committed"),
+            aborted_per_s=rates.get("aborted"),
             committed_ids=by_state.get("CompleteCommit", 0),
             aborted_ids=by_state.get("CompleteAbort", 0),
             hanging_transactions=_count(metrics.value("onceflow_transactions_hanging")),
@@ -109,12 +123,12 @@ class MetricsSource:
             ),
             cleaner_max_dirty_ratio=_finite(metrics.value("onceflow_log_cleaner_max_dirty_ratio")),
             cleaner_seconds_since_last_run=None if since is None or since < 0 else since,
-            requests=total,
-            produce_requests=produce,
+            requests=counters["requests"],
+            produce_requests=counters["produce"],
             produce_errors=_count(metrics.total("onceflow_produce_errors_total") or 0),
             duplicate_batches=_count(metrics.value("onceflow_produce_duplicate_batches_total")),
-            requests_per_s=per_s,
-            produce_requests_per_s=produce_per_s,
+            requests_per_s=rates.get("requests"),
+            produce_requests_per_s=rates.get("produce"),
         )
 
     def topic(self, topic: str) -> TopicFigures:
@@ -132,15 +146,15 @@ class MetricsSource:
         ]
         return TopicFigures(self.url, cleaning=rows)
 
-    def _rates_at(
-        self, now: float, total: int | None, produce: int | None
-    ) -> tuple[float | None, float | None]:
+    def _rates_at(self, now: float, counters: dict[str, int | None]) -> dict[str, float | None]:
+        """Each counter's growth per second since the last scrape at least
+        `MIN_RATE_INTERVAL_S` earlier (closer scrapes keep the rates of the last interval)."""
         last = self._last
         if last is None or now - last[0] >= MIN_RATE_INTERVAL_S:
             if last is not None:
                 span = now - last[0]
-                self._rates = (_rate(last[1], total, span), _rate(last[2], produce, span))
-            self._last = (now, total, produce)
+                self._rates = {k: _rate(last[1].get(k), v, span) for k, v in counters.items()}
+            self._last = (now, counters)
         return self._rates
 
 

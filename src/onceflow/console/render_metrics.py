@@ -26,6 +26,8 @@ def overview_panel(figures: BrokerFigures | None) -> str:
         ["fsync median", _bound(fsync, fsync.p50_le_ms if fsync else None)],
         ["fsync 99th percentile", _bound(fsync, fsync.p99_le_ms if fsync else None)],
         ["fenced producers (total)", _text(f.fenced_producers)],
+        ["transactions committed", _with_rate(f.transactions_committed, f.committed_per_s)],
+        ["transactions aborted", _with_rate(f.transactions_aborted, f.aborted_per_s)],
         ["open transactions", _text(f.open_transactions)],
         ["hanging transactions", warn(str(hanging)) if hanging else _text(hanging)],
         ["oldest open transaction", _seconds(f.oldest_open_age_s)],
