@@ -1,11 +1,11 @@
 """The console with an onceflow broker's `/metrics` (`create_app(..., metrics_url=...)`):
 the overview's "Broker metrics" panel and `/api/overview`'s `broker_metrics` hold the numbers
-the broker's Prometheus text gives for a scripted state (a committed, an aborted and an open
-transaction, a fenced producer, a compacted topic the cleaner has cleaned); a topic page shows
-its compacted partitions' cleaning; an endpoint that is down, answers 404 or answers garbage
-is a note on a page that still renders; without an endpoint the pages have no panel. The last
-test runs `onceflow console --metrics-url` and looks at the panel in a headless Chromium
-(screenshots: tests/support/browser.py)."""
+the broker's Prometheus text gives for a scripted state (two committed transactions of one
+id, an aborted and an open one, a fenced producer, a compacted topic the cleaner has
+cleaned); a topic page shows its compacted partitions' cleaning; an endpoint that is down,
+answers 404 or answers garbage is a note on a page that still renders; without an endpoint
+the pages have no panel. The last test runs `onceflow console --metrics-url` and looks at the
+panel in a headless Chromium (screenshots: tests/support/browser.py)."""
 
 from __future__ import annotations
 
@@ -49,13 +49,15 @@ class Scenario:
             return str(answer.read().decode())
 
 
-def _transaction(bootstrap: str, transactional_id: str, commit: bool) -> None:
+def _transactions(bootstrap: str, transactional_id: str, *commits: bool) -> None:
+    """One producer's transactions, one record each, committed or aborted as `commits` say."""
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
     producer.init_transactions()
-    producer.begin_transaction()
-    producer.send(TOPIC, b"v", partition=1)
-    producer.flush(timeout=30)
-    producer.commit_transaction() if commit else producer.abort_transaction()
+    for commit in commits:
+        producer.begin_transaction()
+        producer.send(TOPIC, b"v", partition=1)
+        producer.flush(timeout=30)
+        producer.commit_transaction() if commit else producer.abort_transaction()
     producer.close()
 
 
@@ -97,8 +99,8 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
             admin.create_topics([NewTopic(TOPIC, 2)])[TOPIC].raise_for_error()
             compacted = {"cleanup.policy": "compact", "segment.bytes": "2000"}
             admin.create_topics([NewTopic(TABLE, 1, config=compacted)])[TABLE].raise_for_error()
-        _transaction(broker.bootstrap, "committer-txn", commit=True)
-        _transaction(broker.bootstrap, "aborter-txn", commit=False)
+        _transactions(broker.bootstrap, "committer-txn", True, True)  # two commits
+        _transactions(broker.bootstrap, "aborter-txn", False)
         _fence(broker.bootstrap)
         pinner = open_transaction(broker.bootstrap, TOPIC, PINNER, 2)
         found = Scenario(broker.bootstrap, url, pinner)
@@ -136,8 +138,8 @@ def test_overview_carries_the_broker_metrics(scenario: Scenario) -> None:
     assert (figures["committed_ids"], figures["aborted_ids"]) == (committed, aborted) == (1, 1)
     committed = samples["onceflow_transactions_committed_total"]
     aborted = samples["onceflow_transactions_aborted_total"]
-    assert (figures["transactions_committed"], figures["transactions_aborted"]) == (1, 1)
-    assert (committed, aborted) == (1, 1)
+    assert (figures["transactions_committed"], figures["transactions_aborted"]) == (2, 1)
+    assert (committed, aborted) == (2, 1)
     assert figures["open_transactions"] == samples['onceflow_transactional_ids{state="Ongoing"}']
     assert figures["open_transactions"] == 1
     assert figures["hanging_transactions"] == samples["onceflow_transactions_hanging"] == 0
@@ -174,7 +176,7 @@ def test_overview_panel_and_rates(scenario: Scenario) -> None:
     assert "<tr><td>open transactions</td><td>1</td></tr>" in page
     # nothing completed between the two scrapes: the totals, and a rate of 0
     assert second["committed_per_s"] == second["aborted_per_s"] == 0
-    assert "<tr><td>transactions committed</td><td>1 (0/s)</td></tr>" in page
+    assert "<tr><td>transactions committed</td><td>2 (0/s)</td></tr>" in page
     assert "<tr><td>transactions aborted</td><td>1 (0/s)</td></tr>" in page
     assert page.index("Broker metrics") < page.index("<h2>Brokers</h2>")  # under the sparkline
 
@@ -274,7 +276,7 @@ def test_the_panel_in_a_browser(scenario: Scenario, tmp_path: Path) -> None:
         assert _metrics_row(page, "transactional ids, last committed") == "1"
         assert _metrics_row(page, "transactional ids, last aborted") == "1"
         assert _metrics_row(page, "open transactions") == "1"
-        assert _metrics_row(page, "transactions committed").startswith("1")
+        assert _metrics_row(page, "transactions committed").startswith("2")
         assert _metrics_row(page, "fsync median").startswith("≤ ")
         # the page's polling brings a second scrape: the request rate appears without a reload
         page.wait_for_function(
