@@ -10,6 +10,8 @@ panel in a headless Chromium (screenshots: tests/support/browser.py)."""
 from __future__ import annotations
 
 import http.server
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -288,3 +290,12 @@ def test_the_panel_in_a_browser(scenario: Scenario, tmp_path: Path) -> None:
         assert page.goto(f"{console.url}/topics/{TABLE}").status == 200
         assert page.locator("main h2", has_text="Log cleaning").count() == 1
         screenshot(page, "broker-metrics-topic")
+
+
+def test_a_metrics_url_that_is_no_url_is_a_usage_error() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "onceflow", "console", "--metrics-url", "127.0.0.1:9404"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "--metrics-url '127.0.0.1:9404': expected http://HOST:PORT/metrics" in result.stderr
