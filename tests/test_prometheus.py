@@ -61,3 +61,17 @@ def test_lookups() -> None:
     assert metrics.by_partition("onceflow_partition_dirty_ratio") == {("t", 1): 0.5}
     assert utc_text(-1) == "never"
     assert utc_text(1_700_000_000_000) == "2023-11-14T22:13:20Z"
+
+
+def test_only_reads_the_names_asked_for() -> None:
+    text = (
+        'onceflow_partition_high_watermark{topic="t",partition="0"} 9\n'
+        "onceflow_partition_broken{ 1\n"  # skipped unread
+        "onceflow_requests_total 3\n"
+        "onceflow_requests_totally{ 1\n"  # read: it starts with a prefix asked for
+    )
+    with pytest.raises(ValueError, match="^line 4 "):
+        parse(text, only=("onceflow_requests_total",))
+    assert parse(text[: text.index("onceflow_requests_totally")], ("onceflow_requests",)) == [
+        Sample("onceflow_requests_total", {}, 3.0)
+    ]

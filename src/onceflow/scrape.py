@@ -8,6 +8,7 @@ refuses or times out, answers with an HTTP error, or answers with text that is n
 
 from __future__ import annotations
 
+import math
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -56,8 +57,9 @@ class Scrape:
         return out
 
 
-def scrape(url: str, timeout_s: float = TIMEOUT_S) -> Scrape:
-    """GET `url` and parse its Prometheus text."""
+def scrape(url: str, timeout_s: float = TIMEOUT_S, only: tuple[str, ...] | None = None) -> Scrape:
+    """GET `url` and parse its Prometheus text (with `only`, the samples whose names start with
+    one of those prefixes: `prometheus.parse`)."""
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as response:
             body = response.read(MAX_BYTES + 1)
@@ -69,9 +71,24 @@ def scrape(url: str, timeout_s: float = TIMEOUT_S) -> Scrape:
     if len(body) > MAX_BYTES:
         raise ScrapeError(f"{url} answered more than {MAX_BYTES} bytes")
     try:
-        return Scrape(parse(body.decode()))
+        return Scrape(parse(body.decode(), only))
     except (UnicodeDecodeError, ValueError) as exc:
         raise ScrapeError(f"{url} did not answer Prometheus text: {exc}") from None
+
+
+# the broker's series of a compacted partition's cleaning (broker.metrics)
+CLEANING = ("onceflow_partition_dirty_ratio", "onceflow_partition_last_cleaned_timestamp_ms")
+
+
+def partition_cleaning(metrics: Scrape) -> dict[tuple[str, int], tuple[float, str]]:
+    """(topic, partition) -> (dirty ratio, last cleaned as `utc_text`) of every compacted
+    partition (a scrape with `only=CLEANING` suffices)."""
+    ratios, cleaned = (metrics.by_partition(name) for name in CLEANING)
+    return {
+        key: (ratio, utc_text(cleaned.get(key, -1)))
+        for key, ratio in ratios.items()
+        if math.isfinite(ratio)
+    }
 
 
 def utc_text(timestamp_ms: float) -> str:

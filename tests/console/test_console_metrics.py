@@ -200,10 +200,15 @@ def test_topic_page_shows_the_cleaning_of_compacted_partitions(scenario: Scenari
 
 class _Garbage(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 (the handler's name is http.server's)
-        if self.path != "/metrics":
+        bodies = {
+            "/metrics": b"<html>this is not {Prometheus} text</html>\n",
+            "/malformed": b"# TYPE onceflow_requests_total counter\n"
+            b"onceflow_requests_total{api=PRODUCE} 1\n",  # the label value unquoted
+        }
+        body = bodies.get(self.path)
+        if body is None:
             self.send_error(404)
             return
-        body = b"<html>this is not {Prometheus} text</html>\n"
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -227,7 +232,8 @@ def garbage_url() -> Iterator[str]:
     ("path", "says"),
     [
         (None, "did not answer: [Errno 111] Connection refused"),
-        ("/metrics", "did not answer Prometheus text: line 1 is not a Prometheus sample"),
+        ("/metrics", "serves no onceflow broker metrics (no onceflow_requests_total)"),
+        ("/malformed", "did not answer Prometheus text: line 2 is not a Prometheus sample"),
         ("/nothing", "answered HTTP 404"),
     ],
 )

@@ -29,7 +29,7 @@ from onceflow.cli.options import (
 from onceflow.client.admin import AdminClient, NewTopic, OffsetSpec
 from onceflow.common import TopicPartition
 from onceflow.protocol.errors import ErrorCode
-from onceflow.scrape import ScrapeError, scrape, utc_text
+from onceflow.scrape import CLEANING, ScrapeError, partition_cleaning, scrape
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -173,13 +173,12 @@ def _cleaning_figures(url: str) -> dict[tuple[str, int], str]:
     """`\tDirtyRatio: r\tLastCleaned: when` per compacted partition, from the broker's
     Prometheus text (`onceflow_partition_dirty_ratio`, `..._last_cleaned_timestamp_ms`)."""
     try:
-        metrics = scrape(url)
+        metrics = scrape(url, only=CLEANING)
     except ScrapeError as exc:
         raise ValueError(str(exc)) from None
-    cleaned = metrics.by_partition("onceflow_partition_last_cleaned_timestamp_ms")
     return {
-        key: f"\tDirtyRatio: {ratio:.2f}\tLastCleaned: {utc_text(cleaned.get(key, -1))}"
-        for key, ratio in metrics.by_partition("onceflow_partition_dirty_ratio").items()
+        key: f"\tDirtyRatio: {ratio:.2f}\tLastCleaned: {when}"
+        for key, (ratio, when) in partition_cleaning(metrics).items()
     }
 
 

@@ -20,10 +20,15 @@ import time
 from dataclasses import dataclass, field
 
 from onceflow.console.transactions import OPEN_STATES
-from onceflow.scrape import Scrape, ScrapeError, scrape, utc_text
+from onceflow.scrape import CLEANING, Scrape, ScrapeError, partition_cleaning, scrape
 
 SCRAPE_TIMEOUT_S = 3.0  # a page waits at most this long for the metrics
 MIN_RATE_INTERVAL_S = 1.0  # scrapes closer together keep the rates of the last interval
+_PROOF = "onceflow_requests_total"  # every onceflow broker exports it
+# the families each page reads (name prefixes): the partition gauges, 5 per partition, are
+# most of a large broker's text and are skipped unread
+_OVERVIEW = ("onceflow_produce", "onceflow_transaction", "onceflow_log_cleaner_",
+             "onceflow_log_flush_seconds")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -88,12 +93,9 @@ class MetricsSource:
 
     def overview(self) -> BrokerFigures:
         """The overview's figures, or a `BrokerFigures` carrying only the error."""
-        try:
-            metrics = scrape(self.url, SCRAPE_TIMEOUT_S)
-        except ScrapeError as exc:
-            return BrokerFigures(self.url, error=str(exc))
-        if not any(s.name.startswith("onceflow_") for s in metrics.samples):
-            return BrokerFigures(self.url, error=f"{self.url} serves no onceflow metrics")
+        metrics, error = self._scrape(_OVERVIEW)
+        if metrics is None:
+            return BrokerFigures(self.url, error=error)
         by_state = {k: int(v) for k, v in metrics.by_label("onceflow_transactional_ids",
                                                            "state").items()}  # fmt: skip
         requests = metrics.by_label("onceflow_requests_total", "api")
@@ -133,18 +135,26 @@ class MetricsSource:
 
     def topic(self, topic: str) -> TopicFigures:
         """The dirty ratio and last cleaning of `topic`'s compacted partitions."""
-        try:
-            metrics = scrape(self.url, SCRAPE_TIMEOUT_S)
-        except ScrapeError as exc:
-            return TopicFigures(self.url, error=str(exc))
-        ratios = metrics.by_partition("onceflow_partition_dirty_ratio")
-        cleaned = metrics.by_partition("onceflow_partition_last_cleaned_timestamp_ms")
+        metrics, error = self._scrape(CLEANING)
+        if metrics is None:
+            return TopicFigures(self.url, error=error)
         rows = [
-            PartitionCleaning(p, round(ratio, 4), utc_text(cleaned.get((t, p), -1)))
-            for (t, p), ratio in sorted(ratios.items())
-            if t == topic and math.isfinite(ratio)
+            PartitionCleaning(p, round(ratio, 4), when)
+            for (t, p), (ratio, when) in sorted(partition_cleaning(metrics).items())
+            if t == topic
         ]
         return TopicFigures(self.url, cleaning=rows)
+
+    def _scrape(self, only: tuple[str, ...]) -> tuple[Scrape | None, str]:
+        """(the samples named by `only`, "") or (None, why not): an endpoint without the
+        request counter every onceflow broker exports is not one."""
+        try:
+            metrics = scrape(self.url, SCRAPE_TIMEOUT_S, (*only, _PROOF))
+        except ScrapeError as exc:
+            return None, str(exc)
+        if metrics.value(_PROOF) is None:
+            return None, f"{self.url} serves no onceflow broker metrics (no {_PROOF})"
+        return metrics, ""
 
     def _rates_at(self, now: float, counters: dict[str, int | None]) -> dict[str, float | None]:
         """Each counter's growth per second since the last scrape at least
