@@ -684,17 +684,22 @@ def test_admin_abort_ends_a_hanging_transaction(state_factory, peer, caplog):
 # -- metrics -----------------------------------------------------------------------------------
 
 
-def test_metrics_count_transactional_ids_by_state(txn_state):
+def test_metrics_count_transactional_ids_by_state_and_completed_transactions(txn_state):
     async def scenario():
         await begin(txn_state, "a")
-        pid, epoch = await begin(txn_state, "b")
-        await end_txn(txn_state, "b", pid, epoch, True)
-        await txn_state.transactions.coordinator.wait_for_completions()
+        for transactional_id, commit in (("b", True), ("c", False), ("b", True)):
+            pid, epoch = await begin(txn_state, transactional_id)
+            await end_txn(txn_state, transactional_id, pid, epoch, commit)
+            await txn_state.transactions.coordinator.wait_for_completions()
         return txn_state.metrics.render(txn_state)
 
     text = run(txn_state, scenario)
     assert 'onceflow_transactional_ids{state="Ongoing"} 1' in text
     assert 'onceflow_transactional_ids{state="CompleteCommit"} 1' in text
+    assert 'onceflow_transactional_ids{state="CompleteAbort"} 1' in text
+    got = samples(text)
+    assert got["onceflow_transactions_committed_total"] == "2"  # "b" twice
+    assert got["onceflow_transactions_aborted_total"] == "1"
     assert 'onceflow_partition_last_stable_offset{topic="t",partition="1"} 0' in text
 
 

@@ -184,3 +184,7 @@ def test_describe_shows_the_cleaning_of_compacted_partitions(broker_factory, cap
     code, out, _ = _run(capsys, "topics", "describe", *b, "--topic", "table")
     assert "DirtyRatio" not in out  # only with --metrics-url
     assert "cleaned table-0: offsets 0-" in broker.log_text()
+    nowhere = f"http://127.0.0.1:{metrics_port + 1 if metrics_port < 65535 else 1}/metrics"
+    code, out, err = _run(capsys, "topics", "describe", *b, "--metrics-url", nowhere)
+    assert code == 1 and err.count("\n") == 1  # one line, no traceback
+    assert f"onceflow topics: {nowhere} did not answer" in err

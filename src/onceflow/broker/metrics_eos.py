@@ -10,6 +10,10 @@
 - `onceflow_producers_fenced_total` counter: InitProducerId calls that gave a transactional
   id that already had a producer a new epoch (or producer id): each one fenced the instance
   that held the id before (a restarted Spark task, a zombie producer).
+- `onceflow_transactions_committed_total`, `onceflow_transactions_aborted_total` counters:
+  transactions this broker's transaction coordinator completed (COMPLETE_COMMIT or
+  COMPLETE_ABORT durable, every marker written) since it started; aborts include those of
+  timed-out transactions and of fenced producers.
 - `onceflow_consumer_group_lag{group,topic,partition}` gauge: a group's committed offset
   behind the partition's last stable offset (what a read_committed consumer can still
   read), for partitions whose log is on this broker. The Spark sink's marker groups
@@ -34,6 +38,15 @@ def render_exactly_once(out: list[str], state: ScrapedState | None) -> None:
     header(out, name, "counter", "InitProducerId calls that fenced the previous producer of a "
            "transactional id.")  # fmt: skip
     out.append(f"{name} {0 if coordinator is None else coordinator.fenced_producers}")
+    completer = None if coordinator is None else coordinator.completer
+    for name, text, count in (
+        ("onceflow_transactions_committed_total", "Transactions completed with a commit.",
+         0 if completer is None else completer.committed),
+        ("onceflow_transactions_aborted_total", "Transactions completed with an abort.",
+         0 if completer is None else completer.aborted),
+    ):  # fmt: skip
+        header(out, name, "counter", text)
+        out.append(f"{name} {count}")
     _render_group_lag(out, state)
     _render_flush_times(out, state)
 

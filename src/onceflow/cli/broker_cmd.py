@@ -6,7 +6,8 @@ scripts and tests), and logs everything else to stderr. A bad configuration exit
 
 With `--console HOST:PORT` it also serves the web console (`onceflow console`, read-only) for
 itself, from a thread of the same process (`onceflow.console.server`), as a client of its own
-first listener; the console's address is logged, not printed.
+first listener, with the broker's own metrics when `onceflow.metrics.listener` is set; the
+console's address is logged, not printed.
 """
 
 from __future__ import annotations
@@ -18,10 +19,13 @@ import os
 import signal
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from onceflow.broker.config import BrokerConfig, ConfigError, parse_listener
 from onceflow.console.server import ConsoleServer, console_address
+
+if TYPE_CHECKING:
+    from onceflow.broker.server import Broker
 
 log = logging.getLogger("onceflow.broker.cli")
 
@@ -124,15 +128,27 @@ def run(args: argparse.Namespace) -> int:
     return uvloop.run(_serve(config, console))
 
 
-def _start_console(bootstrap: str, address: tuple[str, int]) -> ConsoleServer:
-    """The console for the broker at `bootstrap`, serving at `address` (blocking: run it in a
-    thread, not on the broker's event loop)."""
+def _start_console(
+    bootstrap: str, address: tuple[str, int], metrics_url: str | None = None
+) -> ConsoleServer:
+    """The console for the broker at `bootstrap` (and its `metrics_url`), serving at `address`
+    (blocking: run it in a thread, not on the broker's event loop)."""
     from onceflow.console.app import create_app
 
-    app: Any = create_app({"bootstrap.servers": bootstrap})
+    app: Any = create_app({"bootstrap.servers": bootstrap}, metrics_url=metrics_url)
     server = ConsoleServer(app, name="broker-console")
     server.start(*address)
     return server
+
+
+def _metrics_url(broker: Broker) -> str | None:
+    """The URL of the broker's own /metrics listener, if it has one (a wildcard address is
+    reached on loopback)."""
+    bound = broker.metrics_server.bound if broker.metrics_server is not None else None
+    if bound is None:
+        return None
+    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(bound.host, bound.host)
+    return f"http://{f'[{host}]' if ':' in host else host}:{bound.port}/metrics"
 
 
 async def _serve(config: BrokerConfig, console_at: tuple[str, int] | None = None) -> int:
@@ -152,7 +168,9 @@ async def _serve(config: BrokerConfig, console_at: tuple[str, int] | None = None
     console = None
     if console_at is not None:
         try:
-            console = await asyncio.to_thread(_start_console, broker.bound_address, console_at)
+            console = await asyncio.to_thread(
+                _start_console, broker.bound_address, console_at, _metrics_url(broker)
+            )
         except OSError as exc:
             log.error("cannot start the console: %s", exc)
             await broker.stop()

@@ -8,7 +8,10 @@ their lag, the Spark sink's progress markers, and a message browser per topic. E
 data is also served as JSON under /api/ (/api/overview, /api/topics/NAME, /api/transactions,
 /api/groups, /api/spark, /api/topics/NAME/messages). With --allow-actions it can also abort a
 hanging transaction and reset a group's offsets (dry run first), as the identity its client
-properties give it: the cluster's ACLs decide.
+properties give it: the cluster's ACLs decide. With --metrics-url (an onceflow broker's
+onceflow.metrics.listener) the overview adds a "Broker metrics" panel (fsync latency, fenced
+producers, transactions, the log cleaner, request rates) and a topic page its compacted
+partitions' cleaning; Apache Kafka has no such endpoint.
 It needs the `console` extra: pip install 'onceflow[console]'. See docs/console.md.
 """
 
@@ -51,6 +54,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="enable the pages that change the cluster: abort a hanging transaction, reset a "
         "group's offsets (each asks for confirmation)",
     )
+    parser.add_argument(
+        "--metrics-url",
+        metavar="URL",
+        help="an onceflow broker's Prometheus endpoint (http://HOST:PORT/metrics, its "
+        "onceflow.metrics.listener): adds the broker's own figures to the overview and topic "
+        "pages",
+    )
     parser.set_defaults(func=run, parser=parser)
 
 
@@ -65,7 +75,11 @@ def run(args: argparse.Namespace) -> int:
         from onceflow.console.app import create_app
     except ModuleNotFoundError as exc:
         args.parser.error(f"{exc.name} is missing: pip install 'onceflow[console]'")
-    app = create_app(config, args.hanging_after_ms, args.allow_actions)
+    if args.metrics_url and not args.metrics_url.startswith(("http://", "https://")):
+        args.parser.error(f"--metrics-url {args.metrics_url!r}: expected http://HOST:PORT/metrics")
+    app = create_app(
+        config, args.hanging_after_ms, args.allow_actions, metrics_url=args.metrics_url
+    )
     print(f"onceflow console on http://{host}:{port}/ for {args.bootstrap_server}", flush=True)
     uvicorn.run(app, host=host.strip("[]"), port=int(port), log_level="warning")
     return 0

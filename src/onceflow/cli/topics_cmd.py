@@ -18,9 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-import urllib.request
-from datetime import UTC, datetime
 
 from onceflow.cli.options import (
     add_action,
@@ -32,10 +29,7 @@ from onceflow.cli.options import (
 from onceflow.client.admin import AdminClient, NewTopic, OffsetSpec
 from onceflow.common import TopicPartition
 from onceflow.protocol.errors import ErrorCode
-
-_PARTITION_SAMPLE = re.compile(
-    r'^(onceflow_partition_\w+)\{topic="([^"]*)",partition="(\d+)"\} (-?[\d.]+)$'
-)
+from onceflow.scrape import CLEANING, ScrapeError, partition_cleaning, scrape
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -178,30 +172,14 @@ def _describe(admin: AdminClient, args: argparse.Namespace) -> int:
 def _cleaning_figures(url: str) -> dict[tuple[str, int], str]:
     """`\tDirtyRatio: r\tLastCleaned: when` per compacted partition, from the broker's
     Prometheus text (`onceflow_partition_dirty_ratio`, `..._last_cleaned_timestamp_ms`)."""
-    with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
-    ratios: dict[tuple[str, int], str] = {}
-    cleaned: dict[tuple[str, int], int] = {}
-    for line in text.splitlines():
-        match = _PARTITION_SAMPLE.match(line)
-        if match is None:
-            continue
-        name, topic, partition, value = match.groups()
-        key = (topic, int(partition))
-        if name == "onceflow_partition_dirty_ratio":
-            ratios[key] = value
-        elif name == "onceflow_partition_last_cleaned_timestamp_ms":
-            cleaned[key] = int(value)
-    out = {}
-    for key, ratio in ratios.items():
-        stamp = cleaned.get(key, -1)
-        when = (
-            "never"
-            if stamp < 0
-            else datetime.fromtimestamp(stamp / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        )
-        out[key] = f"\tDirtyRatio: {float(ratio):.2f}\tLastCleaned: {when}"
-    return out
+    try:
+        metrics = scrape(url, only=CLEANING)
+    except ScrapeError as exc:
+        raise ValueError(str(exc)) from None
+    return {
+        key: f"\tDirtyRatio: {ratio:.2f}\tLastCleaned: {when}"
+        for key, (ratio, when) in partition_cleaning(metrics).items()
+    }
 
 
 def _delete(admin: AdminClient, args: argparse.Namespace) -> int:

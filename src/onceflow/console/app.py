@@ -22,6 +22,7 @@ from onceflow.client.admin import AdminClient
 from onceflow.common import wall_clock_ms
 from onceflow.console import render, render_transactions
 from onceflow.console.actions import action_routes
+from onceflow.console.broker_metrics import MetricsSource
 from onceflow.console.browse import browse, parse_browse_query
 from onceflow.console.cluster import ClusterView, Gather, gather
 from onceflow.console.groups import list_group_rows
@@ -29,6 +30,7 @@ from onceflow.console.markers import list_query_progress
 from onceflow.console.overview import gather_overview
 from onceflow.console.render import Nav
 from onceflow.console.render_actions import browse_main
+from onceflow.console.render_metrics import overview_panel, topic_panel
 from onceflow.console.topics import describe_topic
 from onceflow.console.transactions import page_transactions
 from onceflow.console.txn_query import parse_txn_query
@@ -48,20 +50,34 @@ def create_app(
     hanging_after_ms: int | None = None,
     allow_actions: bool = False,
     more_nav: Nav = (),
+    metrics_url: str | None = None,
 ) -> Starlette:
     """The console for the cluster `config` (client properties, Kafka's names) describes; with
     `allow_actions`, also its abort and reset-offsets pages (as the identity in `config`);
-    `more_nav` links pages mounted next to it (the demo's) in every page's navigation."""
+    `more_nav` links pages mounted next to it (the demo's) in every page's navigation; with
+    `metrics_url` (an onceflow broker's /metrics), the overview and topic pages add its
+    figures."""
     cluster = ClusterView(config, hanging_after_ms)
+    metrics = MetricsSource(metrics_url) if metrics_url else None
     nav = render.NAV + more_nav
     acts = allow_actions
 
     def overview(admin: AdminClient, request: Request) -> Any:
         now = wall_clock_ms()
-        return gather_overview(admin, now, cluster.threshold_ms(admin), cluster.throughput)
+        found = gather_overview(admin, now, cluster.threshold_ms(admin), cluster.throughput)
+        return (
+            found
+            if metrics is None
+            else dataclasses.replace(found, broker_metrics=metrics.overview())
+        )
 
     def topic(admin: AdminClient, request: Request) -> Any:
-        return describe_topic(admin, request.path_params["topic"], wall_clock_ms())
+        view = describe_topic(admin, request.path_params["topic"], wall_clock_ms())
+        return (
+            view
+            if metrics is None
+            else dataclasses.replace(view, broker_metrics=metrics.topic(view.topic))
+        )
 
     def transactions(admin: AdminClient, request: Request) -> Any:
         params = request.query_params
@@ -73,8 +89,10 @@ def create_app(
         return browse(admin, cluster.config, query, cluster.unlocked)
 
     pages: list[tuple[str, str, Gather, Callable[[Any, Request], str]]] = [
-        ("/", "Overview", overview, lambda d, r: render.overview_main(d)),
-        ("/topics/{topic}", "Topic", topic, lambda d, r: render.topic_main(d, acts)),
+        ("/", "Overview", overview,
+         lambda d, r: render.overview_main(d, overview_panel(d.broker_metrics))),
+        ("/topics/{topic}", "Topic", topic,
+         lambda d, r: render.topic_main(d, acts) + topic_panel(d.broker_metrics)),
         ("/transactions", "Transactions", transactions,
          lambda d, r: render_transactions.transactions_main(d, acts)),
         ("/groups", "Groups", lambda a, r: list_group_rows(a),

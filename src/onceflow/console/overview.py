@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from onceflow.client.admin import AdminClient, OffsetSpec
 from onceflow.common import TopicPartition
+from onceflow.console.broker_metrics import BrokerFigures
 from onceflow.console.groups import list_group_rows
 from onceflow.console.throughput import ThroughputHistory, ThroughputSample
 from onceflow.console.transactions import OPEN_STATES
@@ -46,6 +47,7 @@ class Overview:
     hanging_threshold_ms: int
     groups: list[GroupLag]
     throughput: list[ThroughputSample] = field(default_factory=list)
+    broker_metrics: BrokerFigures | None = None  # onceflow's /metrics, when the console has it
 
 
 def gather_overview(

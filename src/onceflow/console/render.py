@@ -95,7 +95,8 @@ def messages_href(topic: str) -> str:
     return f"{topic_href(topic)}/messages"
 
 
-def overview_main(o: Overview) -> str:
+def overview_main(o: Overview, panels: str = "") -> str:
+    """The overview; `panels` (markup, e.g. the broker metrics) go under the sparkline."""
     hanging = o.hanging_transactions
     facts = table(
         ["brokers", "topics", "partitions", "open transactions", "hanging transactions"],
@@ -105,7 +106,7 @@ def overview_main(o: Overview) -> str:
     return (
         f"<h1>Overview</h1>{facts}"
         f"<p>Hanging: open longer than {o.hanging_threshold_ms} ms.</p>"
-        f"{sparkline_svg(o.throughput)}"
+        f"{sparkline_svg(o.throughput)}{panels}"
         "<h2>Brokers</h2>"
         + table(["node id", "host", "port"], [[b.node_id, b.host, b.port] for b in o.brokers])
         + "<h2>Consumer groups</h2>"

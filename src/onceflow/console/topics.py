@@ -17,6 +17,7 @@ from onceflow.client.error_base import KafkaError
 from onceflow.client.errors import BrokerResponseError
 from onceflow.client.txn_admin import ProducerState
 from onceflow.common import TopicPartition
+from onceflow.console.broker_metrics import TopicFigures
 from onceflow.console.offsets import PartitionOffsets, partition_offsets
 from onceflow.protocol.errors import ErrorCode
 
@@ -59,6 +60,7 @@ class PartitionRow:
 class TopicView:
     topic: str
     partitions: list[PartitionRow]
+    broker_metrics: TopicFigures | None = None  # onceflow's /metrics, when the console has it
 
 
 def producer_transactional_ids(admin: AdminClient) -> dict[int, str]:

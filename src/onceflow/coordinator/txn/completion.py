@@ -52,6 +52,10 @@ class TxnCompleter:
         self.markers = markers
         self.clock = clock
         self._tasks: set[asyncio.Task[None]] = set()
+        # transactions completed since this coordinator started (observability:
+        # broker.metrics_eos), by outcome
+        self.committed = 0
+        self.aborted = 0
 
     def start(self, md: TransactionMetadata, coordinator_epoch: int) -> None:
         """Prepare COMPLETE_* on `md` (in PREPARE_COMMIT/ABORT) and start writing markers."""
@@ -98,6 +102,10 @@ class TxnCompleter:
                 )
                 await self._append_complete(md, complete)
                 md.complete_transition(complete)
+                if complete.txn_state is TxnState.COMPLETE_COMMIT:
+                    self.committed += 1
+                else:
+                    self.aborted += 1
                 return
             except Exception:  # an I/O failure or a bug: the id must not stay pending
                 log.exception(
