@@ -263,6 +263,41 @@ def test_without_an_endpoint_the_pages_have_no_panel(scenario: Scenario) -> None
     assert "Broker metrics" not in page and "Log cleaning" not in topic
 
 
+def test_a_metrics_host_that_never_answers_holds_up_no_other_page(scenario: Scenario) -> None:
+    """The scrape runs outside the console's cluster lock: while the overview waits on a host
+    that takes the connection and never answers, the groups page is served."""
+    import socket
+
+    server = socket.create_server(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{server.getsockname()[1]}/metrics"
+    scraping, groups_served, overview_done = (threading.Event() for _ in range(3))
+    served_first: list[bool] = []
+
+    def silent_host() -> None:
+        connection, _ = server.accept()
+        scraping.set()
+        groups_served.wait(30)  # then hang up: the scrape fails at once
+        connection.close()
+
+    host = threading.Thread(target=silent_host, daemon=True)
+    host.start()
+    with _client(scenario.bootstrap, url) as client:
+
+        def overview() -> None:
+            client.get("/api/overview")
+            overview_done.set()
+
+        asking = threading.Thread(target=overview)
+        asking.start()
+        assert scraping.wait(30)
+        assert client.get("/api/groups").status_code == 200
+        served_first.append(not overview_done.is_set())
+        groups_served.set()
+        asking.join(60)
+    server.close()
+    assert served_first == [True], "the groups page waited for the metrics scrape"
+
+
 def _metrics_row(page: Any, figure: str) -> str:
     """The value the panel shows for `figure`."""
     for row in page.locator("#broker-metrics tr").all():

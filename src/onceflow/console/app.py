@@ -65,19 +65,17 @@ def create_app(
     def overview(admin: AdminClient, request: Request) -> Any:
         now = wall_clock_ms()
         found = gather_overview(admin, now, cluster.threshold_ms(admin), cluster.throughput)
-        return (
-            found
-            if metrics is None
-            else dataclasses.replace(found, broker_metrics=metrics.overview())
-        )
+        if metrics is None:
+            return found
+        with cluster.unlocked(), metrics.lock:
+            return dataclasses.replace(found, broker_metrics=metrics.overview())
 
     def topic(admin: AdminClient, request: Request) -> Any:
         view = describe_topic(admin, request.path_params["topic"], wall_clock_ms())
-        return (
-            view
-            if metrics is None
-            else dataclasses.replace(view, broker_metrics=metrics.topic(view.topic))
-        )
+        if metrics is None:
+            return view
+        with cluster.unlocked(), metrics.lock:
+            return dataclasses.replace(view, broker_metrics=metrics.topic(view.topic))
 
     def transactions(admin: AdminClient, request: Request) -> Any:
         params = request.query_params

@@ -16,6 +16,7 @@ figures empty and says why in `error`. Every value is finite (JSON has no Infini
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -84,10 +85,12 @@ class TopicFigures:
 
 class MetricsSource:
     """The broker's metrics endpoint at `url`; remembers the last scrape's counters for the
-    rates (used by one gathering at a time, under the console's cluster lock)."""
+    rates. Thread-safe: the console scrapes outside its cluster lock (a metrics host that
+    never answers holds only the page asking it), one scrape at a time (`lock`)."""
 
     def __init__(self, url: str) -> None:
         self.url = url
+        self.lock = threading.Lock()
         self._last: tuple[float, dict[str, int | None]] | None = None  # (time, counters)
         self._rates: dict[str, float | None] = {}
 
