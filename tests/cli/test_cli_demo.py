@@ -95,9 +95,12 @@ def _watch_demo_console(proc: subprocess.Popen, port: int) -> set[str]:
                 with urllib.request.urlopen(
                     f"http://127.0.0.1:{port}/api/overview", timeout=30
                 ) as r:
-                    pages_ok = {"orders", "orders-validated"} <= {
-                        t["topic"] for t in json.load(r)["topics"]
-                    }
+                    overview = json.load(r)
+                # the embedded broker's metrics too (its listener given to the console)
+                metrics = overview["broker_metrics"]
+                pages_ok = {"orders", "orders-validated"} <= {
+                    t["topic"] for t in overview["topics"]
+                } and (metrics["error"] is None and metrics["requests"] > 0)
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/demo", timeout=5) as r:
                     assert "<svg" in r.read().decode()
         except OSError:  # not listening yet, the broker being restarted, or stopped

@@ -23,6 +23,7 @@ import argparse
 import math
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -218,6 +219,7 @@ class Demo:
         self.committed_ids: list[int] = []
         self.timeline = tl.Timeline()  # what the report and the console's /demo page show
         self.console_address: tuple[str, int] | None = None
+        self.metrics_url: str | None = None  # the embedded broker's, with --console
         self.console: Any = None
 
     def say(self, text: str) -> None:
@@ -263,7 +265,7 @@ class Demo:
             return
         from onceflow.cli.demo_console import DemoConsole
 
-        self.console = DemoConsole(self.bootstrap, self.timeline)
+        self.console = DemoConsole(self.bootstrap, self.timeline, self.metrics_url)
         self.console.start(*self.console_address)
         host, port = self.console_address
         self.say(f"console on http://{host}:{port}/ (the demo's progress at /demo)")
@@ -283,7 +285,14 @@ class Demo:
             self.report.bootstrap = self.args.bootstrap
             return self.args.bootstrap
         self.say("starting an embedded onceflow broker")
-        self.broker = EmbeddedBroker(self.workdir / "broker", self.args.timeout)
+        settings = {}
+        if self.console_address is not None:  # the console's "Broker metrics" panel reads it
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                metrics_at = f"127.0.0.1:{probe.getsockname()[1]}"
+            settings["onceflow.metrics.listener"] = metrics_at
+            self.metrics_url = f"http://{metrics_at}/metrics"
+        self.broker = EmbeddedBroker(self.workdir / "broker", self.args.timeout, settings=settings)
         self.report.bootstrap = f"an embedded broker on {self.broker.address}"
         return self.broker.address
 

@@ -36,12 +36,14 @@ def demo_main(run: Timeline) -> str:
 
 
 class DemoConsole:
-    """The console for `bootstrap`, with the /demo page of the demo run `timeline` (which the
-    demo goes on adding to), served from a thread."""
+    """The console for `bootstrap` (with the broker's `metrics_url`, the embedded broker's),
+    with the /demo page of the demo run `timeline` (which the demo goes on adding to), served
+    from a thread."""
 
-    def __init__(self, bootstrap: str, timeline: Timeline) -> None:
+    def __init__(self, bootstrap: str, timeline: Timeline, metrics_url: str | None = None) -> None:
         self.bootstrap = bootstrap
         self.timeline = timeline
+        self.metrics_url = metrics_url
         self._server: ConsoleServer | None = None
 
     def app(self):  # -> Starlette (the console extra is imported only when asked for)
@@ -65,7 +67,9 @@ class DemoConsole:
         async def api(request: Request) -> JSONResponse:
             return JSONResponse(timeline.to_json())
 
-        console = create_app({"bootstrap.servers": self.bootstrap}, more_nav=DEMO_NAV)
+        console = create_app(
+            {"bootstrap.servers": self.bootstrap}, more_nav=DEMO_NAV, metrics_url=self.metrics_url
+        )
         return Starlette(
             routes=[Route("/demo", page), Route("/api/demo", api), Mount("/", app=console)],
             lifespan=lambda app: console.router.lifespan_context(console),
