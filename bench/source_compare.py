@@ -10,6 +10,10 @@ first each round, because these machines are noisy:
   (no fsync while appending; one fsync before the reads), and a transaction coordinator
   cycle (AddPartitionsToTxn, EndTxn commit, markers written and COMPLETE_COMMIT durable) on a
   real `LogManager`;
+- the generated protocol codec (`--measure codec`): decoding ProduceRequest v9 and encoding
+  FetchResponse v12 (bench/protocol_codec.py's messages, one 1 KiB and three 341 KiB record
+  sets), and a MetadataResponse v9 of 100 topics x 8 partitions (many small structs) both
+  ways;
 - through a broker: `onceflow broker` started from each tree (bench/broker_throughput.py's
   produce and consume with confluent-kafka, acks=all, fsync on).
 
@@ -18,6 +22,7 @@ bench/results/source_compare.json and printed (times: lower is better; MB/s: hig
 
     .venv/bin/python bench/source_compare.py                            # 3 rounds
     .venv/bin/python bench/source_compare.py --before /work/main --rounds 5 --bytes 64MiB
+    .venv/bin/python bench/source_compare.py --measure codec --rounds 10   # the codec alone
 """
 
 from __future__ import annotations
@@ -33,7 +38,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from broker_throughput import (
     add_client_options,
@@ -42,6 +49,9 @@ from broker_throughput import (
     parse_size,
     produce_and_consume,
 )
+
+if TYPE_CHECKING:  # the child imports onceflow from the tree PYTHONPATH selects
+    from onceflow.protocol.messages.metadata import MetadataResponse
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "source_compare.json"
@@ -130,10 +140,66 @@ async def _txn_cycles(cycles: int) -> float:
     return elapsed / cycles * 1e3
 
 
+def _metadata_response() -> MetadataResponse:
+    """A MetadataResponse of 3 brokers and 100 topics x 8 partitions (3 replicas each)."""
+    from onceflow.protocol.messages.metadata import MetadataResponse
+
+    topic, broker = MetadataResponse.MetadataResponseTopic, MetadataResponse.MetadataResponseBroker
+    partition = topic.MetadataResponsePartition
+    return MetadataResponse(
+        brokers=[broker(node_id=n, host=f"broker-{n}.example", port=9092) for n in range(3)],
+        cluster_id="bench-cluster",
+        controller_id=0,
+        topics=[
+            topic(
+                name=f"topic-{t}",
+                partitions=[
+                    partition(
+                        partition_index=p,
+                        leader_id=p % 3,
+                        leader_epoch=5,
+                        replica_nodes=[0, 1, 2],
+                        isr_nodes=[0, 1, 2],
+                    )
+                    for p in range(8)
+                ],
+            )
+            for t in range(100)
+        ],
+    )
+
+
+def _codec_paths(seconds: float) -> dict[str, float]:
+    """CPU microseconds per encode/decode of the broker's hot messages (child process)."""
+    from protocol_codec import MIB, fetch_response, measure, produce_request
+
+    from onceflow.protocol.messages.metadata import MetadataResponse
+    from onceflow.protocol.messages.produce import ProduceRequest
+
+    small_produce, big_produce = produce_request(1024, 1), produce_request(MIB, 3)
+    small_fetch, big_fetch = fetch_response(1024, 1), fetch_response(MIB, 3)
+    metadata = _metadata_response()
+    metadata_bytes = metadata.encode(9)
+    cases: dict[str, Callable[[], object]] = {
+        "decode_produce_1k_us": lambda: ProduceRequest.decode(small_produce, 9),
+        "decode_produce_1m_us": lambda: ProduceRequest.decode(big_produce, 9),
+        "encode_fetch_1k_us": lambda: small_fetch.encode(12),
+        "encode_fetch_1m_parts_us": lambda: big_fetch.encode_parts(12),
+        "encode_metadata_us": lambda: metadata.encode(9),
+        "decode_metadata_us": lambda: MetadataResponse.decode(metadata_bytes, 9),
+    }
+    return {name: 1e6 / measure(fn, seconds, time.process_time) for name, fn in cases.items()}
+
+
 def child(args: argparse.Namespace) -> int:
     """The in-process measurements with whatever `onceflow` PYTHONPATH selects."""
-    result = _log_paths(args.batches, args.record_size)
-    result["txn_ms"] = asyncio.run(_txn_cycles(args.txn_cycles))
+    result: dict[str, float] = {}
+    if "log" in args.measure:
+        result.update(_log_paths(args.batches, args.record_size))
+    if "txn" in args.measure:
+        result["txn_ms"] = asyncio.run(_txn_cycles(args.txn_cycles))
+    if "codec" in args.measure:
+        result.update(_codec_paths(args.codec_seconds))
     print(json.dumps(result))
     return 0
 
@@ -150,6 +216,10 @@ def _run_child(src: Path, args: argparse.Namespace) -> dict[str, float]:
         str(args.txn_cycles),
         "--record-size",
         str(args.record_size),
+        "--measure",
+        ",".join(args.measure),
+        "--codec-seconds",
+        str(args.codec_seconds),
     ]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -172,6 +242,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="broker produce bound")
     add_client_options(parser)
     parser.add_argument("--no-broker", action="store_true", help="in-process measurements only")
+    parser.add_argument(
+        "--measure",
+        type=lambda text: text.split(","),
+        default=["log", "txn", "codec", "broker"],
+        help="comma-separated: log, txn, codec, broker (default all)",
+    )
+    parser.add_argument("--codec-seconds", type=float, default=0.5, help="CPU time per case")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
@@ -184,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         order = list(trees) if round_ % 2 == 0 else list(reversed(trees))
         for name in order:
             sample = _run_child(trees[name], args)
-            if not args.no_broker:
+            if "broker" in args.measure and not args.no_broker:
                 sample.update(_run_broker(trees[name], args))
             samples[name].append(sample)
     medians = {

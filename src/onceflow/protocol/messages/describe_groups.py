@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
@@ -75,7 +77,7 @@ class DescribeGroupsRequest(_Message):
     __slots__ = ('groups', 'include_authorized_operations')
     _FIELDS = __slots__
 
-    def __init__(self, *, groups=_UNSET, include_authorized_operations=False):
+    def __init__(self, *, groups: list[str] | _Unset = _UNSET, include_authorized_operations: bool = False) -> None:
         self.groups = [] if groups is _UNSET else groups
         self.include_authorized_operations = include_authorized_operations
 
@@ -123,7 +125,7 @@ class DescribeGroupsResponse(_Message):
             __slots__ = ('member_id', 'group_instance_id', 'client_id', 'client_host', 'member_metadata', 'member_assignment')
             _FIELDS = __slots__
 
-            def __init__(self, *, member_id='', group_instance_id=None, client_id='', client_host='', member_metadata=b'', member_assignment=b''):
+            def __init__(self, *, member_id: str = '', group_instance_id: str | None = None, client_id: str = '', client_host: str = '', member_metadata: bytes = b'', member_assignment: bytes = b'') -> None:
                 self.member_id = member_id
                 self.group_instance_id = group_instance_id
                 self.client_id = client_id
@@ -142,7 +144,7 @@ class DescribeGroupsResponse(_Message):
         __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'protocol_type', 'protocol_data', 'members', 'authorized_operations')
         _FIELDS = __slots__
 
-        def __init__(self, *, error_code=0, error_message=None, group_id='', group_state='', protocol_type='', protocol_data='', members=_UNSET, authorized_operations=-2147483648):
+        def __init__(self, *, error_code: int = 0, error_message: str | None = None, group_id: str = '', group_state: str = '', protocol_type: str = '', protocol_data: str = '', members: list[DescribeGroupsResponse.DescribedGroup.DescribedGroupMember] | _Unset = _UNSET, authorized_operations: int = -2147483648) -> None:
             self.error_code = error_code
             self.error_message = error_message
             self.group_id = group_id
@@ -162,7 +164,7 @@ class DescribeGroupsResponse(_Message):
     __slots__ = ('throttle_time_ms', 'groups')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, groups=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, groups: list[DescribeGroupsResponse.DescribedGroup] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.groups = [] if groups is _UNSET else groups
 
@@ -173,102 +175,102 @@ _C_Response_DescribedGroup = DescribeGroupsResponse.DescribedGroup
 _C_Response_DescribedGroupMember = DescribeGroupsResponse.DescribedGroup.DescribedGroupMember
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
     o = _new(_C_Request)
     o.include_authorized_operations = False
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[str] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _r_str(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _r_str(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     return o, pos
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: DescribeGroupsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.include_authorized_operations != False:
         raise _UnsupportedVersionError('attempted to write a non-default include_authorized_operations at version 0')
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            ap(_e_str(e))
+        ap(_P_i(len(l_groups)))
+        for e_groups in l_groups:
+            ap(_e_str(e_groups))
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: DescribeGroupsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.include_authorized_operations != False:
         raise _UnsupportedVersionError('attempted to write a non-default include_authorized_operations at version 1')
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            ap(_e_str(e))
+        ap(_P_i(len(l_groups)))
+        for e_groups in l_groups:
+            ap(_e_str(e_groups))
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: DescribeGroupsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.include_authorized_operations != False:
         raise _UnsupportedVersionError('attempted to write a non-default include_authorized_operations at version 2')
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            ap(_e_str(e))
+        ap(_P_i(len(l_groups)))
+        for e_groups in l_groups:
+            ap(_e_str(e_groups))
 
 
-def _d_Request_v3(buf, pos):
+def _d_Request_v3(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[str] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _r_str(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _r_str(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     o.include_authorized_operations, = _U_z(buf, pos)
     pos += 1
     return o, pos
 
 
-def _e_Request_v3(o, out):
+def _e_Request_v3(o: DescribeGroupsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            ap(_e_str(e))
+        ap(_P_i(len(l_groups)))
+        for e_groups in l_groups:
+            ap(_e_str(e_groups))
     ap(_P_z(o.include_authorized_operations))
 
 
-def _d_Request_v5(buf, pos):
+def _d_Request_v5(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[str] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _r_cstr(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _r_cstr(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     o.include_authorized_operations, = _U_z(buf, pos)
     pos += 1
     if buf[pos]:
@@ -278,20 +280,20 @@ def _d_Request_v5(buf, pos):
     return o, pos
 
 
-def _e_Request_v5(o, out):
+def _e_Request_v5(o: DescribeGroupsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            ap(_e_cstr(e))
+        ap(_uv(len(l_groups) + 1))
+        for e_groups in l_groups:
+            ap(_e_cstr(e_groups))
     ap(_P_z(o.include_authorized_operations))
     ap(b'\x00')
 
 
-def _d_Response_DescribedGroupMember_v0(buf, pos):
+def _d_Response_DescribedGroupMember_v0(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse.DescribedGroup.DescribedGroupMember, int]:
     o = _new(_C_Response_DescribedGroupMember)
     o.group_instance_id = None
     o.member_id, pos = _r_str(buf, pos)
@@ -302,7 +304,7 @@ def _d_Response_DescribedGroupMember_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_DescribedGroup_v0(buf, pos):
+def _d_Response_DescribedGroup_v0(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse.DescribedGroup, int]:
     o = _new(_C_Response_DescribedGroup)
     o.error_message = None
     o.authorized_operations = -2147483648
@@ -316,32 +318,32 @@ def _d_Response_DescribedGroup_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field members is null')
     else:
-        l = []
-        ap = l.append
+        l_members: list[DescribeGroupsResponse.DescribedGroup.DescribedGroupMember] = []
+        ap_members = l_members.append
         for _ in range(n):
-            e, pos = _d_Response_DescribedGroupMember_v0(buf, pos)
-            ap(e)
-        o.members = l
+            e_members, pos = _d_Response_DescribedGroupMember_v0(buf, pos)
+            ap_members(e_members)
+        o.members = l_members
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms = 0
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[DescribeGroupsResponse.DescribedGroup] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _d_Response_DescribedGroup_v0(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _d_Response_DescribedGroup_v0(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     return o, pos
 
 
-def _e_Response_DescribedGroupMember_v0(o, out):
+def _e_Response_DescribedGroupMember_v0(o: DescribeGroupsResponse.DescribedGroup.DescribedGroupMember, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.member_id))
     ap(_e_str(o.client_id))
@@ -350,7 +352,7 @@ def _e_Response_DescribedGroupMember_v0(o, out):
     ap(_e_bytes(o.member_assignment))
 
 
-def _e_Response_DescribedGroup_v0(o, out):
+def _e_Response_DescribedGroup_v0(o: DescribeGroupsResponse.DescribedGroup, out: list[_Bytes]) -> None:
     ap = out.append
     if o.error_message is not None:
         raise _UnsupportedVersionError('attempted to write a non-default error_message at version 0')
@@ -361,27 +363,27 @@ def _e_Response_DescribedGroup_v0(o, out):
     ap(_e_str(o.group_state))
     ap(_e_str(o.protocol_type))
     ap(_e_str(o.protocol_data))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribedGroupMember_v0(e, out)
+        ap(_P_i(len(l_members)))
+        for e_members in l_members:
+            _e_Response_DescribedGroupMember_v0(e_members, out)
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: DescribeGroupsResponse, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribedGroup_v0(e, out)
+        ap(_P_i(len(l_groups)))
+        for e_groups in l_groups:
+            _e_Response_DescribedGroup_v0(e_groups, out)
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -389,16 +391,16 @@ def _d_Response_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[DescribeGroupsResponse.DescribedGroup] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _d_Response_DescribedGroup_v0(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _d_Response_DescribedGroup_v0(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     return o, pos
 
 
-def _e_Response_DescribedGroup_v1(o, out):
+def _e_Response_DescribedGroup_v1(o: DescribeGroupsResponse.DescribedGroup, out: list[_Bytes]) -> None:
     ap = out.append
     if o.error_message is not None:
         raise _UnsupportedVersionError('attempted to write a non-default error_message at version 1')
@@ -409,28 +411,28 @@ def _e_Response_DescribedGroup_v1(o, out):
     ap(_e_str(o.group_state))
     ap(_e_str(o.protocol_type))
     ap(_e_str(o.protocol_data))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribedGroupMember_v0(e, out)
+        ap(_P_i(len(l_members)))
+        for e_members in l_members:
+            _e_Response_DescribedGroupMember_v0(e_members, out)
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: DescribeGroupsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribedGroup_v1(e, out)
+        ap(_P_i(len(l_groups)))
+        for e_groups in l_groups:
+            _e_Response_DescribedGroup_v1(e_groups, out)
 
 
-def _e_Response_DescribedGroup_v2(o, out):
+def _e_Response_DescribedGroup_v2(o: DescribeGroupsResponse.DescribedGroup, out: list[_Bytes]) -> None:
     ap = out.append
     if o.error_message is not None:
         raise _UnsupportedVersionError('attempted to write a non-default error_message at version 2')
@@ -441,28 +443,28 @@ def _e_Response_DescribedGroup_v2(o, out):
     ap(_e_str(o.group_state))
     ap(_e_str(o.protocol_type))
     ap(_e_str(o.protocol_data))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribedGroupMember_v0(e, out)
+        ap(_P_i(len(l_members)))
+        for e_members in l_members:
+            _e_Response_DescribedGroupMember_v0(e_members, out)
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: DescribeGroupsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribedGroup_v2(e, out)
+        ap(_P_i(len(l_groups)))
+        for e_groups in l_groups:
+            _e_Response_DescribedGroup_v2(e_groups, out)
 
 
-def _d_Response_DescribedGroup_v3(buf, pos):
+def _d_Response_DescribedGroup_v3(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse.DescribedGroup, int]:
     o = _new(_C_Response_DescribedGroup)
     o.error_message = None
     o.error_code, = _U_h(buf, pos)
@@ -475,18 +477,18 @@ def _d_Response_DescribedGroup_v3(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field members is null')
     else:
-        l = []
-        ap = l.append
+        l_members: list[DescribeGroupsResponse.DescribedGroup.DescribedGroupMember] = []
+        ap_members = l_members.append
         for _ in range(n):
-            e, pos = _d_Response_DescribedGroupMember_v0(buf, pos)
-            ap(e)
-        o.members = l
+            e_members, pos = _d_Response_DescribedGroupMember_v0(buf, pos)
+            ap_members(e_members)
+        o.members = l_members
     o.authorized_operations, = _U_i(buf, pos)
     pos += 4
     return o, pos
 
 
-def _d_Response_v3(buf, pos):
+def _d_Response_v3(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -494,16 +496,16 @@ def _d_Response_v3(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[DescribeGroupsResponse.DescribedGroup] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _d_Response_DescribedGroup_v3(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _d_Response_DescribedGroup_v3(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     return o, pos
 
 
-def _e_Response_DescribedGroup_v3(o, out):
+def _e_Response_DescribedGroup_v3(o: DescribeGroupsResponse.DescribedGroup, out: list[_Bytes]) -> None:
     ap = out.append
     if o.error_message is not None:
         raise _UnsupportedVersionError('attempted to write a non-default error_message at version 3')
@@ -512,29 +514,29 @@ def _e_Response_DescribedGroup_v3(o, out):
     ap(_e_str(o.group_state))
     ap(_e_str(o.protocol_type))
     ap(_e_str(o.protocol_data))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribedGroupMember_v0(e, out)
+        ap(_P_i(len(l_members)))
+        for e_members in l_members:
+            _e_Response_DescribedGroupMember_v0(e_members, out)
     ap(_P_i(o.authorized_operations))
 
 
-def _e_Response_v3(o, out):
+def _e_Response_v3(o: DescribeGroupsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribedGroup_v3(e, out)
+        ap(_P_i(len(l_groups)))
+        for e_groups in l_groups:
+            _e_Response_DescribedGroup_v3(e_groups, out)
 
 
-def _d_Response_DescribedGroupMember_v4(buf, pos):
+def _d_Response_DescribedGroupMember_v4(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse.DescribedGroup.DescribedGroupMember, int]:
     o = _new(_C_Response_DescribedGroupMember)
     o.member_id, pos = _r_str(buf, pos)
     o.group_instance_id, pos = _r_nstr(buf, pos)
@@ -545,7 +547,7 @@ def _d_Response_DescribedGroupMember_v4(buf, pos):
     return o, pos
 
 
-def _d_Response_DescribedGroup_v4(buf, pos):
+def _d_Response_DescribedGroup_v4(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse.DescribedGroup, int]:
     o = _new(_C_Response_DescribedGroup)
     o.error_message = None
     o.error_code, = _U_h(buf, pos)
@@ -558,18 +560,18 @@ def _d_Response_DescribedGroup_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field members is null')
     else:
-        l = []
-        ap = l.append
+        l_members: list[DescribeGroupsResponse.DescribedGroup.DescribedGroupMember] = []
+        ap_members = l_members.append
         for _ in range(n):
-            e, pos = _d_Response_DescribedGroupMember_v4(buf, pos)
-            ap(e)
-        o.members = l
+            e_members, pos = _d_Response_DescribedGroupMember_v4(buf, pos)
+            ap_members(e_members)
+        o.members = l_members
     o.authorized_operations, = _U_i(buf, pos)
     pos += 4
     return o, pos
 
 
-def _d_Response_v4(buf, pos):
+def _d_Response_v4(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -577,16 +579,16 @@ def _d_Response_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[DescribeGroupsResponse.DescribedGroup] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _d_Response_DescribedGroup_v4(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _d_Response_DescribedGroup_v4(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     return o, pos
 
 
-def _e_Response_DescribedGroupMember_v4(o, out):
+def _e_Response_DescribedGroupMember_v4(o: DescribeGroupsResponse.DescribedGroup.DescribedGroupMember, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.member_id))
     ap(_e_nstr(o.group_instance_id))
@@ -596,7 +598,7 @@ def _e_Response_DescribedGroupMember_v4(o, out):
     ap(_e_bytes(o.member_assignment))
 
 
-def _e_Response_DescribedGroup_v4(o, out):
+def _e_Response_DescribedGroup_v4(o: DescribeGroupsResponse.DescribedGroup, out: list[_Bytes]) -> None:
     ap = out.append
     if o.error_message is not None:
         raise _UnsupportedVersionError('attempted to write a non-default error_message at version 4')
@@ -605,29 +607,29 @@ def _e_Response_DescribedGroup_v4(o, out):
     ap(_e_str(o.group_state))
     ap(_e_str(o.protocol_type))
     ap(_e_str(o.protocol_data))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribedGroupMember_v4(e, out)
+        ap(_P_i(len(l_members)))
+        for e_members in l_members:
+            _e_Response_DescribedGroupMember_v4(e_members, out)
     ap(_P_i(o.authorized_operations))
 
 
-def _e_Response_v4(o, out):
+def _e_Response_v4(o: DescribeGroupsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribedGroup_v4(e, out)
+        ap(_P_i(len(l_groups)))
+        for e_groups in l_groups:
+            _e_Response_DescribedGroup_v4(e_groups, out)
 
 
-def _d_Response_DescribedGroupMember_v5(buf, pos):
+def _d_Response_DescribedGroupMember_v5(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse.DescribedGroup.DescribedGroupMember, int]:
     o = _new(_C_Response_DescribedGroupMember)
     o.member_id, pos = _r_cstr(buf, pos)
     o.group_instance_id, pos = _r_cnstr(buf, pos)
@@ -642,7 +644,7 @@ def _d_Response_DescribedGroupMember_v5(buf, pos):
     return o, pos
 
 
-def _d_Response_DescribedGroup_v5(buf, pos):
+def _d_Response_DescribedGroup_v5(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse.DescribedGroup, int]:
     o = _new(_C_Response_DescribedGroup)
     o.error_message = None
     o.error_code, = _U_h(buf, pos)
@@ -655,12 +657,12 @@ def _d_Response_DescribedGroup_v5(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field members is null')
     else:
-        l = []
-        ap = l.append
+        l_members: list[DescribeGroupsResponse.DescribedGroup.DescribedGroupMember] = []
+        ap_members = l_members.append
         for _ in range(n):
-            e, pos = _d_Response_DescribedGroupMember_v5(buf, pos)
-            ap(e)
-        o.members = l
+            e_members, pos = _d_Response_DescribedGroupMember_v5(buf, pos)
+            ap_members(e_members)
+        o.members = l_members
     o.authorized_operations, = _U_i(buf, pos)
     pos += 4
     if buf[pos]:
@@ -670,7 +672,7 @@ def _d_Response_DescribedGroup_v5(buf, pos):
     return o, pos
 
 
-def _d_Response_v5(buf, pos):
+def _d_Response_v5(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -678,12 +680,12 @@ def _d_Response_v5(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[DescribeGroupsResponse.DescribedGroup] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _d_Response_DescribedGroup_v5(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _d_Response_DescribedGroup_v5(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -691,7 +693,7 @@ def _d_Response_v5(buf, pos):
     return o, pos
 
 
-def _e_Response_DescribedGroupMember_v5(o, out):
+def _e_Response_DescribedGroupMember_v5(o: DescribeGroupsResponse.DescribedGroup.DescribedGroupMember, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.member_id))
     ap(_e_cnstr(o.group_instance_id))
@@ -702,7 +704,7 @@ def _e_Response_DescribedGroupMember_v5(o, out):
     ap(b'\x00')
 
 
-def _e_Response_DescribedGroup_v5(o, out):
+def _e_Response_DescribedGroup_v5(o: DescribeGroupsResponse.DescribedGroup, out: list[_Bytes]) -> None:
     ap = out.append
     if o.error_message is not None:
         raise _UnsupportedVersionError('attempted to write a non-default error_message at version 5')
@@ -711,31 +713,31 @@ def _e_Response_DescribedGroup_v5(o, out):
     ap(_e_cstr(o.group_state))
     ap(_e_cstr(o.protocol_type))
     ap(_e_cstr(o.protocol_data))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DescribedGroupMember_v5(e, out)
+        ap(_uv(len(l_members) + 1))
+        for e_members in l_members:
+            _e_Response_DescribedGroupMember_v5(e_members, out)
     ap(_P_i(o.authorized_operations))
     ap(b'\x00')
 
 
-def _e_Response_v5(o, out):
+def _e_Response_v5(o: DescribeGroupsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DescribedGroup_v5(e, out)
+        ap(_uv(len(l_groups) + 1))
+        for e_groups in l_groups:
+            _e_Response_DescribedGroup_v5(e_groups, out)
     ap(b'\x00')
 
 
-def _d_Response_DescribedGroup_v6(buf, pos):
+def _d_Response_DescribedGroup_v6(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse.DescribedGroup, int]:
     o = _new(_C_Response_DescribedGroup)
     o.error_code, = _U_h(buf, pos)
     pos += 2
@@ -748,12 +750,12 @@ def _d_Response_DescribedGroup_v6(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field members is null')
     else:
-        l = []
-        ap = l.append
+        l_members: list[DescribeGroupsResponse.DescribedGroup.DescribedGroupMember] = []
+        ap_members = l_members.append
         for _ in range(n):
-            e, pos = _d_Response_DescribedGroupMember_v5(buf, pos)
-            ap(e)
-        o.members = l
+            e_members, pos = _d_Response_DescribedGroupMember_v5(buf, pos)
+            ap_members(e_members)
+        o.members = l_members
     o.authorized_operations, = _U_i(buf, pos)
     pos += 4
     if buf[pos]:
@@ -763,7 +765,7 @@ def _d_Response_DescribedGroup_v6(buf, pos):
     return o, pos
 
 
-def _d_Response_v6(buf, pos):
+def _d_Response_v6(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -771,12 +773,12 @@ def _d_Response_v6(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[DescribeGroupsResponse.DescribedGroup] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _d_Response_DescribedGroup_v6(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _d_Response_DescribedGroup_v6(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -784,7 +786,7 @@ def _d_Response_v6(buf, pos):
     return o, pos
 
 
-def _e_Response_DescribedGroup_v6(o, out):
+def _e_Response_DescribedGroup_v6(o: DescribeGroupsResponse.DescribedGroup, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_cnstr(o.error_message))
@@ -792,27 +794,27 @@ def _e_Response_DescribedGroup_v6(o, out):
     ap(_e_cstr(o.group_state))
     ap(_e_cstr(o.protocol_type))
     ap(_e_cstr(o.protocol_data))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DescribedGroupMember_v5(e, out)
+        ap(_uv(len(l_members) + 1))
+        for e_members in l_members:
+            _e_Response_DescribedGroupMember_v5(e_members, out)
     ap(_P_i(o.authorized_operations))
     ap(b'\x00')
 
 
-def _e_Response_v6(o, out):
+def _e_Response_v6(o: DescribeGroupsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DescribedGroup_v6(e, out)
+        ap(_uv(len(l_groups) + 1))
+        for e_groups in l_groups:
+            _e_Response_DescribedGroup_v6(e_groups, out)
     ap(b'\x00')
 
 
