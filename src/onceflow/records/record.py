@@ -136,7 +136,7 @@ class RecordColumns(NamedTuple):
     timestamp_deltas: list[int]
     keys: list[bytes | None]
     values: list[bytes | None]
-    headers: list[Sequence[Header]]
+    headers: list[list[Header]]
 
     @classmethod
     def empty(cls) -> RecordColumns:
@@ -228,7 +228,7 @@ def decode_into(buf: bytes, pos: int, count: int, out: RecordColumns) -> int:
             else:
                 _bad_length(size, "value")
             if buf[pos] == 0:  # no headers
-                headers: Sequence[Header] = []
+                headers: list[Header] = []
                 pos += 1
             else:
                 headers, pos = _read_headers(buf, pos, end)

@@ -18,6 +18,7 @@ the same way, per node. An answer resets the node's count.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from typing import Any
@@ -126,14 +127,15 @@ class Fetcher:
         by_node: dict[int, list[tuple[TopicPartition, int, int]]] = {}
         with self.subs.lock:
             for tp, state in self.subs.assignment.items():
-                if not state.fetchable:
+                position = state.fetch_position
+                if not state.fetchable or position is None:  # fetchable: a position is known
                     continue
                 leader = self._leader_of(cluster, tp)
                 if leader is None:
                     continue
                 if leader in self._nodes_in_flight or self._node_backoff.get(leader, 0) > now:
                     continue
-                by_node.setdefault(leader, []).append((tp, state.fetch_position, state.generation))
+                by_node.setdefault(leader, []).append((tp, position, state.generation))
         for node, partitions in by_node.items():
             conn = self.network.connection(node)
             if conn is None:
@@ -149,10 +151,11 @@ class Fetcher:
         cls = FetchRequest
         version = conn.api_version(ApiKey.FETCH)
         cluster = self.metadata.cluster
-        if version >= _FETCH_TOPIC_ID_VERSION and any(
-            cluster.topic_id(tp.topic) is None for tp, _o, _g in partitions
-        ):
-            version = _FETCH_TOPIC_ID_VERSION - 1
+        ids = None
+        if version >= _FETCH_TOPIC_ID_VERSION:
+            ids = cluster.topic_ids(tp.topic for tp, _o, _g in partitions)
+            if ids is None:
+                version = _FETCH_TOPIC_ID_VERSION - 1
         topics: dict[str, list[Any]] = {}
         for tp, offset, _generation in partitions:
             topics.setdefault(tp.topic, []).append(
@@ -163,8 +166,8 @@ class Fetcher:
                 )
             )
         fetch_topics = [
-            cls.FetchTopic(topic_id=cluster.topic_id(name), partitions=parts)
-            if version >= _FETCH_TOPIC_ID_VERSION
+            cls.FetchTopic(topic_id=ids[name], partitions=parts)
+            if ids is not None
             else cls.FetchTopic(topic=name, partitions=parts)
             for name, parts in topics.items()
         ]
@@ -215,6 +218,8 @@ class Fetcher:
                 name = (
                     topic.topic if version < _FETCH_TOPIC_ID_VERSION else names.get(topic.topic_id)
                 )
+                if name is None:  # a topic id this client does not know: nothing asked for it
+                    continue
                 for p in topic.partitions:
                     data[TopicPartition(name, p.partition_index)] = p
         with self.subs.lock:
@@ -298,7 +303,7 @@ class Fetcher:
                 self.tasks.spawn(
                     self._list_offsets(conn, partitions),
                     "ListOffsets",
-                    lambda exc, parts=partitions: self._list_offsets_crashed(parts, exc),
+                    functools.partial(self._list_offsets_crashed, partitions),
                 )
 
     def _list_offsets_crashed(

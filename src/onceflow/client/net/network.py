@@ -81,7 +81,7 @@ class AsyncBrokerConnection(asyncio.Protocol):
         self._wire = WireConnection(client_id, security.sasl())
         self._transport: asyncio.Transport | None = None
         self._closed_error: BaseException | None = None
-        self._handshake_step: asyncio.Future | None = None
+        self._handshake_step: asyncio.Future[None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -90,12 +90,17 @@ class AsyncBrokerConnection(asyncio.Protocol):
         TimeoutError when a handshake response is late by `timeout_s`)."""
         loop = asyncio.get_running_loop()
         await self._prepare_sasl(loop, timeout_s)
-        tls = {}
-        if self.ssl_context is not None:
-            tls = {"ssl": self.ssl_context, "server_hostname": self.host}
+        tls = self.ssl_context
         try:
             await asyncio.wait_for(
-                loop.create_connection(lambda: self, self.host, self.port, **tls), timeout_s
+                loop.create_connection(
+                    lambda: self,
+                    self.host,
+                    self.port,
+                    ssl=tls,
+                    server_hostname=self.host if tls is not None else None,
+                ),
+                timeout_s,
             )
         except TimeoutError as exc:
             raise KafkaTimeoutError(f"connecting to {self.host}:{self.port} timed out") from exc
@@ -210,7 +215,7 @@ class AsyncBrokerConnection(asyncio.Protocol):
         *,
         timeout_s: float = 30.0,
         expect_response: bool = True,
-    ) -> asyncio.Future:
+    ) -> asyncio.Future[Any]:
         """Write a request now; the future resolves to the decoded response (None when
         `expect_response` is false, e.g. Produce with acks=0)."""
         loop = asyncio.get_running_loop()
@@ -274,7 +279,7 @@ class NetworkClient:
         self.reconnect_backoff = FailureBackoff(reconnect_backoff(config))
         self.bootstrap = [_parse_address(a) for a in config["bootstrap.servers"]]
         self._conns: dict[int, AsyncBrokerConnection] = {}
-        self._connecting: dict[int, asyncio.Task] = {}
+        self._connecting: dict[int, asyncio.Task[AsyncBrokerConnection | None]] = {}
         self._last_warning: dict[int, float] = {}  # node id -> when a failure was last logged
         self._reconnect_at: dict[int, float] = {}  # node id -> no connection attempt before
         self._bootstrap_index = 0

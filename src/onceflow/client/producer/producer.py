@@ -38,7 +38,6 @@ from typing import Any
 from onceflow.client.config import producer_config
 from onceflow.client.errors import (
     IllegalStateError,
-    KafkaError,
     KafkaTimeoutError,
     MessageTooLargeError,
 )
@@ -62,7 +61,7 @@ log = logging.getLogger(__name__)
 _ids = itertools.count(1)
 _time_ns = time.time_ns
 
-DeliveryCallback = Callable[[KafkaError | None, RecordMetadata | None], Any]
+DeliveryCallback = Callable[[BaseException | None, RecordMetadata | None], Any]
 
 
 def _to_bytes(data: Any, what: str) -> bytes | None:
@@ -151,7 +150,7 @@ class Producer:
             raise IllegalStateError("Cannot perform operation after producer has been closed")
         txn = self.txn
         add_partition = None
-        if self.transactional_id is not None:
+        if isinstance(txn, TxnManager):  # transactional.id set
             add_partition = txn.maybe_add_partition
             txn.check_call(TxnApi.SEND)  # raises unless a transaction is open
         elif txn is not None and txn.last_error is not None:
@@ -201,12 +200,13 @@ class Producer:
             partition = self._sticky.partition(topic, num_partitions, available)
             if add_partition is not None:
                 add_partition((topic, partition))
-            future = append((topic, partition), timestamp, key, value, record_headers, True)
-            if future is None:  # a new batch would open: move the sticky partition (KIP-480)
+            queued = append((topic, partition), timestamp, key, value, record_headers, True)
+            if queued is None:  # a new batch would open: move the sticky partition (KIP-480)
                 partition = self._sticky.next_partition(topic, num_partitions, available, partition)
                 if add_partition is not None:
                     add_partition((topic, partition))
-                future = append((topic, partition), timestamp, key, value, record_headers)
+                queued = append((topic, partition), timestamp, key, value, record_headers)
+            future = queued
         if on_delivery is not None:
             future.add_delivery_callback(on_delivery)
         return future

@@ -149,7 +149,8 @@ class ConsumerCoordinator:
         self.heartbeat_interval_s = config["heartbeat.interval.ms"] / 1000
         self.request_timeout_s = config["request.timeout.ms"] / 1000
         self.retry_backoff = retry_backoff(config)
-        self.assignors = [assignor_for(name) for name in config["partition.assignment.strategy"]]
+        strategies = config["partition.assignment.strategy"]  # validated: every one is known
+        self.assignors = [a for a in map(assignor_for, strategies) if a is not None]
         self.coordinator: tuple[int, str, int] | None = None
         self.generation_id = -1
         self.member_id = ""

@@ -32,7 +32,12 @@ from onceflow.client.errors import IllegalStateError, KafkaError, TransactionAbo
 from onceflow.client.net.backoff import ExponentialBackoff
 from onceflow.client.offsets import ConsumerGroupMetadata, OffsetAndMetadata
 from onceflow.client.producer.accumulator import ProducerBatch
-from onceflow.client.producer.idempotence import ProduceAction, ProduceDecision, TransactionManager
+from onceflow.client.producer.idempotence import (
+    InitProducerIdPlan,
+    ProduceAction,
+    ProduceDecision,
+    TransactionManager,
+)
 from onceflow.client.producer.states import (
     ABORTABLE_IGNORED_IN,
     ALLOWED_STATES,
@@ -59,7 +64,7 @@ from onceflow.client.producer.txn.requests import (
     FindCoordinator,
     InitProducerId,
 )
-from onceflow.common import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from onceflow.common import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TopicPartition
 from onceflow.protocol.errors import ErrorCode
 
 __all__ = ["ConsumerGroupMetadata", "OffsetAndMetadata", "TxnManager"]
@@ -79,13 +84,15 @@ class _PendingTransition(NamedTuple):
 class TxnManager(TransactionManager):
     """Producer id, epoch and sequences plus the transaction's state (thread-safe)."""
 
+    transactional_id: str  # always set (None only for an idempotent producer's manager)
+
     def __init__(
         self,
         transactional_id: str,
         transaction_timeout_ms: int,
         retry_backoff_ms: int = 100,
         retry_backoff_max_ms: int | None = None,
-    ):
+    ) -> None:
         super().__init__(transactional_id)
         self.transaction_timeout_ms = transaction_timeout_ms
         self.retry_backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms)
@@ -127,7 +134,7 @@ class TxnManager(TransactionManager):
         resumes one that timed out."""
         with self.lock:
             if self.state is _S.FATAL_ERROR:
-                raise self.last_error
+                raise self.last_error or IllegalStateError("in FATAL_ERROR without an error")
             pending = self._pending
             if pending is not None and pending.result.acked:
                 self._pending = pending = None
@@ -254,7 +261,7 @@ class TxnManager(TransactionManager):
 
     def send_offsets(
         self,
-        offsets: Mapping[tuple[str, int], OffsetAndMetadata],
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
         group: ConsumerGroupMetadata,
     ) -> TransactionalRequestResult:
         """send_offsets_to_transaction: AddOffsetsToTxn, then TxnOffsetCommit."""
@@ -452,7 +459,7 @@ class TxnManager(TransactionManager):
 
     # ------------------------------------------------------------------ idempotence hooks
 
-    def prepare_init_producer_id(self):  # noqa: ANN201 - the idempotent path is not used
+    def prepare_init_producer_id(self) -> InitProducerIdPlan | None:
         """Transactional producers get their id through the request queue only."""
         return None
 

@@ -34,6 +34,7 @@ from onceflow.client.net.coordinator_lookup import (
     find_coordinator_request,
     parse_coordinator,
 )
+from onceflow.client.offsets import ConsumerGroupMetadata, OffsetAndMetadata
 from onceflow.client.producer.states import ProducerState
 from onceflow.client.producer.txn.request import (
     ErrorCodes,
@@ -44,9 +45,15 @@ from onceflow.client.producer.txn.request import (
     TxnRequestKind,
     error_table,
 )
-from onceflow.protocol import messages
+from onceflow.common import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.message import Message
+from onceflow.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
+from onceflow.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
+from onceflow.protocol.messages.end_txn import EndTxnRequest
+from onceflow.protocol.messages.init_producer_id import InitProducerIdRequest
+from onceflow.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
 
 __all__ = [
     "END_TXN_TV1_MAX",
@@ -73,6 +80,8 @@ _INIT_PRODUCER_ID_MAX: Final = 5
 _INIT_WITH_PRODUCER_ID_VERSION = 3  # v3+ carries the id and epoch to bump (KIP-360)
 
 _A = TxnAction
+_OffsetTopic = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+_OffsetPartition = _OffsetTopic.TxnOffsetCommitRequestPartition
 _E = ErrorCode
 
 # error-table parts several kinds share
@@ -132,7 +141,7 @@ class FindCoordinator(TxnRequest):
     def target(self, txn: TransactionContext) -> None:
         return None
 
-    def build(self, txn: TransactionContext, version: int) -> Any:
+    def build(self, txn: TransactionContext, version: int) -> Message:
         return find_coordinator_request(version, *self.key)
 
     def parse(self, response: Any, version: int) -> tuple[ErrorCodes, dict[str, Any]]:
@@ -161,8 +170,8 @@ class InitProducerId(TxnRequest):
         super().__init__(result)
         self.producer_id, self.producer_epoch = producer_id, producer_epoch
 
-    def build(self, txn: TransactionContext, version: int) -> Any:
-        message = messages.REQUESTS[self.API_KEY](
+    def build(self, txn: TransactionContext, version: int) -> Message:
+        message = InitProducerIdRequest(
             transactional_id=txn.transactional_id,
             transaction_timeout_ms=txn.transaction_timeout_ms,
         )
@@ -203,8 +212,8 @@ class AddPartitionsToTxn(TxnRequest):
         super().__init__(result)
         self.partitions = partitions
 
-    def build(self, txn: TransactionContext, version: int) -> Any:
-        cls = messages.REQUESTS[self.API_KEY]
+    def build(self, txn: TransactionContext, version: int) -> Message:
+        cls = AddPartitionsToTxnRequest
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(self.partitions):
             by_topic.setdefault(topic, []).append(partition)
@@ -238,12 +247,12 @@ class _GroupOffsets(TxnRequest):
 
     def __init__(
         self,
-        group: Any,
-        offsets: dict[tuple[str, int], Any],
+        group: ConsumerGroupMetadata,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
         result: TransactionalRequestResult | None = None,
-    ):
+    ) -> None:
         super().__init__(result)
-        self.group, self.offsets = group, offsets  # ConsumerGroupMetadata, OffsetAndMetadata
+        self.group, self.offsets = group, offsets
 
 
 class AddOffsetsToTxn(_GroupOffsets):
@@ -253,8 +262,8 @@ class AddOffsetsToTxn(_GroupOffsets):
     API_KEY = ApiKey.ADD_OFFSETS_TO_TXN
     ERRORS = error_table(_IN_TRANSACTION, {_E.GROUP_AUTHORIZATION_FAILED: _A.ABORTABLE})
 
-    def build(self, txn: TransactionContext, version: int) -> Any:
-        return messages.REQUESTS[self.API_KEY](
+    def build(self, txn: TransactionContext, version: int) -> Message:
+        return AddOffsetsToTxnRequest(
             transactional_id=txn.transactional_id,
             producer_id=txn.producer_id,
             producer_epoch=txn.producer_epoch,
@@ -290,13 +299,11 @@ class TxnOffsetCommit(_GroupOffsets):
     def coordinator_key(self, txn: TransactionContext) -> tuple[int, str]:
         return (GROUP, self.group.group_id)
 
-    def build(self, txn: TransactionContext, version: int) -> Any:
-        cls = messages.REQUESTS[self.API_KEY]
-        topic_cls = cls.TxnOffsetCommitRequestTopic
-        by_topic: dict[str, list[Any]] = {}
+    def build(self, txn: TransactionContext, version: int) -> Message:
+        by_topic: dict[str, list[_OffsetPartition]] = {}
         for (topic, partition), committed in sorted(self.offsets.items()):
             by_topic.setdefault(topic, []).append(
-                topic_cls.TxnOffsetCommitRequestPartition(
+                _OffsetPartition(
                     partition_index=partition,
                     committed_offset=committed.offset,
                     committed_leader_epoch=committed.leader_epoch,
@@ -304,7 +311,7 @@ class TxnOffsetCommit(_GroupOffsets):
                 )
             )
         group = self.group
-        return cls(
+        return TxnOffsetCommitRequest(
             transactional_id=txn.transactional_id,
             group_id=group.group_id,
             producer_id=txn.producer_id,
@@ -312,7 +319,7 @@ class TxnOffsetCommit(_GroupOffsets):
             generation_id=group.generation_id,
             member_id=group.member_id,
             group_instance_id=group.group_instance_id,
-            topics=[topic_cls(name=t, partitions=ps) for t, ps in by_topic.items()],
+            topics=[_OffsetTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
         )
 
     def parse(self, response: Any, version: int) -> tuple[ErrorCodes, dict[str, Any]]:
@@ -351,8 +358,8 @@ class EndTxn(TxnRequest):
         super().__init__(result)
         self.committed = committed
 
-    def build(self, txn: TransactionContext, version: int) -> Any:
-        return messages.REQUESTS[self.API_KEY](
+    def build(self, txn: TransactionContext, version: int) -> Message:
+        return EndTxnRequest(
             transactional_id=txn.transactional_id,
             producer_id=txn.producer_id,
             producer_epoch=txn.producer_epoch,
