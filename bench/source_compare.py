@@ -10,6 +10,10 @@ first each round, because these machines are noisy:
   (no fsync while appending; one fsync before the reads), and a transaction coordinator
   cycle (AddPartitionsToTxn, EndTxn commit, markers written and COMPLETE_COMMIT durable) on a
   real `LogManager`;
+- onceflow's own client (`--measure client`), against a broker started from the same tree
+  (its CPU is not counted): the Producer's CPU per 1 KiB record (acks=all, sent and flushed),
+  the Consumer's per record read back, and the transactional Producer's per transaction of 10
+  records (begin, send, commit);
 - the generated protocol codec (`--measure codec`): decoding ProduceRequest v9 and encoding
   FetchResponse v12 (bench/protocol_codec.py's messages, one 1 KiB and three 341 KiB record
   sets), and a MetadataResponse v9 of 100 topics x 8 partitions (many small structs) both
@@ -191,6 +195,57 @@ def _codec_paths(seconds: float) -> dict[str, float]:
     return {name: 1e6 / measure(fn, seconds, time.process_time) for name, fn in cases.items()}
 
 
+def _client_paths(records: int, record_size: int, transactions: int) -> dict[str, float]:
+    """CPU microseconds per record of onceflow's Producer and Consumer, and CPU milliseconds
+    per transaction of its transactional Producer (child process; the broker is another)."""
+    from onceflow.cli.embedded_broker import EmbeddedBroker
+    from onceflow.client.admin import AdminClient, NewTopic
+    from onceflow.client.consumer import Consumer
+    from onceflow.client.producer import Producer
+
+    value = os.urandom(record_size)
+    data_dir = tempfile.mkdtemp(prefix="onceflow-compare-client-")
+    broker = EmbeddedBroker(Path(data_dir), 30)
+    try:
+        bootstrap = broker.address
+        with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+            admin.create_topics([NewTopic("plain", 3, 1), NewTopic("txn", 3, 1)])
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+        start = time.process_time()
+        for i in range(records):
+            producer.send("plain", value, partition=i % 3)
+        producer.flush(300)
+        produced = time.process_time() - start
+        producer.close()
+        consumer = Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest"})
+        consumer.assign([("plain", p) for p in range(3)])
+        got, start, deadline = 0, time.process_time(), time.monotonic() + 300
+        while got < records and time.monotonic() < deadline:
+            got += len(consumer.poll(0.5))
+        consumed = time.process_time() - start
+        consumer.close()
+        if got < records:
+            raise RuntimeError(f"consumed {got} of {records}")
+        txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": "compare"})
+        txn.init_transactions(30)
+        start = time.process_time()
+        for t in range(transactions):
+            txn.begin_transaction()
+            for i in range(10):
+                txn.send("txn", value, partition=(t + i) % 3)
+            txn.commit_transaction(30)
+        committed = time.process_time() - start
+        txn.close()
+    finally:
+        broker.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return {
+        "client_produce_us": produced / records * 1e6,
+        "client_consume_us": consumed / records * 1e6,
+        "client_txn_ms": committed / transactions * 1e3,
+    }
+
+
 def child(args: argparse.Namespace) -> int:
     """The in-process measurements with whatever `onceflow` PYTHONPATH selects."""
     result: dict[str, float] = {}
@@ -198,6 +253,8 @@ def child(args: argparse.Namespace) -> int:
         result.update(_log_paths(args.batches, args.record_size))
     if "txn" in args.measure:
         result["txn_ms"] = asyncio.run(_txn_cycles(args.txn_cycles))
+    if "client" in args.measure:
+        result.update(_client_paths(args.client_records, args.record_size, args.txn_cycles))
     if "codec" in args.measure:
         result.update(_codec_paths(args.codec_seconds))
     print(json.dumps(result))
@@ -220,6 +277,8 @@ def _run_child(src: Path, args: argparse.Namespace) -> dict[str, float]:
         ",".join(args.measure),
         "--codec-seconds",
         str(args.codec_seconds),
+        "--client-records",
+        str(args.client_records),
     ]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -245,9 +304,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--measure",
         type=lambda text: text.split(","),
-        default=["log", "txn", "codec", "broker"],
-        help="comma-separated: log, txn, codec, broker (default all)",
+        default=["log", "txn", "client", "codec", "broker"],
+        help="comma-separated: log, txn, client, codec, broker (default all)",
     )
+    parser.add_argument("--client-records", type=int, default=50_000)
     parser.add_argument("--codec-seconds", type=float, default=0.5, help="CPU time per case")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=RESULTS)

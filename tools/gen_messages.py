@@ -704,6 +704,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -784,8 +785,12 @@ def _module_source(specs: list[dict], source: str, doc: str, api: str | None) ->
             f"FLEXIBLE_MIN = {flex_min}",
             f"LATEST_VERSION_UNSTABLE = {bool(spec.get('latestVersionUnstable', False))}",
         ]
-        class_lines += gen.emit_class(sd, "_Message", "", extra)
-        class_lines += ["", ""]
+        response = re.sub(r"Request$", "Response", spec["name"])
+        paired = spec["type"] == "request" and any(o["name"] == response for o in specs)
+        base = f"_Request[{response}]" if paired else "_Message"  # typed by its response
+        lines = [*gen.emit_class(sd, base, "", extra), "", ""]
+        # a response class comes first: its request's base class names it
+        class_lines = lines + class_lines if spec["type"] == "response" else class_lines + lines
         for s in all_structs(sd):
             aliases.append(f"{s.alias} = {s.path}")
             for fd in s.fields:

@@ -210,9 +210,10 @@ class AdminClient:
         else:
             request = cls(topic_names=names, timeout_ms=self.request_timeout_ms)
         response = conn.send(request, version)
-        return {
-            r.name: TopicResult(r.name, known_code(r.error_code), getattr(r, "error_message", None))
+        return {  # named: the request names its topics (a name is null only for ids)
+            r.name: TopicResult(r.name, known_code(r.error_code), r.error_message)
             for r in response.responses
+            if r.name is not None
         }
 
     def create_partitions(self, new_counts: Mapping[str, int]) -> dict[str, TopicResult]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import socket
 import ssl
-from typing import Any
+from typing import Any, TypeVar
 
 from onceflow.client.errors import (  # noqa: F401  (re-exported for this module's callers)
     BrokerResponseError,
@@ -38,7 +38,9 @@ from onceflow.client.net.wire import (  # noqa: F401  (re-exported: tests build 
     encode_request_header,
     negotiate_version,
 )
-from onceflow.protocol.message import Message
+from onceflow.protocol.message import Message, Request
+
+_R = TypeVar("_R", bound=Message)
 
 _MAX_READ = 1 << 20
 
@@ -157,7 +159,7 @@ class BrokerConnection:
 
     # ------------------------------------------------------------------ requests
 
-    def send(self, request: Message, version: int | None = None) -> Any:
+    def send(self, request: Request[_R], version: int | None = None) -> _R:
         """Send a request (at `version`, default: negotiated) and return the decoded response."""
         self._require_socket()
         self._require_wire().send_request(request, version)

@@ -11,12 +11,12 @@ from __future__ import annotations
 import enum
 import struct
 from collections.abc import Callable
-from typing import Any, ClassVar, Final, Self
+from typing import Any, ClassVar, Final, Generic, Self, TypeVar
 
 from onceflow.common import BytesLike
 from onceflow.protocol.codec import DecodeError, UnsupportedVersionError
 
-__all__ = ["Struct", "Message", "UNSET", "Unset"]
+__all__ = ["Struct", "Message", "Request", "UNSET", "Unset"]
 
 
 class Unset(enum.Enum):
@@ -127,3 +127,13 @@ class Message(Struct):
     def encode(self, version: int) -> bytes:
         """Encode the body at `version`."""
         return b"".join(self.encode_parts(version))
+
+
+_R = TypeVar("_R", bound=Message, covariant=True)
+
+
+class Request(Message, Generic[_R]):
+    """A request body, typed by the class of its response (`ProduceRequest` is a
+    `Request[ProduceResponse]`), so that a client's `send(request)` returns that class."""
+
+    __slots__ = ()

@@ -47,13 +47,14 @@ from onceflow.common import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode, error_name
 from onceflow.protocol.messages.fetch import FetchRequest
-from onceflow.protocol.messages.list_offsets import ListOffsetsRequest
+from onceflow.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 
 __all__ = ["Fetcher"]
 
 log = logging.getLogger(__name__)
 _FETCH_TOPIC_ID_VERSION = 13  # Fetch v13+ names topics by id only
 _RESET_TIMESTAMPS = {"earliest": -2, "latest": -1}
+_ListedOffset = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
 _TRANSPORT_ERRORS = (OSError, KafkaTimeoutError, BrokerResponseError, UnsupportedVersionError)
 
 
@@ -342,12 +343,12 @@ class Fetcher:
             for tp, _s, _g in partitions:
                 if tp in self.subs.assignment:
                     self.subs.assignment[tp].reset_in_flight = True
-        offsets: dict[TopicPartition, Any] = {}
+        offsets: dict[TopicPartition, _ListedOffset] = {}
         try:
             response = await conn.send(request, timeout_s=self.request_timeout_s)
             for topic in response.topics:
-                for p in topic.partitions:
-                    offsets[TopicPartition(topic.name, p.partition_index)] = p
+                for listed in topic.partitions:
+                    offsets[TopicPartition(topic.name, listed.partition_index)] = listed
             self.list_offsets_backoff.succeeded(conn.node_id)
         except _TRANSPORT_ERRORS as exc:
             log.debug("ListOffsets failed: %s", exc)

@@ -32,7 +32,7 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal, TypeVar, overload
 
 from onceflow.client.errors import (
     AuthenticationError,
@@ -51,6 +51,7 @@ from onceflow.client.net.security import PLAINTEXT, ClientSecurity, ssl_authenti
 from onceflow.client.net.tasks import BackgroundTasks
 from onceflow.client.net.wire import WireConnection
 from onceflow.protocol.api_keys import ApiKey
+from onceflow.protocol.message import Message, Request
 from onceflow.protocol.messages.metadata import MetadataRequest
 from onceflow.security.sasl import SaslAuthenticationError
 
@@ -62,6 +63,9 @@ COORDINATOR_ID_BASE = 1 << 30  # connection ids of coordinators: base + node id 
 AUTH_RETRY_BACKOFF_S = 5.0  # after a failed SASL login, instead of reconnect.backoff.ms
 # SASL refused or unsupported, TLS handshake failed; a SASL exchange out of order
 AUTHENTICATION_ERRORS = (AuthenticationError, IllegalSaslStateError)
+
+
+_R = TypeVar("_R", bound=Message)
 
 
 class AsyncBrokerConnection(asyncio.Protocol):
@@ -208,9 +212,29 @@ class AsyncBrokerConnection(asyncio.Protocol):
 
     # ------------------------------------------------------------------ requests
 
+    @overload
     def send(
         self,
-        request: Any,
+        request: Request[_R],
+        version: int | None = None,
+        *,
+        timeout_s: float = 30.0,
+        expect_response: Literal[True] = True,
+    ) -> asyncio.Future[_R]: ...
+
+    @overload
+    def send(
+        self,
+        request: Request[_R],
+        version: int | None = None,
+        *,
+        timeout_s: float = 30.0,
+        expect_response: bool,
+    ) -> asyncio.Future[_R | None]: ...
+
+    def send(
+        self,
+        request: Request[_R],
         version: int | None = None,
         *,
         timeout_s: float = 30.0,
@@ -219,7 +243,7 @@ class AsyncBrokerConnection(asyncio.Protocol):
         """Write a request now; the future resolves to the decoded response (None when
         `expect_response` is false, e.g. Produce with acks=0)."""
         loop = asyncio.get_running_loop()
-        future = loop.create_future()
+        future: asyncio.Future[Any] = loop.create_future()  # the overloads say of what
         if self._transport is None:
             future.set_exception(
                 self._closed_error or KafkaConnectionError(f"not connected to {self.host}")

@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -59,7 +60,30 @@ _P_qh = _S('>qh').pack
 __all__ = ['AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse']
 
 
-class AddOffsetsToTxnRequest(_Message):
+class AddOffsetsToTxnResponse(_Message):
+    """AddOffsetsToTxnResponse: API key 25, versions 0-4, flexible 3+.
+
+    Fields (versions):
+        throttle_time_ms: int32 (0+)
+        error_code: int16 (0+)
+    """
+
+    API_KEY = 25
+    API_NAME = 'AddOffsetsToTxn'
+    VALID_VERSIONS = (0, 4)
+    FLEXIBLE_MIN = 3
+    LATEST_VERSION_UNSTABLE = False
+    throttle_time_ms: int
+    error_code: int
+    __slots__ = ('throttle_time_ms', 'error_code')
+    _FIELDS = __slots__
+
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+
+
+class AddOffsetsToTxnRequest(_Request[AddOffsetsToTxnResponse]):
     """AddOffsetsToTxnRequest: API key 25, versions 0-4, flexible 3+.
 
     Fields (versions):
@@ -86,29 +110,6 @@ class AddOffsetsToTxnRequest(_Message):
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.group_id = group_id
-
-
-class AddOffsetsToTxnResponse(_Message):
-    """AddOffsetsToTxnResponse: API key 25, versions 0-4, flexible 3+.
-
-    Fields (versions):
-        throttle_time_ms: int32 (0+)
-        error_code: int16 (0+)
-    """
-
-    API_KEY = 25
-    API_NAME = 'AddOffsetsToTxn'
-    VALID_VERSIONS = (0, 4)
-    FLEXIBLE_MIN = 3
-    LATEST_VERSION_UNSTABLE = False
-    throttle_time_ms: int
-    error_code: int
-    __slots__ = ('throttle_time_ms', 'error_code')
-    _FIELDS = __slots__
-
-    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0) -> None:
-        self.throttle_time_ms = throttle_time_ms
-        self.error_code = error_code
 
 
 _C_Request = AddOffsetsToTxnRequest

@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -59,81 +60,6 @@ _U_qhz = _S('>qh?').unpack_from
 _P_qhz = _S('>qh?').pack
 
 __all__ = ['AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse']
-
-
-class AddPartitionsToTxnRequest(_Message):
-    """AddPartitionsToTxnRequest: API key 24, versions 0-5, flexible 3+.
-
-    Fields (versions):
-        transactions: []AddPartitionsToTxnTransaction (4+)
-        v3_and_below_transactional_id: string (0-3)
-        v3_and_below_producer_id: int64 (0-3)
-        v3_and_below_producer_epoch: int16 (0-3)
-        v3_and_below_topics: []AddPartitionsToTxnTopic (0-3)
-    """
-
-    class AddPartitionsToTxnTransaction(_Struct):
-        """AddPartitionsToTxnTransaction
-
-        Fields (versions):
-            transactional_id: string (4+)
-            producer_id: int64 (4+)
-            producer_epoch: int16 (4+)
-            verify_only: bool (4+)
-            topics: []AddPartitionsToTxnTopic (4+)
-        """
-
-        transactional_id: str
-        producer_id: int
-        producer_epoch: int
-        verify_only: bool
-        topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic]
-        __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'verify_only', 'topics')
-        _FIELDS = __slots__
-
-        def __init__(self, *, transactional_id: str = '', producer_id: int = 0, producer_epoch: int = 0, verify_only: bool = False, topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] | _Unset = _UNSET) -> None:
-            self.transactional_id = transactional_id
-            self.producer_id = producer_id
-            self.producer_epoch = producer_epoch
-            self.verify_only = verify_only
-            self.topics = [] if topics is _UNSET else topics
-
-    class AddPartitionsToTxnTopic(_Struct):
-        """AddPartitionsToTxnTopic
-
-        Fields (versions):
-            name: string (0+)
-            partitions: []int32 (0+)
-        """
-
-        name: str
-        partitions: list[int]
-        __slots__ = ('name', 'partitions')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name: str = '', partitions: list[int] | _Unset = _UNSET) -> None:
-            self.name = name
-            self.partitions = [] if partitions is _UNSET else partitions
-
-    API_KEY = 24
-    API_NAME = 'AddPartitionsToTxn'
-    VALID_VERSIONS = (0, 5)
-    FLEXIBLE_MIN = 3
-    LATEST_VERSION_UNSTABLE = False
-    transactions: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction]
-    v3_and_below_transactional_id: str
-    v3_and_below_producer_id: int
-    v3_and_below_producer_epoch: int
-    v3_and_below_topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic]
-    __slots__ = ('transactions', 'v3_and_below_transactional_id', 'v3_and_below_producer_id', 'v3_and_below_producer_epoch', 'v3_and_below_topics')
-    _FIELDS = __slots__
-
-    def __init__(self, *, transactions: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction] | _Unset = _UNSET, v3_and_below_transactional_id: str = '', v3_and_below_producer_id: int = 0, v3_and_below_producer_epoch: int = 0, v3_and_below_topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] | _Unset = _UNSET) -> None:
-        self.transactions = [] if transactions is _UNSET else transactions
-        self.v3_and_below_transactional_id = v3_and_below_transactional_id
-        self.v3_and_below_producer_id = v3_and_below_producer_id
-        self.v3_and_below_producer_epoch = v3_and_below_producer_epoch
-        self.v3_and_below_topics = [] if v3_and_below_topics is _UNSET else v3_and_below_topics
 
 
 class AddPartitionsToTxnResponse(_Message):
@@ -214,6 +140,81 @@ class AddPartitionsToTxnResponse(_Message):
         self.error_code = error_code
         self.results_by_transaction = [] if results_by_transaction is _UNSET else results_by_transaction
         self.results_by_topic_v3_and_below = [] if results_by_topic_v3_and_below is _UNSET else results_by_topic_v3_and_below
+
+
+class AddPartitionsToTxnRequest(_Request[AddPartitionsToTxnResponse]):
+    """AddPartitionsToTxnRequest: API key 24, versions 0-5, flexible 3+.
+
+    Fields (versions):
+        transactions: []AddPartitionsToTxnTransaction (4+)
+        v3_and_below_transactional_id: string (0-3)
+        v3_and_below_producer_id: int64 (0-3)
+        v3_and_below_producer_epoch: int16 (0-3)
+        v3_and_below_topics: []AddPartitionsToTxnTopic (0-3)
+    """
+
+    class AddPartitionsToTxnTransaction(_Struct):
+        """AddPartitionsToTxnTransaction
+
+        Fields (versions):
+            transactional_id: string (4+)
+            producer_id: int64 (4+)
+            producer_epoch: int16 (4+)
+            verify_only: bool (4+)
+            topics: []AddPartitionsToTxnTopic (4+)
+        """
+
+        transactional_id: str
+        producer_id: int
+        producer_epoch: int
+        verify_only: bool
+        topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic]
+        __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'verify_only', 'topics')
+        _FIELDS = __slots__
+
+        def __init__(self, *, transactional_id: str = '', producer_id: int = 0, producer_epoch: int = 0, verify_only: bool = False, topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] | _Unset = _UNSET) -> None:
+            self.transactional_id = transactional_id
+            self.producer_id = producer_id
+            self.producer_epoch = producer_epoch
+            self.verify_only = verify_only
+            self.topics = [] if topics is _UNSET else topics
+
+    class AddPartitionsToTxnTopic(_Struct):
+        """AddPartitionsToTxnTopic
+
+        Fields (versions):
+            name: string (0+)
+            partitions: []int32 (0+)
+        """
+
+        name: str
+        partitions: list[int]
+        __slots__ = ('name', 'partitions')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', partitions: list[int] | _Unset = _UNSET) -> None:
+            self.name = name
+            self.partitions = [] if partitions is _UNSET else partitions
+
+    API_KEY = 24
+    API_NAME = 'AddPartitionsToTxn'
+    VALID_VERSIONS = (0, 5)
+    FLEXIBLE_MIN = 3
+    LATEST_VERSION_UNSTABLE = False
+    transactions: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction]
+    v3_and_below_transactional_id: str
+    v3_and_below_producer_id: int
+    v3_and_below_producer_epoch: int
+    v3_and_below_topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic]
+    __slots__ = ('transactions', 'v3_and_below_transactional_id', 'v3_and_below_producer_id', 'v3_and_below_producer_epoch', 'v3_and_below_topics')
+    _FIELDS = __slots__
+
+    def __init__(self, *, transactions: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction] | _Unset = _UNSET, v3_and_below_transactional_id: str = '', v3_and_below_producer_id: int = 0, v3_and_below_producer_epoch: int = 0, v3_and_below_topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] | _Unset = _UNSET) -> None:
+        self.transactions = [] if transactions is _UNSET else transactions
+        self.v3_and_below_transactional_id = v3_and_below_transactional_id
+        self.v3_and_below_producer_id = v3_and_below_producer_id
+        self.v3_and_below_producer_epoch = v3_and_below_producer_epoch
+        self.v3_and_below_topics = [] if v3_and_below_topics is _UNSET else v3_and_below_topics
 
 
 _C_Request = AddPartitionsToTxnRequest

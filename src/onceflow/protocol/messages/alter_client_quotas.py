@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -61,7 +62,67 @@ _P_i = _S('>i').pack
 __all__ = ['AlterClientQuotasRequest', 'AlterClientQuotasResponse']
 
 
-class AlterClientQuotasRequest(_Message):
+class AlterClientQuotasResponse(_Message):
+    """AlterClientQuotasResponse: API key 49, versions 0-1, flexible 1+.
+
+    Fields (versions):
+        throttle_time_ms: int32 (0+)
+        entries: []EntryData (0+)
+    """
+
+    class EntryData(_Struct):
+        """EntryData
+
+        Fields (versions):
+            error_code: int16 (0+)
+            error_message: string (0+, nullable 0+)
+            entity: []EntityData (0+)
+        """
+
+        class EntityData(_Struct):
+            """EntityData
+
+            Fields (versions):
+                entity_type: string (0+)
+                entity_name: string (0+, nullable 0+)
+            """
+
+            entity_type: str
+            entity_name: str | None
+            __slots__ = ('entity_type', 'entity_name')
+            _FIELDS = __slots__
+
+            def __init__(self, *, entity_type: str = '', entity_name: str | None = '') -> None:
+                self.entity_type = entity_type
+                self.entity_name = entity_name
+
+        error_code: int
+        error_message: str | None
+        entity: list[AlterClientQuotasResponse.EntryData.EntityData]
+        __slots__ = ('error_code', 'error_message', 'entity')
+        _FIELDS = __slots__
+
+        def __init__(self, *, error_code: int = 0, error_message: str | None = '', entity: list[AlterClientQuotasResponse.EntryData.EntityData] | _Unset = _UNSET) -> None:
+            self.error_code = error_code
+            self.error_message = error_message
+            self.entity = [] if entity is _UNSET else entity
+
+    API_KEY = 49
+    API_NAME = 'AlterClientQuotas'
+    VALID_VERSIONS = (0, 1)
+    FLEXIBLE_MIN = 1
+    LATEST_VERSION_UNSTABLE = False
+    throttle_time_ms: int
+    entries: list[AlterClientQuotasResponse.EntryData]
+    __slots__ = ('throttle_time_ms', 'entries')
+    _FIELDS = __slots__
+
+    def __init__(self, *, throttle_time_ms: int = 0, entries: list[AlterClientQuotasResponse.EntryData] | _Unset = _UNSET) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.entries = [] if entries is _UNSET else entries
+
+
+class AlterClientQuotasRequest(_Request[AlterClientQuotasResponse]):
     """AlterClientQuotasRequest: API key 49, versions 0-1, flexible 1+.
 
     Fields (versions):
@@ -136,66 +197,6 @@ class AlterClientQuotasRequest(_Message):
     def __init__(self, *, entries: list[AlterClientQuotasRequest.EntryData] | _Unset = _UNSET, validate_only: bool = False) -> None:
         self.entries = [] if entries is _UNSET else entries
         self.validate_only = validate_only
-
-
-class AlterClientQuotasResponse(_Message):
-    """AlterClientQuotasResponse: API key 49, versions 0-1, flexible 1+.
-
-    Fields (versions):
-        throttle_time_ms: int32 (0+)
-        entries: []EntryData (0+)
-    """
-
-    class EntryData(_Struct):
-        """EntryData
-
-        Fields (versions):
-            error_code: int16 (0+)
-            error_message: string (0+, nullable 0+)
-            entity: []EntityData (0+)
-        """
-
-        class EntityData(_Struct):
-            """EntityData
-
-            Fields (versions):
-                entity_type: string (0+)
-                entity_name: string (0+, nullable 0+)
-            """
-
-            entity_type: str
-            entity_name: str | None
-            __slots__ = ('entity_type', 'entity_name')
-            _FIELDS = __slots__
-
-            def __init__(self, *, entity_type: str = '', entity_name: str | None = '') -> None:
-                self.entity_type = entity_type
-                self.entity_name = entity_name
-
-        error_code: int
-        error_message: str | None
-        entity: list[AlterClientQuotasResponse.EntryData.EntityData]
-        __slots__ = ('error_code', 'error_message', 'entity')
-        _FIELDS = __slots__
-
-        def __init__(self, *, error_code: int = 0, error_message: str | None = '', entity: list[AlterClientQuotasResponse.EntryData.EntityData] | _Unset = _UNSET) -> None:
-            self.error_code = error_code
-            self.error_message = error_message
-            self.entity = [] if entity is _UNSET else entity
-
-    API_KEY = 49
-    API_NAME = 'AlterClientQuotas'
-    VALID_VERSIONS = (0, 1)
-    FLEXIBLE_MIN = 1
-    LATEST_VERSION_UNSTABLE = False
-    throttle_time_ms: int
-    entries: list[AlterClientQuotasResponse.EntryData]
-    __slots__ = ('throttle_time_ms', 'entries')
-    _FIELDS = __slots__
-
-    def __init__(self, *, throttle_time_ms: int = 0, entries: list[AlterClientQuotasResponse.EntryData] | _Unset = _UNSET) -> None:
-        self.throttle_time_ms = throttle_time_ms
-        self.entries = [] if entries is _UNSET else entries
 
 
 _C_Request = AlterClientQuotasRequest

@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -59,66 +60,6 @@ _U_ih = _S('>ih').unpack_from
 _P_ih = _S('>ih').pack
 
 __all__ = ['AlterPartitionReassignmentsRequest', 'AlterPartitionReassignmentsResponse']
-
-
-class AlterPartitionReassignmentsRequest(_Message):
-    """AlterPartitionReassignmentsRequest: API key 45, versions 0-1, flexible 0+.
-
-    Fields (versions):
-        timeout_ms: int32 (0+)
-        allow_replication_factor_change: bool (1+)
-        topics: []ReassignableTopic (0+)
-    """
-
-    class ReassignableTopic(_Struct):
-        """ReassignableTopic
-
-        Fields (versions):
-            name: string (0+)
-            partitions: []ReassignablePartition (0+)
-        """
-
-        class ReassignablePartition(_Struct):
-            """ReassignablePartition
-
-            Fields (versions):
-                partition_index: int32 (0+)
-                replicas: []int32 (0+, nullable 0+)
-            """
-
-            partition_index: int
-            replicas: list[int] | None
-            __slots__ = ('partition_index', 'replicas')
-            _FIELDS = __slots__
-
-            def __init__(self, *, partition_index: int = 0, replicas: list[int] | None = None) -> None:
-                self.partition_index = partition_index
-                self.replicas = replicas
-
-        name: str
-        partitions: list[AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition]
-        __slots__ = ('name', 'partitions')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name: str = '', partitions: list[AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition] | _Unset = _UNSET) -> None:
-            self.name = name
-            self.partitions = [] if partitions is _UNSET else partitions
-
-    API_KEY = 45
-    API_NAME = 'AlterPartitionReassignments'
-    VALID_VERSIONS = (0, 1)
-    FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = False
-    timeout_ms: int
-    allow_replication_factor_change: bool
-    topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic]
-    __slots__ = ('timeout_ms', 'allow_replication_factor_change', 'topics')
-    _FIELDS = __slots__
-
-    def __init__(self, *, timeout_ms: int = 60000, allow_replication_factor_change: bool = True, topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic] | _Unset = _UNSET) -> None:
-        self.timeout_ms = timeout_ms
-        self.allow_replication_factor_change = allow_replication_factor_change
-        self.topics = [] if topics is _UNSET else topics
 
 
 class AlterPartitionReassignmentsResponse(_Message):
@@ -188,6 +129,66 @@ class AlterPartitionReassignmentsResponse(_Message):
         self.error_code = error_code
         self.error_message = error_message
         self.responses = [] if responses is _UNSET else responses
+
+
+class AlterPartitionReassignmentsRequest(_Request[AlterPartitionReassignmentsResponse]):
+    """AlterPartitionReassignmentsRequest: API key 45, versions 0-1, flexible 0+.
+
+    Fields (versions):
+        timeout_ms: int32 (0+)
+        allow_replication_factor_change: bool (1+)
+        topics: []ReassignableTopic (0+)
+    """
+
+    class ReassignableTopic(_Struct):
+        """ReassignableTopic
+
+        Fields (versions):
+            name: string (0+)
+            partitions: []ReassignablePartition (0+)
+        """
+
+        class ReassignablePartition(_Struct):
+            """ReassignablePartition
+
+            Fields (versions):
+                partition_index: int32 (0+)
+                replicas: []int32 (0+, nullable 0+)
+            """
+
+            partition_index: int
+            replicas: list[int] | None
+            __slots__ = ('partition_index', 'replicas')
+            _FIELDS = __slots__
+
+            def __init__(self, *, partition_index: int = 0, replicas: list[int] | None = None) -> None:
+                self.partition_index = partition_index
+                self.replicas = replicas
+
+        name: str
+        partitions: list[AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition]
+        __slots__ = ('name', 'partitions')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', partitions: list[AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition] | _Unset = _UNSET) -> None:
+            self.name = name
+            self.partitions = [] if partitions is _UNSET else partitions
+
+    API_KEY = 45
+    API_NAME = 'AlterPartitionReassignments'
+    VALID_VERSIONS = (0, 1)
+    FLEXIBLE_MIN = 0
+    LATEST_VERSION_UNSTABLE = False
+    timeout_ms: int
+    allow_replication_factor_change: bool
+    topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic]
+    __slots__ = ('timeout_ms', 'allow_replication_factor_change', 'topics')
+    _FIELDS = __slots__
+
+    def __init__(self, *, timeout_ms: int = 60000, allow_replication_factor_change: bool = True, topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic] | _Unset = _UNSET) -> None:
+        self.timeout_ms = timeout_ms
+        self.allow_replication_factor_change = allow_replication_factor_change
+        self.topics = [] if topics is _UNSET else topics
 
 
 _C_Request = AlterPartitionReassignmentsRequest

@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -55,60 +56,6 @@ _U_ih = _S('>ih').unpack_from
 _P_ih = _S('>ih').pack
 
 __all__ = ['AlterReplicaLogDirsRequest', 'AlterReplicaLogDirsResponse']
-
-
-class AlterReplicaLogDirsRequest(_Message):
-    """AlterReplicaLogDirsRequest: API key 34, versions 1-2, flexible 2+.
-
-    Fields (versions):
-        dirs: []AlterReplicaLogDir (0+)
-    """
-
-    class AlterReplicaLogDir(_Struct):
-        """AlterReplicaLogDir
-
-        Fields (versions):
-            path: string (0+)
-            topics: []AlterReplicaLogDirTopic (0+)
-        """
-
-        class AlterReplicaLogDirTopic(_Struct):
-            """AlterReplicaLogDirTopic
-
-            Fields (versions):
-                name: string (0+)
-                partitions: []int32 (0+)
-            """
-
-            name: str
-            partitions: list[int]
-            __slots__ = ('name', 'partitions')
-            _FIELDS = __slots__
-
-            def __init__(self, *, name: str = '', partitions: list[int] | _Unset = _UNSET) -> None:
-                self.name = name
-                self.partitions = [] if partitions is _UNSET else partitions
-
-        path: str
-        topics: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic]
-        __slots__ = ('path', 'topics')
-        _FIELDS = __slots__
-
-        def __init__(self, *, path: str = '', topics: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic] | _Unset = _UNSET) -> None:
-            self.path = path
-            self.topics = [] if topics is _UNSET else topics
-
-    API_KEY = 34
-    API_NAME = 'AlterReplicaLogDirs'
-    VALID_VERSIONS = (1, 2)
-    FLEXIBLE_MIN = 2
-    LATEST_VERSION_UNSTABLE = False
-    dirs: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir]
-    __slots__ = ('dirs',)
-    _FIELDS = __slots__
-
-    def __init__(self, *, dirs: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir] | _Unset = _UNSET) -> None:
-        self.dirs = [] if dirs is _UNSET else dirs
 
 
 class AlterReplicaLogDirsResponse(_Message):
@@ -166,6 +113,60 @@ class AlterReplicaLogDirsResponse(_Message):
     def __init__(self, *, throttle_time_ms: int = 0, results: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is _UNSET else results
+
+
+class AlterReplicaLogDirsRequest(_Request[AlterReplicaLogDirsResponse]):
+    """AlterReplicaLogDirsRequest: API key 34, versions 1-2, flexible 2+.
+
+    Fields (versions):
+        dirs: []AlterReplicaLogDir (0+)
+    """
+
+    class AlterReplicaLogDir(_Struct):
+        """AlterReplicaLogDir
+
+        Fields (versions):
+            path: string (0+)
+            topics: []AlterReplicaLogDirTopic (0+)
+        """
+
+        class AlterReplicaLogDirTopic(_Struct):
+            """AlterReplicaLogDirTopic
+
+            Fields (versions):
+                name: string (0+)
+                partitions: []int32 (0+)
+            """
+
+            name: str
+            partitions: list[int]
+            __slots__ = ('name', 'partitions')
+            _FIELDS = __slots__
+
+            def __init__(self, *, name: str = '', partitions: list[int] | _Unset = _UNSET) -> None:
+                self.name = name
+                self.partitions = [] if partitions is _UNSET else partitions
+
+        path: str
+        topics: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic]
+        __slots__ = ('path', 'topics')
+        _FIELDS = __slots__
+
+        def __init__(self, *, path: str = '', topics: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic] | _Unset = _UNSET) -> None:
+            self.path = path
+            self.topics = [] if topics is _UNSET else topics
+
+    API_KEY = 34
+    API_NAME = 'AlterReplicaLogDirs'
+    VALID_VERSIONS = (1, 2)
+    FLEXIBLE_MIN = 2
+    LATEST_VERSION_UNSTABLE = False
+    dirs: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir]
+    __slots__ = ('dirs',)
+    _FIELDS = __slots__
+
+    def __init__(self, *, dirs: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir] | _Unset = _UNSET) -> None:
+        self.dirs = [] if dirs is _UNSET else dirs
 
 
 _C_Request = AlterReplicaLogDirsRequest

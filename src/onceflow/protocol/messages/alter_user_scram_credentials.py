@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -59,7 +60,50 @@ _P_i = _S('>i').pack
 __all__ = ['AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse']
 
 
-class AlterUserScramCredentialsRequest(_Message):
+class AlterUserScramCredentialsResponse(_Message):
+    """AlterUserScramCredentialsResponse: API key 51, versions 0, flexible 0+.
+
+    Fields (versions):
+        throttle_time_ms: int32 (0+)
+        results: []AlterUserScramCredentialsResult (0+)
+    """
+
+    class AlterUserScramCredentialsResult(_Struct):
+        """AlterUserScramCredentialsResult
+
+        Fields (versions):
+            user: string (0+)
+            error_code: int16 (0+)
+            error_message: string (0+, nullable 0+)
+        """
+
+        user: str
+        error_code: int
+        error_message: str | None
+        __slots__ = ('user', 'error_code', 'error_message')
+        _FIELDS = __slots__
+
+        def __init__(self, *, user: str = '', error_code: int = 0, error_message: str | None = '') -> None:
+            self.user = user
+            self.error_code = error_code
+            self.error_message = error_message
+
+    API_KEY = 51
+    API_NAME = 'AlterUserScramCredentials'
+    VALID_VERSIONS = (0, 0)
+    FLEXIBLE_MIN = 0
+    LATEST_VERSION_UNSTABLE = False
+    throttle_time_ms: int
+    results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult]
+    __slots__ = ('throttle_time_ms', 'results')
+    _FIELDS = __slots__
+
+    def __init__(self, *, throttle_time_ms: int = 0, results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult] | _Unset = _UNSET) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.results = [] if results is _UNSET else results
+
+
+class AlterUserScramCredentialsRequest(_Request[AlterUserScramCredentialsResponse]):
     """AlterUserScramCredentialsRequest: API key 51, versions 0, flexible 0+.
 
     Fields (versions):
@@ -123,49 +167,6 @@ class AlterUserScramCredentialsRequest(_Message):
     def __init__(self, *, deletions: list[AlterUserScramCredentialsRequest.ScramCredentialDeletion] | _Unset = _UNSET, upsertions: list[AlterUserScramCredentialsRequest.ScramCredentialUpsertion] | _Unset = _UNSET) -> None:
         self.deletions = [] if deletions is _UNSET else deletions
         self.upsertions = [] if upsertions is _UNSET else upsertions
-
-
-class AlterUserScramCredentialsResponse(_Message):
-    """AlterUserScramCredentialsResponse: API key 51, versions 0, flexible 0+.
-
-    Fields (versions):
-        throttle_time_ms: int32 (0+)
-        results: []AlterUserScramCredentialsResult (0+)
-    """
-
-    class AlterUserScramCredentialsResult(_Struct):
-        """AlterUserScramCredentialsResult
-
-        Fields (versions):
-            user: string (0+)
-            error_code: int16 (0+)
-            error_message: string (0+, nullable 0+)
-        """
-
-        user: str
-        error_code: int
-        error_message: str | None
-        __slots__ = ('user', 'error_code', 'error_message')
-        _FIELDS = __slots__
-
-        def __init__(self, *, user: str = '', error_code: int = 0, error_message: str | None = '') -> None:
-            self.user = user
-            self.error_code = error_code
-            self.error_message = error_message
-
-    API_KEY = 51
-    API_NAME = 'AlterUserScramCredentials'
-    VALID_VERSIONS = (0, 0)
-    FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = False
-    throttle_time_ms: int
-    results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult]
-    __slots__ = ('throttle_time_ms', 'results')
-    _FIELDS = __slots__
-
-    def __init__(self, *, throttle_time_ms: int = 0, results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult] | _Unset = _UNSET) -> None:
-        self.throttle_time_ms = throttle_time_ms
-        self.results = [] if results is _UNSET else results
 
 
 _C_Request = AlterUserScramCredentialsRequest

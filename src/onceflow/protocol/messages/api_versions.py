@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -63,29 +64,6 @@ _U_q = _S('>q').unpack_from
 _P_q = _S('>q').pack
 
 __all__ = ['ApiVersionsRequest', 'ApiVersionsResponse']
-
-
-class ApiVersionsRequest(_Message):
-    """ApiVersionsRequest: API key 18, versions 0-4, flexible 3+.
-
-    Fields (versions):
-        client_software_name: string (3+)
-        client_software_version: string (3+)
-    """
-
-    API_KEY = 18
-    API_NAME = 'ApiVersions'
-    VALID_VERSIONS = (0, 4)
-    FLEXIBLE_MIN = 3
-    LATEST_VERSION_UNSTABLE = False
-    client_software_name: str
-    client_software_version: str
-    __slots__ = ('client_software_name', 'client_software_version')
-    _FIELDS = __slots__
-
-    def __init__(self, *, client_software_name: str = '', client_software_version: str = '') -> None:
-        self.client_software_name = client_software_name
-        self.client_software_version = client_software_version
 
 
 class ApiVersionsResponse(_Message):
@@ -184,6 +162,29 @@ class ApiVersionsResponse(_Message):
         self.finalized_features_epoch = finalized_features_epoch
         self.finalized_features = [] if finalized_features is _UNSET else finalized_features
         self.zk_migration_ready = zk_migration_ready
+
+
+class ApiVersionsRequest(_Request[ApiVersionsResponse]):
+    """ApiVersionsRequest: API key 18, versions 0-4, flexible 3+.
+
+    Fields (versions):
+        client_software_name: string (3+)
+        client_software_version: string (3+)
+    """
+
+    API_KEY = 18
+    API_NAME = 'ApiVersions'
+    VALID_VERSIONS = (0, 4)
+    FLEXIBLE_MIN = 3
+    LATEST_VERSION_UNSTABLE = False
+    client_software_name: str
+    client_software_version: str
+    __slots__ = ('client_software_name', 'client_software_version')
+    _FIELDS = __slots__
+
+    def __init__(self, *, client_software_name: str = '', client_software_version: str = '') -> None:
+        self.client_software_name = client_software_name
+        self.client_software_version = client_software_version
 
 
 _C_Request = ApiVersionsRequest

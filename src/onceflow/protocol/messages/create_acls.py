@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -59,7 +60,47 @@ _P_i = _S('>i').pack
 __all__ = ['CreateAclsRequest', 'CreateAclsResponse']
 
 
-class CreateAclsRequest(_Message):
+class CreateAclsResponse(_Message):
+    """CreateAclsResponse: API key 30, versions 1-3, flexible 2+.
+
+    Fields (versions):
+        throttle_time_ms: int32 (0+)
+        results: []AclCreationResult (0+)
+    """
+
+    class AclCreationResult(_Struct):
+        """AclCreationResult
+
+        Fields (versions):
+            error_code: int16 (0+)
+            error_message: string (0+, nullable 0+)
+        """
+
+        error_code: int
+        error_message: str | None
+        __slots__ = ('error_code', 'error_message')
+        _FIELDS = __slots__
+
+        def __init__(self, *, error_code: int = 0, error_message: str | None = '') -> None:
+            self.error_code = error_code
+            self.error_message = error_message
+
+    API_KEY = 30
+    API_NAME = 'CreateAcls'
+    VALID_VERSIONS = (1, 3)
+    FLEXIBLE_MIN = 2
+    LATEST_VERSION_UNSTABLE = False
+    throttle_time_ms: int
+    results: list[CreateAclsResponse.AclCreationResult]
+    __slots__ = ('throttle_time_ms', 'results')
+    _FIELDS = __slots__
+
+    def __init__(self, *, throttle_time_ms: int = 0, results: list[CreateAclsResponse.AclCreationResult] | _Unset = _UNSET) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.results = [] if results is _UNSET else results
+
+
+class CreateAclsRequest(_Request[CreateAclsResponse]):
     """CreateAclsRequest: API key 30, versions 1-3, flexible 2+.
 
     Fields (versions):
@@ -109,46 +150,6 @@ class CreateAclsRequest(_Message):
 
     def __init__(self, *, creations: list[CreateAclsRequest.AclCreation] | _Unset = _UNSET) -> None:
         self.creations = [] if creations is _UNSET else creations
-
-
-class CreateAclsResponse(_Message):
-    """CreateAclsResponse: API key 30, versions 1-3, flexible 2+.
-
-    Fields (versions):
-        throttle_time_ms: int32 (0+)
-        results: []AclCreationResult (0+)
-    """
-
-    class AclCreationResult(_Struct):
-        """AclCreationResult
-
-        Fields (versions):
-            error_code: int16 (0+)
-            error_message: string (0+, nullable 0+)
-        """
-
-        error_code: int
-        error_message: str | None
-        __slots__ = ('error_code', 'error_message')
-        _FIELDS = __slots__
-
-        def __init__(self, *, error_code: int = 0, error_message: str | None = '') -> None:
-            self.error_code = error_code
-            self.error_message = error_message
-
-    API_KEY = 30
-    API_NAME = 'CreateAcls'
-    VALID_VERSIONS = (1, 3)
-    FLEXIBLE_MIN = 2
-    LATEST_VERSION_UNSTABLE = False
-    throttle_time_ms: int
-    results: list[CreateAclsResponse.AclCreationResult]
-    __slots__ = ('throttle_time_ms', 'results')
-    _FIELDS = __slots__
-
-    def __init__(self, *, throttle_time_ms: int = 0, results: list[CreateAclsResponse.AclCreationResult] | _Unset = _UNSET) -> None:
-        self.throttle_time_ms = throttle_time_ms
-        self.results = [] if results is _UNSET else results
 
 
 _C_Request = CreateAclsRequest

@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -59,7 +60,50 @@ _P_iz = _S('>i?').pack
 __all__ = ['CreatePartitionsRequest', 'CreatePartitionsResponse']
 
 
-class CreatePartitionsRequest(_Message):
+class CreatePartitionsResponse(_Message):
+    """CreatePartitionsResponse: API key 37, versions 0-3, flexible 2+.
+
+    Fields (versions):
+        throttle_time_ms: int32 (0+)
+        results: []CreatePartitionsTopicResult (0+)
+    """
+
+    class CreatePartitionsTopicResult(_Struct):
+        """CreatePartitionsTopicResult
+
+        Fields (versions):
+            name: string (0+)
+            error_code: int16 (0+)
+            error_message: string (0+, nullable 0+)
+        """
+
+        name: str
+        error_code: int
+        error_message: str | None
+        __slots__ = ('name', 'error_code', 'error_message')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', error_code: int = 0, error_message: str | None = None) -> None:
+            self.name = name
+            self.error_code = error_code
+            self.error_message = error_message
+
+    API_KEY = 37
+    API_NAME = 'CreatePartitions'
+    VALID_VERSIONS = (0, 3)
+    FLEXIBLE_MIN = 2
+    LATEST_VERSION_UNSTABLE = False
+    throttle_time_ms: int
+    results: list[CreatePartitionsResponse.CreatePartitionsTopicResult]
+    __slots__ = ('throttle_time_ms', 'results')
+    _FIELDS = __slots__
+
+    def __init__(self, *, throttle_time_ms: int = 0, results: list[CreatePartitionsResponse.CreatePartitionsTopicResult] | _Unset = _UNSET) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.results = [] if results is _UNSET else results
+
+
+class CreatePartitionsRequest(_Request[CreatePartitionsResponse]):
     """CreatePartitionsRequest: API key 37, versions 0-3, flexible 2+.
 
     Fields (versions):
@@ -117,49 +161,6 @@ class CreatePartitionsRequest(_Message):
         self.topics = [] if topics is _UNSET else topics
         self.timeout_ms = timeout_ms
         self.validate_only = validate_only
-
-
-class CreatePartitionsResponse(_Message):
-    """CreatePartitionsResponse: API key 37, versions 0-3, flexible 2+.
-
-    Fields (versions):
-        throttle_time_ms: int32 (0+)
-        results: []CreatePartitionsTopicResult (0+)
-    """
-
-    class CreatePartitionsTopicResult(_Struct):
-        """CreatePartitionsTopicResult
-
-        Fields (versions):
-            name: string (0+)
-            error_code: int16 (0+)
-            error_message: string (0+, nullable 0+)
-        """
-
-        name: str
-        error_code: int
-        error_message: str | None
-        __slots__ = ('name', 'error_code', 'error_message')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name: str = '', error_code: int = 0, error_message: str | None = None) -> None:
-            self.name = name
-            self.error_code = error_code
-            self.error_message = error_message
-
-    API_KEY = 37
-    API_NAME = 'CreatePartitions'
-    VALID_VERSIONS = (0, 3)
-    FLEXIBLE_MIN = 2
-    LATEST_VERSION_UNSTABLE = False
-    throttle_time_ms: int
-    results: list[CreatePartitionsResponse.CreatePartitionsTopicResult]
-    __slots__ = ('throttle_time_ms', 'results')
-    _FIELDS = __slots__
-
-    def __init__(self, *, throttle_time_ms: int = 0, results: list[CreatePartitionsResponse.CreatePartitionsTopicResult] | _Unset = _UNSET) -> None:
-        self.throttle_time_ms = throttle_time_ms
-        self.results = [] if results is _UNSET else results
 
 
 _C_Request = CreatePartitionsRequest

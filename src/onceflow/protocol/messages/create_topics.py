@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -61,92 +62,6 @@ _U_ih = _S('>ih').unpack_from
 _P_ih = _S('>ih').pack
 
 __all__ = ['CreateTopicsRequest', 'CreateTopicsResponse']
-
-
-class CreateTopicsRequest(_Message):
-    """CreateTopicsRequest: API key 19, versions 2-7, flexible 5+.
-
-    Fields (versions):
-        topics: []CreatableTopic (0+)
-        timeout_ms: int32 (0+)
-        validate_only: bool (1+)
-    """
-
-    class CreatableTopic(_Struct):
-        """CreatableTopic
-
-        Fields (versions):
-            name: string (0+)
-            num_partitions: int32 (0+)
-            replication_factor: int16 (0+)
-            assignments: []CreatableReplicaAssignment (0+)
-            configs: []CreatableTopicConfig (0+)
-        """
-
-        class CreatableReplicaAssignment(_Struct):
-            """CreatableReplicaAssignment
-
-            Fields (versions):
-                partition_index: int32 (0+)
-                broker_ids: []int32 (0+)
-            """
-
-            partition_index: int
-            broker_ids: list[int]
-            __slots__ = ('partition_index', 'broker_ids')
-            _FIELDS = __slots__
-
-            def __init__(self, *, partition_index: int = 0, broker_ids: list[int] | _Unset = _UNSET) -> None:
-                self.partition_index = partition_index
-                self.broker_ids = [] if broker_ids is _UNSET else broker_ids
-
-        class CreatableTopicConfig(_Struct):
-            """CreatableTopicConfig
-
-            Fields (versions):
-                name: string (0+)
-                value: string (0+, nullable 0+)
-            """
-
-            name: str
-            value: str | None
-            __slots__ = ('name', 'value')
-            _FIELDS = __slots__
-
-            def __init__(self, *, name: str = '', value: str | None = '') -> None:
-                self.name = name
-                self.value = value
-
-        name: str
-        num_partitions: int
-        replication_factor: int
-        assignments: list[CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment]
-        configs: list[CreateTopicsRequest.CreatableTopic.CreatableTopicConfig]
-        __slots__ = ('name', 'num_partitions', 'replication_factor', 'assignments', 'configs')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name: str = '', num_partitions: int = 0, replication_factor: int = 0, assignments: list[CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment] | _Unset = _UNSET, configs: list[CreateTopicsRequest.CreatableTopic.CreatableTopicConfig] | _Unset = _UNSET) -> None:
-            self.name = name
-            self.num_partitions = num_partitions
-            self.replication_factor = replication_factor
-            self.assignments = [] if assignments is _UNSET else assignments
-            self.configs = [] if configs is _UNSET else configs
-
-    API_KEY = 19
-    API_NAME = 'CreateTopics'
-    VALID_VERSIONS = (2, 7)
-    FLEXIBLE_MIN = 5
-    LATEST_VERSION_UNSTABLE = False
-    topics: list[CreateTopicsRequest.CreatableTopic]
-    timeout_ms: int
-    validate_only: bool
-    __slots__ = ('topics', 'timeout_ms', 'validate_only')
-    _FIELDS = __slots__
-
-    def __init__(self, *, topics: list[CreateTopicsRequest.CreatableTopic] | _Unset = _UNSET, timeout_ms: int = 60000, validate_only: bool = False) -> None:
-        self.topics = [] if topics is _UNSET else topics
-        self.timeout_ms = timeout_ms
-        self.validate_only = validate_only
 
 
 class CreateTopicsResponse(_Message):
@@ -231,6 +146,92 @@ class CreateTopicsResponse(_Message):
     def __init__(self, *, throttle_time_ms: int = 0, topics: list[CreateTopicsResponse.CreatableTopicResult] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _UNSET else topics
+
+
+class CreateTopicsRequest(_Request[CreateTopicsResponse]):
+    """CreateTopicsRequest: API key 19, versions 2-7, flexible 5+.
+
+    Fields (versions):
+        topics: []CreatableTopic (0+)
+        timeout_ms: int32 (0+)
+        validate_only: bool (1+)
+    """
+
+    class CreatableTopic(_Struct):
+        """CreatableTopic
+
+        Fields (versions):
+            name: string (0+)
+            num_partitions: int32 (0+)
+            replication_factor: int16 (0+)
+            assignments: []CreatableReplicaAssignment (0+)
+            configs: []CreatableTopicConfig (0+)
+        """
+
+        class CreatableReplicaAssignment(_Struct):
+            """CreatableReplicaAssignment
+
+            Fields (versions):
+                partition_index: int32 (0+)
+                broker_ids: []int32 (0+)
+            """
+
+            partition_index: int
+            broker_ids: list[int]
+            __slots__ = ('partition_index', 'broker_ids')
+            _FIELDS = __slots__
+
+            def __init__(self, *, partition_index: int = 0, broker_ids: list[int] | _Unset = _UNSET) -> None:
+                self.partition_index = partition_index
+                self.broker_ids = [] if broker_ids is _UNSET else broker_ids
+
+        class CreatableTopicConfig(_Struct):
+            """CreatableTopicConfig
+
+            Fields (versions):
+                name: string (0+)
+                value: string (0+, nullable 0+)
+            """
+
+            name: str
+            value: str | None
+            __slots__ = ('name', 'value')
+            _FIELDS = __slots__
+
+            def __init__(self, *, name: str = '', value: str | None = '') -> None:
+                self.name = name
+                self.value = value
+
+        name: str
+        num_partitions: int
+        replication_factor: int
+        assignments: list[CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment]
+        configs: list[CreateTopicsRequest.CreatableTopic.CreatableTopicConfig]
+        __slots__ = ('name', 'num_partitions', 'replication_factor', 'assignments', 'configs')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', num_partitions: int = 0, replication_factor: int = 0, assignments: list[CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment] | _Unset = _UNSET, configs: list[CreateTopicsRequest.CreatableTopic.CreatableTopicConfig] | _Unset = _UNSET) -> None:
+            self.name = name
+            self.num_partitions = num_partitions
+            self.replication_factor = replication_factor
+            self.assignments = [] if assignments is _UNSET else assignments
+            self.configs = [] if configs is _UNSET else configs
+
+    API_KEY = 19
+    API_NAME = 'CreateTopics'
+    VALID_VERSIONS = (2, 7)
+    FLEXIBLE_MIN = 5
+    LATEST_VERSION_UNSTABLE = False
+    topics: list[CreateTopicsRequest.CreatableTopic]
+    timeout_ms: int
+    validate_only: bool
+    __slots__ = ('topics', 'timeout_ms', 'validate_only')
+    _FIELDS = __slots__
+
+    def __init__(self, *, topics: list[CreateTopicsRequest.CreatableTopic] | _Unset = _UNSET, timeout_ms: int = 60000, validate_only: bool = False) -> None:
+        self.topics = [] if topics is _UNSET else topics
+        self.timeout_ms = timeout_ms
+        self.validate_only = validate_only
 
 
 _C_Request = CreateTopicsRequest

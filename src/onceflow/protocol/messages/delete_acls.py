@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,58 +58,6 @@ _U_i = _S('>i').unpack_from
 _P_i = _S('>i').pack
 
 __all__ = ['DeleteAclsRequest', 'DeleteAclsResponse']
-
-
-class DeleteAclsRequest(_Message):
-    """DeleteAclsRequest: API key 31, versions 1-3, flexible 2+.
-
-    Fields (versions):
-        filters: []DeleteAclsFilter (0+)
-    """
-
-    class DeleteAclsFilter(_Struct):
-        """DeleteAclsFilter
-
-        Fields (versions):
-            resource_type_filter: int8 (0+)
-            resource_name_filter: string (0+, nullable 0+)
-            pattern_type_filter: int8 (1+)
-            principal_filter: string (0+, nullable 0+)
-            host_filter: string (0+, nullable 0+)
-            operation: int8 (0+)
-            permission_type: int8 (0+)
-        """
-
-        resource_type_filter: int
-        resource_name_filter: str | None
-        pattern_type_filter: int
-        principal_filter: str | None
-        host_filter: str | None
-        operation: int
-        permission_type: int
-        __slots__ = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type')
-        _FIELDS = __slots__
-
-        def __init__(self, *, resource_type_filter: int = 0, resource_name_filter: str | None = '', pattern_type_filter: int = 3, principal_filter: str | None = '', host_filter: str | None = '', operation: int = 0, permission_type: int = 0) -> None:
-            self.resource_type_filter = resource_type_filter
-            self.resource_name_filter = resource_name_filter
-            self.pattern_type_filter = pattern_type_filter
-            self.principal_filter = principal_filter
-            self.host_filter = host_filter
-            self.operation = operation
-            self.permission_type = permission_type
-
-    API_KEY = 31
-    API_NAME = 'DeleteAcls'
-    VALID_VERSIONS = (1, 3)
-    FLEXIBLE_MIN = 2
-    LATEST_VERSION_UNSTABLE = False
-    filters: list[DeleteAclsRequest.DeleteAclsFilter]
-    __slots__ = ('filters',)
-    _FIELDS = __slots__
-
-    def __init__(self, *, filters: list[DeleteAclsRequest.DeleteAclsFilter] | _Unset = _UNSET) -> None:
-        self.filters = [] if filters is _UNSET else filters
 
 
 class DeleteAclsResponse(_Message):
@@ -190,6 +139,58 @@ class DeleteAclsResponse(_Message):
     def __init__(self, *, throttle_time_ms: int = 0, filter_results: list[DeleteAclsResponse.DeleteAclsFilterResult] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.filter_results = [] if filter_results is _UNSET else filter_results
+
+
+class DeleteAclsRequest(_Request[DeleteAclsResponse]):
+    """DeleteAclsRequest: API key 31, versions 1-3, flexible 2+.
+
+    Fields (versions):
+        filters: []DeleteAclsFilter (0+)
+    """
+
+    class DeleteAclsFilter(_Struct):
+        """DeleteAclsFilter
+
+        Fields (versions):
+            resource_type_filter: int8 (0+)
+            resource_name_filter: string (0+, nullable 0+)
+            pattern_type_filter: int8 (1+)
+            principal_filter: string (0+, nullable 0+)
+            host_filter: string (0+, nullable 0+)
+            operation: int8 (0+)
+            permission_type: int8 (0+)
+        """
+
+        resource_type_filter: int
+        resource_name_filter: str | None
+        pattern_type_filter: int
+        principal_filter: str | None
+        host_filter: str | None
+        operation: int
+        permission_type: int
+        __slots__ = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type')
+        _FIELDS = __slots__
+
+        def __init__(self, *, resource_type_filter: int = 0, resource_name_filter: str | None = '', pattern_type_filter: int = 3, principal_filter: str | None = '', host_filter: str | None = '', operation: int = 0, permission_type: int = 0) -> None:
+            self.resource_type_filter = resource_type_filter
+            self.resource_name_filter = resource_name_filter
+            self.pattern_type_filter = pattern_type_filter
+            self.principal_filter = principal_filter
+            self.host_filter = host_filter
+            self.operation = operation
+            self.permission_type = permission_type
+
+    API_KEY = 31
+    API_NAME = 'DeleteAcls'
+    VALID_VERSIONS = (1, 3)
+    FLEXIBLE_MIN = 2
+    LATEST_VERSION_UNSTABLE = False
+    filters: list[DeleteAclsRequest.DeleteAclsFilter]
+    __slots__ = ('filters',)
+    _FIELDS = __slots__
+
+    def __init__(self, *, filters: list[DeleteAclsRequest.DeleteAclsFilter] | _Unset = _UNSET) -> None:
+        self.filters = [] if filters is _UNSET else filters
 
 
 _C_Request = DeleteAclsRequest

@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,26 +58,6 @@ _P_i = _S('>i').pack
 __all__ = ['DeleteGroupsRequest', 'DeleteGroupsResponse']
 
 
-class DeleteGroupsRequest(_Message):
-    """DeleteGroupsRequest: API key 42, versions 0-2, flexible 2+.
-
-    Fields (versions):
-        groups_names: []string (0+)
-    """
-
-    API_KEY = 42
-    API_NAME = 'DeleteGroups'
-    VALID_VERSIONS = (0, 2)
-    FLEXIBLE_MIN = 2
-    LATEST_VERSION_UNSTABLE = False
-    groups_names: list[str]
-    __slots__ = ('groups_names',)
-    _FIELDS = __slots__
-
-    def __init__(self, *, groups_names: list[str] | _Unset = _UNSET) -> None:
-        self.groups_names = [] if groups_names is _UNSET else groups_names
-
-
 class DeleteGroupsResponse(_Message):
     """DeleteGroupsResponse: API key 42, versions 0-2, flexible 2+.
 
@@ -115,6 +96,26 @@ class DeleteGroupsResponse(_Message):
     def __init__(self, *, throttle_time_ms: int = 0, results: list[DeleteGroupsResponse.DeletableGroupResult] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is _UNSET else results
+
+
+class DeleteGroupsRequest(_Request[DeleteGroupsResponse]):
+    """DeleteGroupsRequest: API key 42, versions 0-2, flexible 2+.
+
+    Fields (versions):
+        groups_names: []string (0+)
+    """
+
+    API_KEY = 42
+    API_NAME = 'DeleteGroups'
+    VALID_VERSIONS = (0, 2)
+    FLEXIBLE_MIN = 2
+    LATEST_VERSION_UNSTABLE = False
+    groups_names: list[str]
+    __slots__ = ('groups_names',)
+    _FIELDS = __slots__
+
+    def __init__(self, *, groups_names: list[str] | _Unset = _UNSET) -> None:
+        self.groups_names = [] if groups_names is _UNSET else groups_names
 
 
 _C_Request = DeleteGroupsRequest

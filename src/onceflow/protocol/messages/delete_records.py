@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,63 +58,6 @@ _U_iqh = _S('>iqh').unpack_from
 _P_iqh = _S('>iqh').pack
 
 __all__ = ['DeleteRecordsRequest', 'DeleteRecordsResponse']
-
-
-class DeleteRecordsRequest(_Message):
-    """DeleteRecordsRequest: API key 21, versions 0-2, flexible 2+.
-
-    Fields (versions):
-        topics: []DeleteRecordsTopic (0+)
-        timeout_ms: int32 (0+)
-    """
-
-    class DeleteRecordsTopic(_Struct):
-        """DeleteRecordsTopic
-
-        Fields (versions):
-            name: string (0+)
-            partitions: []DeleteRecordsPartition (0+)
-        """
-
-        class DeleteRecordsPartition(_Struct):
-            """DeleteRecordsPartition
-
-            Fields (versions):
-                partition_index: int32 (0+)
-                offset: int64 (0+)
-            """
-
-            partition_index: int
-            offset: int
-            __slots__ = ('partition_index', 'offset')
-            _FIELDS = __slots__
-
-            def __init__(self, *, partition_index: int = 0, offset: int = 0) -> None:
-                self.partition_index = partition_index
-                self.offset = offset
-
-        name: str
-        partitions: list[DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition]
-        __slots__ = ('name', 'partitions')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name: str = '', partitions: list[DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition] | _Unset = _UNSET) -> None:
-            self.name = name
-            self.partitions = [] if partitions is _UNSET else partitions
-
-    API_KEY = 21
-    API_NAME = 'DeleteRecords'
-    VALID_VERSIONS = (0, 2)
-    FLEXIBLE_MIN = 2
-    LATEST_VERSION_UNSTABLE = False
-    topics: list[DeleteRecordsRequest.DeleteRecordsTopic]
-    timeout_ms: int
-    __slots__ = ('topics', 'timeout_ms')
-    _FIELDS = __slots__
-
-    def __init__(self, *, topics: list[DeleteRecordsRequest.DeleteRecordsTopic] | _Unset = _UNSET, timeout_ms: int = 0) -> None:
-        self.topics = [] if topics is _UNSET else topics
-        self.timeout_ms = timeout_ms
 
 
 class DeleteRecordsResponse(_Message):
@@ -174,6 +118,63 @@ class DeleteRecordsResponse(_Message):
     def __init__(self, *, throttle_time_ms: int = 0, topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _UNSET else topics
+
+
+class DeleteRecordsRequest(_Request[DeleteRecordsResponse]):
+    """DeleteRecordsRequest: API key 21, versions 0-2, flexible 2+.
+
+    Fields (versions):
+        topics: []DeleteRecordsTopic (0+)
+        timeout_ms: int32 (0+)
+    """
+
+    class DeleteRecordsTopic(_Struct):
+        """DeleteRecordsTopic
+
+        Fields (versions):
+            name: string (0+)
+            partitions: []DeleteRecordsPartition (0+)
+        """
+
+        class DeleteRecordsPartition(_Struct):
+            """DeleteRecordsPartition
+
+            Fields (versions):
+                partition_index: int32 (0+)
+                offset: int64 (0+)
+            """
+
+            partition_index: int
+            offset: int
+            __slots__ = ('partition_index', 'offset')
+            _FIELDS = __slots__
+
+            def __init__(self, *, partition_index: int = 0, offset: int = 0) -> None:
+                self.partition_index = partition_index
+                self.offset = offset
+
+        name: str
+        partitions: list[DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition]
+        __slots__ = ('name', 'partitions')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', partitions: list[DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition] | _Unset = _UNSET) -> None:
+            self.name = name
+            self.partitions = [] if partitions is _UNSET else partitions
+
+    API_KEY = 21
+    API_NAME = 'DeleteRecords'
+    VALID_VERSIONS = (0, 2)
+    FLEXIBLE_MIN = 2
+    LATEST_VERSION_UNSTABLE = False
+    topics: list[DeleteRecordsRequest.DeleteRecordsTopic]
+    timeout_ms: int
+    __slots__ = ('topics', 'timeout_ms')
+    _FIELDS = __slots__
+
+    def __init__(self, *, topics: list[DeleteRecordsRequest.DeleteRecordsTopic] | _Unset = _UNSET, timeout_ms: int = 0) -> None:
+        self.topics = [] if topics is _UNSET else topics
+        self.timeout_ms = timeout_ms
 
 
 _C_Request = DeleteRecordsRequest

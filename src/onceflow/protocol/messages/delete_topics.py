@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -55,49 +56,6 @@ _U_i = _S('>i').unpack_from
 _P_i = _S('>i').pack
 
 __all__ = ['DeleteTopicsRequest', 'DeleteTopicsResponse']
-
-
-class DeleteTopicsRequest(_Message):
-    """DeleteTopicsRequest: API key 20, versions 1-6, flexible 4+.
-
-    Fields (versions):
-        topics: []DeleteTopicState (6+)
-        topic_names: []string (0-5)
-        timeout_ms: int32 (0+)
-    """
-
-    class DeleteTopicState(_Struct):
-        """DeleteTopicState
-
-        Fields (versions):
-            name: string (6+, nullable 6+)
-            topic_id: uuid (6+)
-        """
-
-        name: str | None
-        topic_id: _uuid.UUID
-        __slots__ = ('name', 'topic_id')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name: str | None = None, topic_id: _uuid.UUID = _ZERO_UUID) -> None:
-            self.name = name
-            self.topic_id = topic_id
-
-    API_KEY = 20
-    API_NAME = 'DeleteTopics'
-    VALID_VERSIONS = (1, 6)
-    FLEXIBLE_MIN = 4
-    LATEST_VERSION_UNSTABLE = False
-    topics: list[DeleteTopicsRequest.DeleteTopicState]
-    topic_names: list[str]
-    timeout_ms: int
-    __slots__ = ('topics', 'topic_names', 'timeout_ms')
-    _FIELDS = __slots__
-
-    def __init__(self, *, topics: list[DeleteTopicsRequest.DeleteTopicState] | _Unset = _UNSET, topic_names: list[str] | _Unset = _UNSET, timeout_ms: int = 0) -> None:
-        self.topics = [] if topics is _UNSET else topics
-        self.topic_names = [] if topic_names is _UNSET else topic_names
-        self.timeout_ms = timeout_ms
 
 
 class DeleteTopicsResponse(_Message):
@@ -144,6 +102,49 @@ class DeleteTopicsResponse(_Message):
     def __init__(self, *, throttle_time_ms: int = 0, responses: list[DeleteTopicsResponse.DeletableTopicResult] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.responses = [] if responses is _UNSET else responses
+
+
+class DeleteTopicsRequest(_Request[DeleteTopicsResponse]):
+    """DeleteTopicsRequest: API key 20, versions 1-6, flexible 4+.
+
+    Fields (versions):
+        topics: []DeleteTopicState (6+)
+        topic_names: []string (0-5)
+        timeout_ms: int32 (0+)
+    """
+
+    class DeleteTopicState(_Struct):
+        """DeleteTopicState
+
+        Fields (versions):
+            name: string (6+, nullable 6+)
+            topic_id: uuid (6+)
+        """
+
+        name: str | None
+        topic_id: _uuid.UUID
+        __slots__ = ('name', 'topic_id')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str | None = None, topic_id: _uuid.UUID = _ZERO_UUID) -> None:
+            self.name = name
+            self.topic_id = topic_id
+
+    API_KEY = 20
+    API_NAME = 'DeleteTopics'
+    VALID_VERSIONS = (1, 6)
+    FLEXIBLE_MIN = 4
+    LATEST_VERSION_UNSTABLE = False
+    topics: list[DeleteTopicsRequest.DeleteTopicState]
+    topic_names: list[str]
+    timeout_ms: int
+    __slots__ = ('topics', 'topic_names', 'timeout_ms')
+    _FIELDS = __slots__
+
+    def __init__(self, *, topics: list[DeleteTopicsRequest.DeleteTopicState] | _Unset = _UNSET, topic_names: list[str] | _Unset = _UNSET, timeout_ms: int = 0) -> None:
+        self.topics = [] if topics is _UNSET else topics
+        self.topic_names = [] if topic_names is _UNSET else topic_names
+        self.timeout_ms = timeout_ms
 
 
 _C_Request = DeleteTopicsRequest

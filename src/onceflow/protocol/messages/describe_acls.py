@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,44 +58,6 @@ _U_ih = _S('>ih').unpack_from
 _P_ih = _S('>ih').pack
 
 __all__ = ['DescribeAclsRequest', 'DescribeAclsResponse']
-
-
-class DescribeAclsRequest(_Message):
-    """DescribeAclsRequest: API key 29, versions 1-3, flexible 2+.
-
-    Fields (versions):
-        resource_type_filter: int8 (0+)
-        resource_name_filter: string (0+, nullable 0+)
-        pattern_type_filter: int8 (1+)
-        principal_filter: string (0+, nullable 0+)
-        host_filter: string (0+, nullable 0+)
-        operation: int8 (0+)
-        permission_type: int8 (0+)
-    """
-
-    API_KEY = 29
-    API_NAME = 'DescribeAcls'
-    VALID_VERSIONS = (1, 3)
-    FLEXIBLE_MIN = 2
-    LATEST_VERSION_UNSTABLE = False
-    resource_type_filter: int
-    resource_name_filter: str | None
-    pattern_type_filter: int
-    principal_filter: str | None
-    host_filter: str | None
-    operation: int
-    permission_type: int
-    __slots__ = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type')
-    _FIELDS = __slots__
-
-    def __init__(self, *, resource_type_filter: int = 0, resource_name_filter: str | None = '', pattern_type_filter: int = 3, principal_filter: str | None = '', host_filter: str | None = '', operation: int = 0, permission_type: int = 0) -> None:
-        self.resource_type_filter = resource_type_filter
-        self.resource_name_filter = resource_name_filter
-        self.pattern_type_filter = pattern_type_filter
-        self.principal_filter = principal_filter
-        self.host_filter = host_filter
-        self.operation = operation
-        self.permission_type = permission_type
 
 
 class DescribeAclsResponse(_Message):
@@ -170,6 +133,44 @@ class DescribeAclsResponse(_Message):
         self.error_code = error_code
         self.error_message = error_message
         self.resources = [] if resources is _UNSET else resources
+
+
+class DescribeAclsRequest(_Request[DescribeAclsResponse]):
+    """DescribeAclsRequest: API key 29, versions 1-3, flexible 2+.
+
+    Fields (versions):
+        resource_type_filter: int8 (0+)
+        resource_name_filter: string (0+, nullable 0+)
+        pattern_type_filter: int8 (1+)
+        principal_filter: string (0+, nullable 0+)
+        host_filter: string (0+, nullable 0+)
+        operation: int8 (0+)
+        permission_type: int8 (0+)
+    """
+
+    API_KEY = 29
+    API_NAME = 'DescribeAcls'
+    VALID_VERSIONS = (1, 3)
+    FLEXIBLE_MIN = 2
+    LATEST_VERSION_UNSTABLE = False
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: int
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+    __slots__ = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type')
+    _FIELDS = __slots__
+
+    def __init__(self, *, resource_type_filter: int = 0, resource_name_filter: str | None = '', pattern_type_filter: int = 3, principal_filter: str | None = '', host_filter: str | None = '', operation: int = 0, permission_type: int = 0) -> None:
+        self.resource_type_filter = resource_type_filter
+        self.resource_name_filter = resource_name_filter
+        self.pattern_type_filter = pattern_type_filter
+        self.principal_filter = principal_filter
+        self.host_filter = host_filter
+        self.operation = operation
+        self.permission_type = permission_type
 
 
 _C_Request = DescribeAclsRequest

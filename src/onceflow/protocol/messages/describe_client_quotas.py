@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -59,49 +60,6 @@ _U_ih = _S('>ih').unpack_from
 _P_ih = _S('>ih').pack
 
 __all__ = ['DescribeClientQuotasRequest', 'DescribeClientQuotasResponse']
-
-
-class DescribeClientQuotasRequest(_Message):
-    """DescribeClientQuotasRequest: API key 48, versions 0-1, flexible 1+.
-
-    Fields (versions):
-        components: []ComponentData (0+)
-        strict: bool (0+)
-    """
-
-    class ComponentData(_Struct):
-        """ComponentData
-
-        Fields (versions):
-            entity_type: string (0+)
-            match_type: int8 (0+)
-            match: string (0+, nullable 0+)
-        """
-
-        entity_type: str
-        match_type: int
-        match: str | None
-        __slots__ = ('entity_type', 'match_type', 'match')
-        _FIELDS = __slots__
-
-        def __init__(self, *, entity_type: str = '', match_type: int = 0, match: str | None = '') -> None:
-            self.entity_type = entity_type
-            self.match_type = match_type
-            self.match = match
-
-    API_KEY = 48
-    API_NAME = 'DescribeClientQuotas'
-    VALID_VERSIONS = (0, 1)
-    FLEXIBLE_MIN = 1
-    LATEST_VERSION_UNSTABLE = False
-    components: list[DescribeClientQuotasRequest.ComponentData]
-    strict: bool
-    __slots__ = ('components', 'strict')
-    _FIELDS = __slots__
-
-    def __init__(self, *, components: list[DescribeClientQuotasRequest.ComponentData] | _Unset = _UNSET, strict: bool = False) -> None:
-        self.components = [] if components is _UNSET else components
-        self.strict = strict
 
 
 class DescribeClientQuotasResponse(_Message):
@@ -182,6 +140,49 @@ class DescribeClientQuotasResponse(_Message):
         self.error_code = error_code
         self.error_message = error_message
         self.entries = [] if entries is _UNSET else entries
+
+
+class DescribeClientQuotasRequest(_Request[DescribeClientQuotasResponse]):
+    """DescribeClientQuotasRequest: API key 48, versions 0-1, flexible 1+.
+
+    Fields (versions):
+        components: []ComponentData (0+)
+        strict: bool (0+)
+    """
+
+    class ComponentData(_Struct):
+        """ComponentData
+
+        Fields (versions):
+            entity_type: string (0+)
+            match_type: int8 (0+)
+            match: string (0+, nullable 0+)
+        """
+
+        entity_type: str
+        match_type: int
+        match: str | None
+        __slots__ = ('entity_type', 'match_type', 'match')
+        _FIELDS = __slots__
+
+        def __init__(self, *, entity_type: str = '', match_type: int = 0, match: str | None = '') -> None:
+            self.entity_type = entity_type
+            self.match_type = match_type
+            self.match = match
+
+    API_KEY = 48
+    API_NAME = 'DescribeClientQuotas'
+    VALID_VERSIONS = (0, 1)
+    FLEXIBLE_MIN = 1
+    LATEST_VERSION_UNSTABLE = False
+    components: list[DescribeClientQuotasRequest.ComponentData]
+    strict: bool
+    __slots__ = ('components', 'strict')
+    _FIELDS = __slots__
+
+    def __init__(self, *, components: list[DescribeClientQuotasRequest.ComponentData] | _Unset = _UNSET, strict: bool = False) -> None:
+        self.components = [] if components is _UNSET else components
+        self.strict = strict
 
 
 _C_Request = DescribeClientQuotasRequest

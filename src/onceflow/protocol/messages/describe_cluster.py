@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -61,32 +62,6 @@ _U_ih = _S('>ih').unpack_from
 _P_ih = _S('>ih').pack
 
 __all__ = ['DescribeClusterRequest', 'DescribeClusterResponse']
-
-
-class DescribeClusterRequest(_Message):
-    """DescribeClusterRequest: API key 60, versions 0-2, flexible 0+.
-
-    Fields (versions):
-        include_cluster_authorized_operations: bool (0+)
-        endpoint_type: int8 (1+)
-        include_fenced_brokers: bool (2+)
-    """
-
-    API_KEY = 60
-    API_NAME = 'DescribeCluster'
-    VALID_VERSIONS = (0, 2)
-    FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = False
-    include_cluster_authorized_operations: bool
-    endpoint_type: int
-    include_fenced_brokers: bool
-    __slots__ = ('include_cluster_authorized_operations', 'endpoint_type', 'include_fenced_brokers')
-    _FIELDS = __slots__
-
-    def __init__(self, *, include_cluster_authorized_operations: bool = False, endpoint_type: int = 1, include_fenced_brokers: bool = False) -> None:
-        self.include_cluster_authorized_operations = include_cluster_authorized_operations
-        self.endpoint_type = endpoint_type
-        self.include_fenced_brokers = include_fenced_brokers
 
 
 class DescribeClusterResponse(_Message):
@@ -154,6 +129,32 @@ class DescribeClusterResponse(_Message):
         self.controller_id = controller_id
         self.brokers = [] if brokers is _UNSET else brokers
         self.cluster_authorized_operations = cluster_authorized_operations
+
+
+class DescribeClusterRequest(_Request[DescribeClusterResponse]):
+    """DescribeClusterRequest: API key 60, versions 0-2, flexible 0+.
+
+    Fields (versions):
+        include_cluster_authorized_operations: bool (0+)
+        endpoint_type: int8 (1+)
+        include_fenced_brokers: bool (2+)
+    """
+
+    API_KEY = 60
+    API_NAME = 'DescribeCluster'
+    VALID_VERSIONS = (0, 2)
+    FLEXIBLE_MIN = 0
+    LATEST_VERSION_UNSTABLE = False
+    include_cluster_authorized_operations: bool
+    endpoint_type: int
+    include_fenced_brokers: bool
+    __slots__ = ('include_cluster_authorized_operations', 'endpoint_type', 'include_fenced_brokers')
+    _FIELDS = __slots__
+
+    def __init__(self, *, include_cluster_authorized_operations: bool = False, endpoint_type: int = 1, include_fenced_brokers: bool = False) -> None:
+        self.include_cluster_authorized_operations = include_cluster_authorized_operations
+        self.endpoint_type = endpoint_type
+        self.include_fenced_brokers = include_fenced_brokers
 
 
 _C_Request = DescribeClusterRequest

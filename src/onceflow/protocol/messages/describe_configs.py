@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -61,52 +62,6 @@ _U_i = _S('>i').unpack_from
 _P_i = _S('>i').pack
 
 __all__ = ['DescribeConfigsRequest', 'DescribeConfigsResponse']
-
-
-class DescribeConfigsRequest(_Message):
-    """DescribeConfigsRequest: API key 32, versions 1-4, flexible 4+.
-
-    Fields (versions):
-        resources: []DescribeConfigsResource (0+)
-        include_synonyms: bool (1+)
-        include_documentation: bool (3+)
-    """
-
-    class DescribeConfigsResource(_Struct):
-        """DescribeConfigsResource
-
-        Fields (versions):
-            resource_type: int8 (0+)
-            resource_name: string (0+)
-            configuration_keys: []string (0+, nullable 0+)
-        """
-
-        resource_type: int
-        resource_name: str
-        configuration_keys: list[str] | None
-        __slots__ = ('resource_type', 'resource_name', 'configuration_keys')
-        _FIELDS = __slots__
-
-        def __init__(self, *, resource_type: int = 0, resource_name: str = '', configuration_keys: list[str] | None | _Unset = _UNSET) -> None:
-            self.resource_type = resource_type
-            self.resource_name = resource_name
-            self.configuration_keys = [] if configuration_keys is _UNSET else configuration_keys
-
-    API_KEY = 32
-    API_NAME = 'DescribeConfigs'
-    VALID_VERSIONS = (1, 4)
-    FLEXIBLE_MIN = 4
-    LATEST_VERSION_UNSTABLE = False
-    resources: list[DescribeConfigsRequest.DescribeConfigsResource]
-    include_synonyms: bool
-    include_documentation: bool
-    __slots__ = ('resources', 'include_synonyms', 'include_documentation')
-    _FIELDS = __slots__
-
-    def __init__(self, *, resources: list[DescribeConfigsRequest.DescribeConfigsResource] | _Unset = _UNSET, include_synonyms: bool = False, include_documentation: bool = False) -> None:
-        self.resources = [] if resources is _UNSET else resources
-        self.include_synonyms = include_synonyms
-        self.include_documentation = include_documentation
 
 
 class DescribeConfigsResponse(_Message):
@@ -214,6 +169,52 @@ class DescribeConfigsResponse(_Message):
     def __init__(self, *, throttle_time_ms: int = 0, results: list[DescribeConfigsResponse.DescribeConfigsResult] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is _UNSET else results
+
+
+class DescribeConfigsRequest(_Request[DescribeConfigsResponse]):
+    """DescribeConfigsRequest: API key 32, versions 1-4, flexible 4+.
+
+    Fields (versions):
+        resources: []DescribeConfigsResource (0+)
+        include_synonyms: bool (1+)
+        include_documentation: bool (3+)
+    """
+
+    class DescribeConfigsResource(_Struct):
+        """DescribeConfigsResource
+
+        Fields (versions):
+            resource_type: int8 (0+)
+            resource_name: string (0+)
+            configuration_keys: []string (0+, nullable 0+)
+        """
+
+        resource_type: int
+        resource_name: str
+        configuration_keys: list[str] | None
+        __slots__ = ('resource_type', 'resource_name', 'configuration_keys')
+        _FIELDS = __slots__
+
+        def __init__(self, *, resource_type: int = 0, resource_name: str = '', configuration_keys: list[str] | None | _Unset = _UNSET) -> None:
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+            self.configuration_keys = [] if configuration_keys is _UNSET else configuration_keys
+
+    API_KEY = 32
+    API_NAME = 'DescribeConfigs'
+    VALID_VERSIONS = (1, 4)
+    FLEXIBLE_MIN = 4
+    LATEST_VERSION_UNSTABLE = False
+    resources: list[DescribeConfigsRequest.DescribeConfigsResource]
+    include_synonyms: bool
+    include_documentation: bool
+    __slots__ = ('resources', 'include_synonyms', 'include_documentation')
+    _FIELDS = __slots__
+
+    def __init__(self, *, resources: list[DescribeConfigsRequest.DescribeConfigsResource] | _Unset = _UNSET, include_synonyms: bool = False, include_documentation: bool = False) -> None:
+        self.resources = [] if resources is _UNSET else resources
+        self.include_synonyms = include_synonyms
+        self.include_documentation = include_documentation
 
 
 _C_Request = DescribeConfigsRequest

@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,29 +58,6 @@ _U_i = _S('>i').unpack_from
 _P_i = _S('>i').pack
 
 __all__ = ['DescribeGroupsRequest', 'DescribeGroupsResponse']
-
-
-class DescribeGroupsRequest(_Message):
-    """DescribeGroupsRequest: API key 15, versions 0-6, flexible 5+.
-
-    Fields (versions):
-        groups: []string (0+)
-        include_authorized_operations: bool (3+)
-    """
-
-    API_KEY = 15
-    API_NAME = 'DescribeGroups'
-    VALID_VERSIONS = (0, 6)
-    FLEXIBLE_MIN = 5
-    LATEST_VERSION_UNSTABLE = False
-    groups: list[str]
-    include_authorized_operations: bool
-    __slots__ = ('groups', 'include_authorized_operations')
-    _FIELDS = __slots__
-
-    def __init__(self, *, groups: list[str] | _Unset = _UNSET, include_authorized_operations: bool = False) -> None:
-        self.groups = [] if groups is _UNSET else groups
-        self.include_authorized_operations = include_authorized_operations
 
 
 class DescribeGroupsResponse(_Message):
@@ -167,6 +145,29 @@ class DescribeGroupsResponse(_Message):
     def __init__(self, *, throttle_time_ms: int = 0, groups: list[DescribeGroupsResponse.DescribedGroup] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.groups = [] if groups is _UNSET else groups
+
+
+class DescribeGroupsRequest(_Request[DescribeGroupsResponse]):
+    """DescribeGroupsRequest: API key 15, versions 0-6, flexible 5+.
+
+    Fields (versions):
+        groups: []string (0+)
+        include_authorized_operations: bool (3+)
+    """
+
+    API_KEY = 15
+    API_NAME = 'DescribeGroups'
+    VALID_VERSIONS = (0, 6)
+    FLEXIBLE_MIN = 5
+    LATEST_VERSION_UNSTABLE = False
+    groups: list[str]
+    include_authorized_operations: bool
+    __slots__ = ('groups', 'include_authorized_operations')
+    _FIELDS = __slots__
+
+    def __init__(self, *, groups: list[str] | _Unset = _UNSET, include_authorized_operations: bool = False) -> None:
+        self.groups = [] if groups is _UNSET else groups
+        self.include_authorized_operations = include_authorized_operations
 
 
 _C_Request = DescribeGroupsRequest

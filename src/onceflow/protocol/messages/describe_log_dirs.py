@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -63,43 +64,6 @@ _U_qqz = _S('>qq?').unpack_from
 _P_qqz = _S('>qq?').pack
 
 __all__ = ['DescribeLogDirsRequest', 'DescribeLogDirsResponse']
-
-
-class DescribeLogDirsRequest(_Message):
-    """DescribeLogDirsRequest: API key 35, versions 1-5, flexible 2+.
-
-    Fields (versions):
-        topics: []DescribableLogDirTopic (0+, nullable 0+)
-    """
-
-    class DescribableLogDirTopic(_Struct):
-        """DescribableLogDirTopic
-
-        Fields (versions):
-            topic: string (0+)
-            partitions: []int32 (0+)
-        """
-
-        topic: str
-        partitions: list[int]
-        __slots__ = ('topic', 'partitions')
-        _FIELDS = __slots__
-
-        def __init__(self, *, topic: str = '', partitions: list[int] | _Unset = _UNSET) -> None:
-            self.topic = topic
-            self.partitions = [] if partitions is _UNSET else partitions
-
-    API_KEY = 35
-    API_NAME = 'DescribeLogDirs'
-    VALID_VERSIONS = (1, 5)
-    FLEXIBLE_MIN = 2
-    LATEST_VERSION_UNSTABLE = False
-    topics: list[DescribeLogDirsRequest.DescribableLogDirTopic] | None
-    __slots__ = ('topics',)
-    _FIELDS = __slots__
-
-    def __init__(self, *, topics: list[DescribeLogDirsRequest.DescribableLogDirTopic] | None | _Unset = _UNSET) -> None:
-        self.topics = [] if topics is _UNSET else topics
 
 
 class DescribeLogDirsResponse(_Message):
@@ -195,6 +159,43 @@ class DescribeLogDirsResponse(_Message):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.results = [] if results is _UNSET else results
+
+
+class DescribeLogDirsRequest(_Request[DescribeLogDirsResponse]):
+    """DescribeLogDirsRequest: API key 35, versions 1-5, flexible 2+.
+
+    Fields (versions):
+        topics: []DescribableLogDirTopic (0+, nullable 0+)
+    """
+
+    class DescribableLogDirTopic(_Struct):
+        """DescribableLogDirTopic
+
+        Fields (versions):
+            topic: string (0+)
+            partitions: []int32 (0+)
+        """
+
+        topic: str
+        partitions: list[int]
+        __slots__ = ('topic', 'partitions')
+        _FIELDS = __slots__
+
+        def __init__(self, *, topic: str = '', partitions: list[int] | _Unset = _UNSET) -> None:
+            self.topic = topic
+            self.partitions = [] if partitions is _UNSET else partitions
+
+    API_KEY = 35
+    API_NAME = 'DescribeLogDirs'
+    VALID_VERSIONS = (1, 5)
+    FLEXIBLE_MIN = 2
+    LATEST_VERSION_UNSTABLE = False
+    topics: list[DescribeLogDirsRequest.DescribableLogDirTopic] | None
+    __slots__ = ('topics',)
+    _FIELDS = __slots__
+
+    def __init__(self, *, topics: list[DescribeLogDirsRequest.DescribableLogDirTopic] | None | _Unset = _UNSET) -> None:
+        self.topics = [] if topics is _UNSET else topics
 
 
 _C_Request = DescribeLogDirsRequest

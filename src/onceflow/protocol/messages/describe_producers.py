@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,43 +58,6 @@ _U_qiiqiq = _S('>qiiqiq').unpack_from
 _P_qiiqiq = _S('>qiiqiq').pack
 
 __all__ = ['DescribeProducersRequest', 'DescribeProducersResponse']
-
-
-class DescribeProducersRequest(_Message):
-    """DescribeProducersRequest: API key 61, versions 0, flexible 0+.
-
-    Fields (versions):
-        topics: []TopicRequest (0+)
-    """
-
-    class TopicRequest(_Struct):
-        """TopicRequest
-
-        Fields (versions):
-            name: string (0+)
-            partition_indexes: []int32 (0+)
-        """
-
-        name: str
-        partition_indexes: list[int]
-        __slots__ = ('name', 'partition_indexes')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name: str = '', partition_indexes: list[int] | _Unset = _UNSET) -> None:
-            self.name = name
-            self.partition_indexes = [] if partition_indexes is _UNSET else partition_indexes
-
-    API_KEY = 61
-    API_NAME = 'DescribeProducers'
-    VALID_VERSIONS = (0, 0)
-    FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = False
-    topics: list[DescribeProducersRequest.TopicRequest]
-    __slots__ = ('topics',)
-    _FIELDS = __slots__
-
-    def __init__(self, *, topics: list[DescribeProducersRequest.TopicRequest] | _Unset = _UNSET) -> None:
-        self.topics = [] if topics is _UNSET else topics
 
 
 class DescribeProducersResponse(_Message):
@@ -185,6 +149,43 @@ class DescribeProducersResponse(_Message):
 
     def __init__(self, *, throttle_time_ms: int = 0, topics: list[DescribeProducersResponse.TopicResponse] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is _UNSET else topics
+
+
+class DescribeProducersRequest(_Request[DescribeProducersResponse]):
+    """DescribeProducersRequest: API key 61, versions 0, flexible 0+.
+
+    Fields (versions):
+        topics: []TopicRequest (0+)
+    """
+
+    class TopicRequest(_Struct):
+        """TopicRequest
+
+        Fields (versions):
+            name: string (0+)
+            partition_indexes: []int32 (0+)
+        """
+
+        name: str
+        partition_indexes: list[int]
+        __slots__ = ('name', 'partition_indexes')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', partition_indexes: list[int] | _Unset = _UNSET) -> None:
+            self.name = name
+            self.partition_indexes = [] if partition_indexes is _UNSET else partition_indexes
+
+    API_KEY = 61
+    API_NAME = 'DescribeProducers'
+    VALID_VERSIONS = (0, 0)
+    FLEXIBLE_MIN = 0
+    LATEST_VERSION_UNSTABLE = False
+    topics: list[DescribeProducersRequest.TopicRequest]
+    __slots__ = ('topics',)
+    _FIELDS = __slots__
+
+    def __init__(self, *, topics: list[DescribeProducersRequest.TopicRequest] | _Unset = _UNSET) -> None:
         self.topics = [] if topics is _UNSET else topics
 
 

@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -69,57 +70,6 @@ _U_qqq = _S('>qqq').unpack_from
 _P_qqq = _S('>qqq').pack
 
 __all__ = ['DescribeQuorumRequest', 'DescribeQuorumResponse']
-
-
-class DescribeQuorumRequest(_Message):
-    """DescribeQuorumRequest: API key 55, versions 0-2, flexible 0+.
-
-    Fields (versions):
-        topics: []TopicData (0+)
-    """
-
-    class TopicData(_Struct):
-        """TopicData
-
-        Fields (versions):
-            topic_name: string (0+)
-            partitions: []PartitionData (0+)
-        """
-
-        class PartitionData(_Struct):
-            """PartitionData
-
-            Fields (versions):
-                partition_index: int32 (0+)
-            """
-
-            partition_index: int
-            __slots__ = ('partition_index',)
-            _FIELDS = __slots__
-
-            def __init__(self, *, partition_index: int = 0) -> None:
-                self.partition_index = partition_index
-
-        topic_name: str
-        partitions: list[DescribeQuorumRequest.TopicData.PartitionData]
-        __slots__ = ('topic_name', 'partitions')
-        _FIELDS = __slots__
-
-        def __init__(self, *, topic_name: str = '', partitions: list[DescribeQuorumRequest.TopicData.PartitionData] | _Unset = _UNSET) -> None:
-            self.topic_name = topic_name
-            self.partitions = [] if partitions is _UNSET else partitions
-
-    API_KEY = 55
-    API_NAME = 'DescribeQuorum'
-    VALID_VERSIONS = (0, 2)
-    FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = False
-    topics: list[DescribeQuorumRequest.TopicData]
-    __slots__ = ('topics',)
-    _FIELDS = __slots__
-
-    def __init__(self, *, topics: list[DescribeQuorumRequest.TopicData] | _Unset = _UNSET) -> None:
-        self.topics = [] if topics is _UNSET else topics
 
 
 class DescribeQuorumResponse(_Message):
@@ -264,6 +214,57 @@ class DescribeQuorumResponse(_Message):
         self.error_message = error_message
         self.topics = [] if topics is _UNSET else topics
         self.nodes = [] if nodes is _UNSET else nodes
+
+
+class DescribeQuorumRequest(_Request[DescribeQuorumResponse]):
+    """DescribeQuorumRequest: API key 55, versions 0-2, flexible 0+.
+
+    Fields (versions):
+        topics: []TopicData (0+)
+    """
+
+    class TopicData(_Struct):
+        """TopicData
+
+        Fields (versions):
+            topic_name: string (0+)
+            partitions: []PartitionData (0+)
+        """
+
+        class PartitionData(_Struct):
+            """PartitionData
+
+            Fields (versions):
+                partition_index: int32 (0+)
+            """
+
+            partition_index: int
+            __slots__ = ('partition_index',)
+            _FIELDS = __slots__
+
+            def __init__(self, *, partition_index: int = 0) -> None:
+                self.partition_index = partition_index
+
+        topic_name: str
+        partitions: list[DescribeQuorumRequest.TopicData.PartitionData]
+        __slots__ = ('topic_name', 'partitions')
+        _FIELDS = __slots__
+
+        def __init__(self, *, topic_name: str = '', partitions: list[DescribeQuorumRequest.TopicData.PartitionData] | _Unset = _UNSET) -> None:
+            self.topic_name = topic_name
+            self.partitions = [] if partitions is _UNSET else partitions
+
+    API_KEY = 55
+    API_NAME = 'DescribeQuorum'
+    VALID_VERSIONS = (0, 2)
+    FLEXIBLE_MIN = 0
+    LATEST_VERSION_UNSTABLE = False
+    topics: list[DescribeQuorumRequest.TopicData]
+    __slots__ = ('topics',)
+    _FIELDS = __slots__
+
+    def __init__(self, *, topics: list[DescribeQuorumRequest.TopicData] | _Unset = _UNSET) -> None:
+        self.topics = [] if topics is _UNSET else topics
 
 
 _C_Request = DescribeQuorumRequest

@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -59,63 +60,6 @@ _U_i = _S('>i').unpack_from
 _P_i = _S('>i').pack
 
 __all__ = ['DescribeTopicPartitionsRequest', 'DescribeTopicPartitionsResponse']
-
-
-class DescribeTopicPartitionsRequest(_Message):
-    """DescribeTopicPartitionsRequest: API key 75, versions 0, flexible 0+.
-
-    Fields (versions):
-        topics: []TopicRequest (0+)
-        response_partition_limit: int32 (0+)
-        cursor: Cursor (0+, nullable 0+)
-    """
-
-    class TopicRequest(_Struct):
-        """TopicRequest
-
-        Fields (versions):
-            name: string (0+)
-        """
-
-        name: str
-        __slots__ = ('name',)
-        _FIELDS = __slots__
-
-        def __init__(self, *, name: str = '') -> None:
-            self.name = name
-
-    class Cursor(_Struct):
-        """Cursor
-
-        Fields (versions):
-            topic_name: string (0+)
-            partition_index: int32 (0+)
-        """
-
-        topic_name: str
-        partition_index: int
-        __slots__ = ('topic_name', 'partition_index')
-        _FIELDS = __slots__
-
-        def __init__(self, *, topic_name: str = '', partition_index: int = 0) -> None:
-            self.topic_name = topic_name
-            self.partition_index = partition_index
-
-    API_KEY = 75
-    API_NAME = 'DescribeTopicPartitions'
-    VALID_VERSIONS = (0, 0)
-    FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = False
-    topics: list[DescribeTopicPartitionsRequest.TopicRequest]
-    response_partition_limit: int
-    cursor: DescribeTopicPartitionsRequest.Cursor | None
-    __slots__ = ('topics', 'response_partition_limit', 'cursor')
-    _FIELDS = __slots__
-
-    def __init__(self, *, topics: list[DescribeTopicPartitionsRequest.TopicRequest] | _Unset = _UNSET, response_partition_limit: int = 2000, cursor: DescribeTopicPartitionsRequest.Cursor | None = None) -> None:
-        self.topics = [] if topics is _UNSET else topics
-        self.response_partition_limit = response_partition_limit
-        self.cursor = cursor
 
 
 class DescribeTopicPartitionsResponse(_Message):
@@ -226,6 +170,63 @@ class DescribeTopicPartitionsResponse(_Message):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _UNSET else topics
         self.next_cursor = next_cursor
+
+
+class DescribeTopicPartitionsRequest(_Request[DescribeTopicPartitionsResponse]):
+    """DescribeTopicPartitionsRequest: API key 75, versions 0, flexible 0+.
+
+    Fields (versions):
+        topics: []TopicRequest (0+)
+        response_partition_limit: int32 (0+)
+        cursor: Cursor (0+, nullable 0+)
+    """
+
+    class TopicRequest(_Struct):
+        """TopicRequest
+
+        Fields (versions):
+            name: string (0+)
+        """
+
+        name: str
+        __slots__ = ('name',)
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '') -> None:
+            self.name = name
+
+    class Cursor(_Struct):
+        """Cursor
+
+        Fields (versions):
+            topic_name: string (0+)
+            partition_index: int32 (0+)
+        """
+
+        topic_name: str
+        partition_index: int
+        __slots__ = ('topic_name', 'partition_index')
+        _FIELDS = __slots__
+
+        def __init__(self, *, topic_name: str = '', partition_index: int = 0) -> None:
+            self.topic_name = topic_name
+            self.partition_index = partition_index
+
+    API_KEY = 75
+    API_NAME = 'DescribeTopicPartitions'
+    VALID_VERSIONS = (0, 0)
+    FLEXIBLE_MIN = 0
+    LATEST_VERSION_UNSTABLE = False
+    topics: list[DescribeTopicPartitionsRequest.TopicRequest]
+    response_partition_limit: int
+    cursor: DescribeTopicPartitionsRequest.Cursor | None
+    __slots__ = ('topics', 'response_partition_limit', 'cursor')
+    _FIELDS = __slots__
+
+    def __init__(self, *, topics: list[DescribeTopicPartitionsRequest.TopicRequest] | _Unset = _UNSET, response_partition_limit: int = 2000, cursor: DescribeTopicPartitionsRequest.Cursor | None = None) -> None:
+        self.topics = [] if topics is _UNSET else topics
+        self.response_partition_limit = response_partition_limit
+        self.cursor = cursor
 
 
 _C_Request = DescribeTopicPartitionsRequest

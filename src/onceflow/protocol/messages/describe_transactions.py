@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,26 +58,6 @@ _U_iqqh = _S('>iqqh').unpack_from
 _P_iqqh = _S('>iqqh').pack
 
 __all__ = ['DescribeTransactionsRequest', 'DescribeTransactionsResponse']
-
-
-class DescribeTransactionsRequest(_Message):
-    """DescribeTransactionsRequest: API key 65, versions 0, flexible 0+.
-
-    Fields (versions):
-        transactional_ids: []string (0+)
-    """
-
-    API_KEY = 65
-    API_NAME = 'DescribeTransactions'
-    VALID_VERSIONS = (0, 0)
-    FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = False
-    transactional_ids: list[str]
-    __slots__ = ('transactional_ids',)
-    _FIELDS = __slots__
-
-    def __init__(self, *, transactional_ids: list[str] | _Unset = _UNSET) -> None:
-        self.transactional_ids = [] if transactional_ids is _UNSET else transactional_ids
 
 
 class DescribeTransactionsResponse(_Message):
@@ -152,6 +133,26 @@ class DescribeTransactionsResponse(_Message):
     def __init__(self, *, throttle_time_ms: int = 0, transaction_states: list[DescribeTransactionsResponse.TransactionState] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.transaction_states = [] if transaction_states is _UNSET else transaction_states
+
+
+class DescribeTransactionsRequest(_Request[DescribeTransactionsResponse]):
+    """DescribeTransactionsRequest: API key 65, versions 0, flexible 0+.
+
+    Fields (versions):
+        transactional_ids: []string (0+)
+    """
+
+    API_KEY = 65
+    API_NAME = 'DescribeTransactions'
+    VALID_VERSIONS = (0, 0)
+    FLEXIBLE_MIN = 0
+    LATEST_VERSION_UNSTABLE = False
+    transactional_ids: list[str]
+    __slots__ = ('transactional_ids',)
+    _FIELDS = __slots__
+
+    def __init__(self, *, transactional_ids: list[str] | _Unset = _UNSET) -> None:
+        self.transactional_ids = [] if transactional_ids is _UNSET else transactional_ids
 
 
 _C_Request = DescribeTransactionsRequest

@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -59,40 +60,6 @@ _U_ih = _S('>ih').unpack_from
 _P_ih = _S('>ih').pack
 
 __all__ = ['DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse']
-
-
-class DescribeUserScramCredentialsRequest(_Message):
-    """DescribeUserScramCredentialsRequest: API key 50, versions 0, flexible 0+.
-
-    Fields (versions):
-        users: []UserName (0+, nullable 0+)
-    """
-
-    class UserName(_Struct):
-        """UserName
-
-        Fields (versions):
-            name: string (0+)
-        """
-
-        name: str
-        __slots__ = ('name',)
-        _FIELDS = __slots__
-
-        def __init__(self, *, name: str = '') -> None:
-            self.name = name
-
-    API_KEY = 50
-    API_NAME = 'DescribeUserScramCredentials'
-    VALID_VERSIONS = (0, 0)
-    FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = False
-    users: list[DescribeUserScramCredentialsRequest.UserName] | None
-    __slots__ = ('users',)
-    _FIELDS = __slots__
-
-    def __init__(self, *, users: list[DescribeUserScramCredentialsRequest.UserName] | None | _Unset = _UNSET) -> None:
-        self.users = [] if users is _UNSET else users
 
 
 class DescribeUserScramCredentialsResponse(_Message):
@@ -162,6 +129,40 @@ class DescribeUserScramCredentialsResponse(_Message):
         self.error_code = error_code
         self.error_message = error_message
         self.results = [] if results is _UNSET else results
+
+
+class DescribeUserScramCredentialsRequest(_Request[DescribeUserScramCredentialsResponse]):
+    """DescribeUserScramCredentialsRequest: API key 50, versions 0, flexible 0+.
+
+    Fields (versions):
+        users: []UserName (0+, nullable 0+)
+    """
+
+    class UserName(_Struct):
+        """UserName
+
+        Fields (versions):
+            name: string (0+)
+        """
+
+        name: str
+        __slots__ = ('name',)
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '') -> None:
+            self.name = name
+
+    API_KEY = 50
+    API_NAME = 'DescribeUserScramCredentials'
+    VALID_VERSIONS = (0, 0)
+    FLEXIBLE_MIN = 0
+    LATEST_VERSION_UNSTABLE = False
+    users: list[DescribeUserScramCredentialsRequest.UserName] | None
+    __slots__ = ('users',)
+    _FIELDS = __slots__
+
+    def __init__(self, *, users: list[DescribeUserScramCredentialsRequest.UserName] | None | _Unset = _UNSET) -> None:
+        self.users = [] if users is _UNSET else users
 
 
 _C_Request = DescribeUserScramCredentialsRequest

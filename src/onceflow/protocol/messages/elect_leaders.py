@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -55,49 +56,6 @@ _U_ih = _S('>ih').unpack_from
 _P_ih = _S('>ih').pack
 
 __all__ = ['ElectLeadersRequest', 'ElectLeadersResponse']
-
-
-class ElectLeadersRequest(_Message):
-    """ElectLeadersRequest: API key 43, versions 0-2, flexible 2+.
-
-    Fields (versions):
-        election_type: int8 (1+)
-        topic_partitions: []TopicPartitions (0+, nullable 0+)
-        timeout_ms: int32 (0+)
-    """
-
-    class TopicPartitions(_Struct):
-        """TopicPartitions
-
-        Fields (versions):
-            topic: string (0+)
-            partitions: []int32 (0+)
-        """
-
-        topic: str
-        partitions: list[int]
-        __slots__ = ('topic', 'partitions')
-        _FIELDS = __slots__
-
-        def __init__(self, *, topic: str = '', partitions: list[int] | _Unset = _UNSET) -> None:
-            self.topic = topic
-            self.partitions = [] if partitions is _UNSET else partitions
-
-    API_KEY = 43
-    API_NAME = 'ElectLeaders'
-    VALID_VERSIONS = (0, 2)
-    FLEXIBLE_MIN = 2
-    LATEST_VERSION_UNSTABLE = False
-    election_type: int
-    topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None
-    timeout_ms: int
-    __slots__ = ('election_type', 'topic_partitions', 'timeout_ms')
-    _FIELDS = __slots__
-
-    def __init__(self, *, election_type: int = 0, topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None | _Unset = _UNSET, timeout_ms: int = 60000) -> None:
-        self.election_type = election_type
-        self.topic_partitions = [] if topic_partitions is _UNSET else topic_partitions
-        self.timeout_ms = timeout_ms
 
 
 class ElectLeadersResponse(_Message):
@@ -161,6 +119,49 @@ class ElectLeadersResponse(_Message):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.replica_election_results = [] if replica_election_results is _UNSET else replica_election_results
+
+
+class ElectLeadersRequest(_Request[ElectLeadersResponse]):
+    """ElectLeadersRequest: API key 43, versions 0-2, flexible 2+.
+
+    Fields (versions):
+        election_type: int8 (1+)
+        topic_partitions: []TopicPartitions (0+, nullable 0+)
+        timeout_ms: int32 (0+)
+    """
+
+    class TopicPartitions(_Struct):
+        """TopicPartitions
+
+        Fields (versions):
+            topic: string (0+)
+            partitions: []int32 (0+)
+        """
+
+        topic: str
+        partitions: list[int]
+        __slots__ = ('topic', 'partitions')
+        _FIELDS = __slots__
+
+        def __init__(self, *, topic: str = '', partitions: list[int] | _Unset = _UNSET) -> None:
+            self.topic = topic
+            self.partitions = [] if partitions is _UNSET else partitions
+
+    API_KEY = 43
+    API_NAME = 'ElectLeaders'
+    VALID_VERSIONS = (0, 2)
+    FLEXIBLE_MIN = 2
+    LATEST_VERSION_UNSTABLE = False
+    election_type: int
+    topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None
+    timeout_ms: int
+    __slots__ = ('election_type', 'topic_partitions', 'timeout_ms')
+    _FIELDS = __slots__
+
+    def __init__(self, *, election_type: int = 0, topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None | _Unset = _UNSET, timeout_ms: int = 60000) -> None:
+        self.election_type = election_type
+        self.topic_partitions = [] if topic_partitions is _UNSET else topic_partitions
+        self.timeout_ms = timeout_ms
 
 
 _C_Request = ElectLeadersRequest

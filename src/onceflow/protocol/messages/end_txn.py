@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -61,35 +62,6 @@ _P_qhz = _S('>qh?').pack
 __all__ = ['EndTxnRequest', 'EndTxnResponse']
 
 
-class EndTxnRequest(_Message):
-    """EndTxnRequest: API key 26, versions 0-5, flexible 3+.
-
-    Fields (versions):
-        transactional_id: string (0+)
-        producer_id: int64 (0+)
-        producer_epoch: int16 (0+)
-        committed: bool (0+)
-    """
-
-    API_KEY = 26
-    API_NAME = 'EndTxn'
-    VALID_VERSIONS = (0, 5)
-    FLEXIBLE_MIN = 3
-    LATEST_VERSION_UNSTABLE = False
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    committed: bool
-    __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'committed')
-    _FIELDS = __slots__
-
-    def __init__(self, *, transactional_id: str = '', producer_id: int = 0, producer_epoch: int = 0, committed: bool = False) -> None:
-        self.transactional_id = transactional_id
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.committed = committed
-
-
 class EndTxnResponse(_Message):
     """EndTxnResponse: API key 26, versions 0-5, flexible 3+.
 
@@ -117,6 +89,35 @@ class EndTxnResponse(_Message):
         self.error_code = error_code
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
+
+
+class EndTxnRequest(_Request[EndTxnResponse]):
+    """EndTxnRequest: API key 26, versions 0-5, flexible 3+.
+
+    Fields (versions):
+        transactional_id: string (0+)
+        producer_id: int64 (0+)
+        producer_epoch: int16 (0+)
+        committed: bool (0+)
+    """
+
+    API_KEY = 26
+    API_NAME = 'EndTxn'
+    VALID_VERSIONS = (0, 5)
+    FLEXIBLE_MIN = 3
+    LATEST_VERSION_UNSTABLE = False
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+    __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'committed')
+    _FIELDS = __slots__
+
+    def __init__(self, *, transactional_id: str = '', producer_id: int = 0, producer_epoch: int = 0, committed: bool = False) -> None:
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.committed = committed
 
 
 _C_Request = EndTxnRequest

@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -83,151 +84,6 @@ _U_qq = _S('>qq').unpack_from
 _P_qq = _S('>qq').pack
 
 __all__ = ['FetchRequest', 'FetchResponse']
-
-
-class FetchRequest(_Message):
-    """FetchRequest: API key 1, versions 4-18, flexible 12+.
-
-    Fields (versions):
-        cluster_id: string (12+, nullable 12+, tag 0 in 12+)
-        replica_id: int32 (0-14)
-        replica_state: ReplicaState (15+, tag 1 in 15+)
-        max_wait_ms: int32 (0+)
-        min_bytes: int32 (0+)
-        max_bytes: int32 (3+)
-        isolation_level: int8 (4+)
-        session_id: int32 (7+)
-        session_epoch: int32 (7+)
-        topics: []FetchTopic (0+)
-        forgotten_topics_data: []ForgottenTopic (7+)
-        rack_id: string (11+)
-    """
-
-    class ReplicaState(_Struct):
-        """ReplicaState
-
-        Fields (versions):
-            replica_id: int32 (15+)
-            replica_epoch: int64 (15+)
-        """
-
-        replica_id: int
-        replica_epoch: int
-        __slots__ = ('replica_id', 'replica_epoch')
-        _FIELDS = __slots__
-
-        def __init__(self, *, replica_id: int = -1, replica_epoch: int = -1) -> None:
-            self.replica_id = replica_id
-            self.replica_epoch = replica_epoch
-
-    class FetchTopic(_Struct):
-        """FetchTopic
-
-        Fields (versions):
-            topic: string (0-12)
-            topic_id: uuid (13+)
-            partitions: []FetchPartition (0+)
-        """
-
-        class FetchPartition(_Struct):
-            """FetchPartition
-
-            Fields (versions):
-                partition: int32 (0+)
-                current_leader_epoch: int32 (9+)
-                fetch_offset: int64 (0+)
-                last_fetched_epoch: int32 (12+)
-                log_start_offset: int64 (5+)
-                partition_max_bytes: int32 (0+)
-                replica_directory_id: uuid (17+, tag 0 in 17+)
-                high_watermark: int64 (18+, tag 1 in 18+)
-            """
-
-            partition: int
-            current_leader_epoch: int
-            fetch_offset: int
-            last_fetched_epoch: int
-            log_start_offset: int
-            partition_max_bytes: int
-            replica_directory_id: _uuid.UUID
-            high_watermark: int
-            __slots__ = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id', 'high_watermark')
-            _FIELDS = __slots__
-
-            def __init__(self, *, partition: int = 0, current_leader_epoch: int = -1, fetch_offset: int = 0, last_fetched_epoch: int = -1, log_start_offset: int = -1, partition_max_bytes: int = 0, replica_directory_id: _uuid.UUID = _ZERO_UUID, high_watermark: int = 9223372036854775807) -> None:
-                self.partition = partition
-                self.current_leader_epoch = current_leader_epoch
-                self.fetch_offset = fetch_offset
-                self.last_fetched_epoch = last_fetched_epoch
-                self.log_start_offset = log_start_offset
-                self.partition_max_bytes = partition_max_bytes
-                self.replica_directory_id = replica_directory_id
-                self.high_watermark = high_watermark
-
-        topic: str
-        topic_id: _uuid.UUID
-        partitions: list[FetchRequest.FetchTopic.FetchPartition]
-        __slots__ = ('topic', 'topic_id', 'partitions')
-        _FIELDS = __slots__
-
-        def __init__(self, *, topic: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partitions: list[FetchRequest.FetchTopic.FetchPartition] | _Unset = _UNSET) -> None:
-            self.topic = topic
-            self.topic_id = topic_id
-            self.partitions = [] if partitions is _UNSET else partitions
-
-    class ForgottenTopic(_Struct):
-        """ForgottenTopic
-
-        Fields (versions):
-            topic: string (7-12)
-            topic_id: uuid (13+)
-            partitions: []int32 (7+)
-        """
-
-        topic: str
-        topic_id: _uuid.UUID
-        partitions: list[int]
-        __slots__ = ('topic', 'topic_id', 'partitions')
-        _FIELDS = __slots__
-
-        def __init__(self, *, topic: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partitions: list[int] | _Unset = _UNSET) -> None:
-            self.topic = topic
-            self.topic_id = topic_id
-            self.partitions = [] if partitions is _UNSET else partitions
-
-    API_KEY = 1
-    API_NAME = 'Fetch'
-    VALID_VERSIONS = (4, 18)
-    FLEXIBLE_MIN = 12
-    LATEST_VERSION_UNSTABLE = False
-    cluster_id: str | None
-    replica_id: int
-    replica_state: FetchRequest.ReplicaState
-    max_wait_ms: int
-    min_bytes: int
-    max_bytes: int
-    isolation_level: int
-    session_id: int
-    session_epoch: int
-    topics: list[FetchRequest.FetchTopic]
-    forgotten_topics_data: list[FetchRequest.ForgottenTopic]
-    rack_id: str
-    __slots__ = ('cluster_id', 'replica_id', 'replica_state', 'max_wait_ms', 'min_bytes', 'max_bytes', 'isolation_level', 'session_id', 'session_epoch', 'topics', 'forgotten_topics_data', 'rack_id')
-    _FIELDS = __slots__
-
-    def __init__(self, *, cluster_id: str | None = None, replica_id: int = -1, replica_state: FetchRequest.ReplicaState | _Unset = _UNSET, max_wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 2147483647, isolation_level: int = 0, session_id: int = 0, session_epoch: int = -1, topics: list[FetchRequest.FetchTopic] | _Unset = _UNSET, forgotten_topics_data: list[FetchRequest.ForgottenTopic] | _Unset = _UNSET, rack_id: str = '') -> None:
-        self.cluster_id = cluster_id
-        self.replica_id = replica_id
-        self.replica_state = _C_Request_ReplicaState() if replica_state is _UNSET else replica_state
-        self.max_wait_ms = max_wait_ms
-        self.min_bytes = min_bytes
-        self.max_bytes = max_bytes
-        self.isolation_level = isolation_level
-        self.session_id = session_id
-        self.session_epoch = session_epoch
-        self.topics = [] if topics is _UNSET else topics
-        self.forgotten_topics_data = [] if forgotten_topics_data is _UNSET else forgotten_topics_data
-        self.rack_id = rack_id
 
 
 class FetchResponse(_Message):
@@ -415,6 +271,151 @@ class FetchResponse(_Message):
         self.session_id = session_id
         self.responses = [] if responses is _UNSET else responses
         self.node_endpoints = [] if node_endpoints is _UNSET else node_endpoints
+
+
+class FetchRequest(_Request[FetchResponse]):
+    """FetchRequest: API key 1, versions 4-18, flexible 12+.
+
+    Fields (versions):
+        cluster_id: string (12+, nullable 12+, tag 0 in 12+)
+        replica_id: int32 (0-14)
+        replica_state: ReplicaState (15+, tag 1 in 15+)
+        max_wait_ms: int32 (0+)
+        min_bytes: int32 (0+)
+        max_bytes: int32 (3+)
+        isolation_level: int8 (4+)
+        session_id: int32 (7+)
+        session_epoch: int32 (7+)
+        topics: []FetchTopic (0+)
+        forgotten_topics_data: []ForgottenTopic (7+)
+        rack_id: string (11+)
+    """
+
+    class ReplicaState(_Struct):
+        """ReplicaState
+
+        Fields (versions):
+            replica_id: int32 (15+)
+            replica_epoch: int64 (15+)
+        """
+
+        replica_id: int
+        replica_epoch: int
+        __slots__ = ('replica_id', 'replica_epoch')
+        _FIELDS = __slots__
+
+        def __init__(self, *, replica_id: int = -1, replica_epoch: int = -1) -> None:
+            self.replica_id = replica_id
+            self.replica_epoch = replica_epoch
+
+    class FetchTopic(_Struct):
+        """FetchTopic
+
+        Fields (versions):
+            topic: string (0-12)
+            topic_id: uuid (13+)
+            partitions: []FetchPartition (0+)
+        """
+
+        class FetchPartition(_Struct):
+            """FetchPartition
+
+            Fields (versions):
+                partition: int32 (0+)
+                current_leader_epoch: int32 (9+)
+                fetch_offset: int64 (0+)
+                last_fetched_epoch: int32 (12+)
+                log_start_offset: int64 (5+)
+                partition_max_bytes: int32 (0+)
+                replica_directory_id: uuid (17+, tag 0 in 17+)
+                high_watermark: int64 (18+, tag 1 in 18+)
+            """
+
+            partition: int
+            current_leader_epoch: int
+            fetch_offset: int
+            last_fetched_epoch: int
+            log_start_offset: int
+            partition_max_bytes: int
+            replica_directory_id: _uuid.UUID
+            high_watermark: int
+            __slots__ = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id', 'high_watermark')
+            _FIELDS = __slots__
+
+            def __init__(self, *, partition: int = 0, current_leader_epoch: int = -1, fetch_offset: int = 0, last_fetched_epoch: int = -1, log_start_offset: int = -1, partition_max_bytes: int = 0, replica_directory_id: _uuid.UUID = _ZERO_UUID, high_watermark: int = 9223372036854775807) -> None:
+                self.partition = partition
+                self.current_leader_epoch = current_leader_epoch
+                self.fetch_offset = fetch_offset
+                self.last_fetched_epoch = last_fetched_epoch
+                self.log_start_offset = log_start_offset
+                self.partition_max_bytes = partition_max_bytes
+                self.replica_directory_id = replica_directory_id
+                self.high_watermark = high_watermark
+
+        topic: str
+        topic_id: _uuid.UUID
+        partitions: list[FetchRequest.FetchTopic.FetchPartition]
+        __slots__ = ('topic', 'topic_id', 'partitions')
+        _FIELDS = __slots__
+
+        def __init__(self, *, topic: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partitions: list[FetchRequest.FetchTopic.FetchPartition] | _Unset = _UNSET) -> None:
+            self.topic = topic
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is _UNSET else partitions
+
+    class ForgottenTopic(_Struct):
+        """ForgottenTopic
+
+        Fields (versions):
+            topic: string (7-12)
+            topic_id: uuid (13+)
+            partitions: []int32 (7+)
+        """
+
+        topic: str
+        topic_id: _uuid.UUID
+        partitions: list[int]
+        __slots__ = ('topic', 'topic_id', 'partitions')
+        _FIELDS = __slots__
+
+        def __init__(self, *, topic: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partitions: list[int] | _Unset = _UNSET) -> None:
+            self.topic = topic
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is _UNSET else partitions
+
+    API_KEY = 1
+    API_NAME = 'Fetch'
+    VALID_VERSIONS = (4, 18)
+    FLEXIBLE_MIN = 12
+    LATEST_VERSION_UNSTABLE = False
+    cluster_id: str | None
+    replica_id: int
+    replica_state: FetchRequest.ReplicaState
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int
+    session_id: int
+    session_epoch: int
+    topics: list[FetchRequest.FetchTopic]
+    forgotten_topics_data: list[FetchRequest.ForgottenTopic]
+    rack_id: str
+    __slots__ = ('cluster_id', 'replica_id', 'replica_state', 'max_wait_ms', 'min_bytes', 'max_bytes', 'isolation_level', 'session_id', 'session_epoch', 'topics', 'forgotten_topics_data', 'rack_id')
+    _FIELDS = __slots__
+
+    def __init__(self, *, cluster_id: str | None = None, replica_id: int = -1, replica_state: FetchRequest.ReplicaState | _Unset = _UNSET, max_wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 2147483647, isolation_level: int = 0, session_id: int = 0, session_epoch: int = -1, topics: list[FetchRequest.FetchTopic] | _Unset = _UNSET, forgotten_topics_data: list[FetchRequest.ForgottenTopic] | _Unset = _UNSET, rack_id: str = '') -> None:
+        self.cluster_id = cluster_id
+        self.replica_id = replica_id
+        self.replica_state = _C_Request_ReplicaState() if replica_state is _UNSET else replica_state
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.isolation_level = isolation_level
+        self.session_id = session_id
+        self.session_epoch = session_epoch
+        self.topics = [] if topics is _UNSET else topics
+        self.forgotten_topics_data = [] if forgotten_topics_data is _UNSET else forgotten_topics_data
+        self.rack_id = rack_id
 
 
 _C_Request = FetchRequest

@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,32 +58,6 @@ _U_ih = _S('>ih').unpack_from
 _P_ih = _S('>ih').pack
 
 __all__ = ['FindCoordinatorRequest', 'FindCoordinatorResponse']
-
-
-class FindCoordinatorRequest(_Message):
-    """FindCoordinatorRequest: API key 10, versions 0-6, flexible 3+.
-
-    Fields (versions):
-        key: string (0-3)
-        key_type: int8 (1+)
-        coordinator_keys: []string (4+)
-    """
-
-    API_KEY = 10
-    API_NAME = 'FindCoordinator'
-    VALID_VERSIONS = (0, 6)
-    FLEXIBLE_MIN = 3
-    LATEST_VERSION_UNSTABLE = False
-    key: str
-    key_type: int
-    coordinator_keys: list[str]
-    __slots__ = ('key', 'key_type', 'coordinator_keys')
-    _FIELDS = __slots__
-
-    def __init__(self, *, key: str = '', key_type: int = 0, coordinator_keys: list[str] | _Unset = _UNSET) -> None:
-        self.key = key
-        self.key_type = key_type
-        self.coordinator_keys = [] if coordinator_keys is _UNSET else coordinator_keys
 
 
 class FindCoordinatorResponse(_Message):
@@ -150,6 +125,32 @@ class FindCoordinatorResponse(_Message):
         self.host = host
         self.port = port
         self.coordinators = [] if coordinators is _UNSET else coordinators
+
+
+class FindCoordinatorRequest(_Request[FindCoordinatorResponse]):
+    """FindCoordinatorRequest: API key 10, versions 0-6, flexible 3+.
+
+    Fields (versions):
+        key: string (0-3)
+        key_type: int8 (1+)
+        coordinator_keys: []string (4+)
+    """
+
+    API_KEY = 10
+    API_NAME = 'FindCoordinator'
+    VALID_VERSIONS = (0, 6)
+    FLEXIBLE_MIN = 3
+    LATEST_VERSION_UNSTABLE = False
+    key: str
+    key_type: int
+    coordinator_keys: list[str]
+    __slots__ = ('key', 'key_type', 'coordinator_keys')
+    _FIELDS = __slots__
+
+    def __init__(self, *, key: str = '', key_type: int = 0, coordinator_keys: list[str] | _Unset = _UNSET) -> None:
+        self.key = key
+        self.key_type = key_type
+        self.coordinator_keys = [] if coordinator_keys is _UNSET else coordinator_keys
 
 
 _C_Request = FindCoordinatorRequest

@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -59,7 +60,30 @@ _P_ih = _S('>ih').pack
 __all__ = ['HeartbeatRequest', 'HeartbeatResponse']
 
 
-class HeartbeatRequest(_Message):
+class HeartbeatResponse(_Message):
+    """HeartbeatResponse: API key 12, versions 0-4, flexible 4+.
+
+    Fields (versions):
+        throttle_time_ms: int32 (1+)
+        error_code: int16 (0+)
+    """
+
+    API_KEY = 12
+    API_NAME = 'Heartbeat'
+    VALID_VERSIONS = (0, 4)
+    FLEXIBLE_MIN = 4
+    LATEST_VERSION_UNSTABLE = False
+    throttle_time_ms: int
+    error_code: int
+    __slots__ = ('throttle_time_ms', 'error_code')
+    _FIELDS = __slots__
+
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+
+
+class HeartbeatRequest(_Request[HeartbeatResponse]):
     """HeartbeatRequest: API key 12, versions 0-4, flexible 4+.
 
     Fields (versions):
@@ -86,29 +110,6 @@ class HeartbeatRequest(_Message):
         self.generation_id = generation_id
         self.member_id = member_id
         self.group_instance_id = group_instance_id
-
-
-class HeartbeatResponse(_Message):
-    """HeartbeatResponse: API key 12, versions 0-4, flexible 4+.
-
-    Fields (versions):
-        throttle_time_ms: int32 (1+)
-        error_code: int16 (0+)
-    """
-
-    API_KEY = 12
-    API_NAME = 'Heartbeat'
-    VALID_VERSIONS = (0, 4)
-    FLEXIBLE_MIN = 4
-    LATEST_VERSION_UNSTABLE = False
-    throttle_time_ms: int
-    error_code: int
-    __slots__ = ('throttle_time_ms', 'error_code')
-    _FIELDS = __slots__
-
-    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0) -> None:
-        self.throttle_time_ms = throttle_time_ms
-        self.error_code = error_code
 
 
 _C_Request = HeartbeatRequest

@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -59,7 +60,53 @@ _P_i = _S('>i').pack
 __all__ = ['IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse']
 
 
-class IncrementalAlterConfigsRequest(_Message):
+class IncrementalAlterConfigsResponse(_Message):
+    """IncrementalAlterConfigsResponse: API key 44, versions 0-1, flexible 1+.
+
+    Fields (versions):
+        throttle_time_ms: int32 (0+)
+        responses: []AlterConfigsResourceResponse (0+)
+    """
+
+    class AlterConfigsResourceResponse(_Struct):
+        """AlterConfigsResourceResponse
+
+        Fields (versions):
+            error_code: int16 (0+)
+            error_message: string (0+, nullable 0+)
+            resource_type: int8 (0+)
+            resource_name: string (0+)
+        """
+
+        error_code: int
+        error_message: str | None
+        resource_type: int
+        resource_name: str
+        __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name')
+        _FIELDS = __slots__
+
+        def __init__(self, *, error_code: int = 0, error_message: str | None = '', resource_type: int = 0, resource_name: str = '') -> None:
+            self.error_code = error_code
+            self.error_message = error_message
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+
+    API_KEY = 44
+    API_NAME = 'IncrementalAlterConfigs'
+    VALID_VERSIONS = (0, 1)
+    FLEXIBLE_MIN = 1
+    LATEST_VERSION_UNSTABLE = False
+    throttle_time_ms: int
+    responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse]
+    __slots__ = ('throttle_time_ms', 'responses')
+    _FIELDS = __slots__
+
+    def __init__(self, *, throttle_time_ms: int = 0, responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] | _Unset = _UNSET) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.responses = [] if responses is _UNSET else responses
+
+
+class IncrementalAlterConfigsRequest(_Request[IncrementalAlterConfigsResponse]):
     """IncrementalAlterConfigsRequest: API key 44, versions 0-1, flexible 1+.
 
     Fields (versions):
@@ -120,52 +167,6 @@ class IncrementalAlterConfigsRequest(_Message):
     def __init__(self, *, resources: list[IncrementalAlterConfigsRequest.AlterConfigsResource] | _Unset = _UNSET, validate_only: bool = False) -> None:
         self.resources = [] if resources is _UNSET else resources
         self.validate_only = validate_only
-
-
-class IncrementalAlterConfigsResponse(_Message):
-    """IncrementalAlterConfigsResponse: API key 44, versions 0-1, flexible 1+.
-
-    Fields (versions):
-        throttle_time_ms: int32 (0+)
-        responses: []AlterConfigsResourceResponse (0+)
-    """
-
-    class AlterConfigsResourceResponse(_Struct):
-        """AlterConfigsResourceResponse
-
-        Fields (versions):
-            error_code: int16 (0+)
-            error_message: string (0+, nullable 0+)
-            resource_type: int8 (0+)
-            resource_name: string (0+)
-        """
-
-        error_code: int
-        error_message: str | None
-        resource_type: int
-        resource_name: str
-        __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name')
-        _FIELDS = __slots__
-
-        def __init__(self, *, error_code: int = 0, error_message: str | None = '', resource_type: int = 0, resource_name: str = '') -> None:
-            self.error_code = error_code
-            self.error_message = error_message
-            self.resource_type = resource_type
-            self.resource_name = resource_name
-
-    API_KEY = 44
-    API_NAME = 'IncrementalAlterConfigs'
-    VALID_VERSIONS = (0, 1)
-    FLEXIBLE_MIN = 1
-    LATEST_VERSION_UNSTABLE = False
-    throttle_time_ms: int
-    responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse]
-    __slots__ = ('throttle_time_ms', 'responses')
-    _FIELDS = __slots__
-
-    def __init__(self, *, throttle_time_ms: int = 0, responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] | _Unset = _UNSET) -> None:
-        self.throttle_time_ms = throttle_time_ms
-        self.responses = [] if responses is _UNSET else responses
 
 
 _C_Request = IncrementalAlterConfigsRequest

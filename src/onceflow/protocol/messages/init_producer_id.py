@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -63,41 +64,6 @@ _P_iqhzz = _S('>iqh??').pack
 __all__ = ['InitProducerIdRequest', 'InitProducerIdResponse']
 
 
-class InitProducerIdRequest(_Message):
-    """InitProducerIdRequest: API key 22, versions 0-6, flexible 2+.
-
-    Fields (versions):
-        transactional_id: string (0+, nullable 0+)
-        transaction_timeout_ms: int32 (0+)
-        producer_id: int64 (3+)
-        producer_epoch: int16 (3+)
-        enable2_pc: bool (6+)
-        keep_prepared_txn: bool (6+)
-    """
-
-    API_KEY = 22
-    API_NAME = 'InitProducerId'
-    VALID_VERSIONS = (0, 6)
-    FLEXIBLE_MIN = 2
-    LATEST_VERSION_UNSTABLE = True
-    transactional_id: str | None
-    transaction_timeout_ms: int
-    producer_id: int
-    producer_epoch: int
-    enable2_pc: bool
-    keep_prepared_txn: bool
-    __slots__ = ('transactional_id', 'transaction_timeout_ms', 'producer_id', 'producer_epoch', 'enable2_pc', 'keep_prepared_txn')
-    _FIELDS = __slots__
-
-    def __init__(self, *, transactional_id: str | None = '', transaction_timeout_ms: int = 0, producer_id: int = -1, producer_epoch: int = -1, enable2_pc: bool = False, keep_prepared_txn: bool = False) -> None:
-        self.transactional_id = transactional_id
-        self.transaction_timeout_ms = transaction_timeout_ms
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.enable2_pc = enable2_pc
-        self.keep_prepared_txn = keep_prepared_txn
-
-
 class InitProducerIdResponse(_Message):
     """InitProducerIdResponse: API key 22, versions 0-6, flexible 2+.
 
@@ -131,6 +97,41 @@ class InitProducerIdResponse(_Message):
         self.producer_epoch = producer_epoch
         self.ongoing_txn_producer_id = ongoing_txn_producer_id
         self.ongoing_txn_producer_epoch = ongoing_txn_producer_epoch
+
+
+class InitProducerIdRequest(_Request[InitProducerIdResponse]):
+    """InitProducerIdRequest: API key 22, versions 0-6, flexible 2+.
+
+    Fields (versions):
+        transactional_id: string (0+, nullable 0+)
+        transaction_timeout_ms: int32 (0+)
+        producer_id: int64 (3+)
+        producer_epoch: int16 (3+)
+        enable2_pc: bool (6+)
+        keep_prepared_txn: bool (6+)
+    """
+
+    API_KEY = 22
+    API_NAME = 'InitProducerId'
+    VALID_VERSIONS = (0, 6)
+    FLEXIBLE_MIN = 2
+    LATEST_VERSION_UNSTABLE = True
+    transactional_id: str | None
+    transaction_timeout_ms: int
+    producer_id: int
+    producer_epoch: int
+    enable2_pc: bool
+    keep_prepared_txn: bool
+    __slots__ = ('transactional_id', 'transaction_timeout_ms', 'producer_id', 'producer_epoch', 'enable2_pc', 'keep_prepared_txn')
+    _FIELDS = __slots__
+
+    def __init__(self, *, transactional_id: str | None = '', transaction_timeout_ms: int = 0, producer_id: int = -1, producer_epoch: int = -1, enable2_pc: bool = False, keep_prepared_txn: bool = False) -> None:
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.enable2_pc = enable2_pc
+        self.keep_prepared_txn = keep_prepared_txn
 
 
 _C_Request = InitProducerIdRequest

@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -61,64 +62,6 @@ _U_ii = _S('>ii').unpack_from
 _P_ii = _S('>ii').pack
 
 __all__ = ['JoinGroupRequest', 'JoinGroupResponse']
-
-
-class JoinGroupRequest(_Message):
-    """JoinGroupRequest: API key 11, versions 0-9, flexible 6+.
-
-    Fields (versions):
-        group_id: string (0+)
-        session_timeout_ms: int32 (0+)
-        rebalance_timeout_ms: int32 (1+)
-        member_id: string (0+)
-        group_instance_id: string (5+, nullable 5+)
-        protocol_type: string (0+)
-        protocols: []JoinGroupRequestProtocol (0+)
-        reason: string (8+, nullable 8+)
-    """
-
-    class JoinGroupRequestProtocol(_Struct):
-        """JoinGroupRequestProtocol
-
-        Fields (versions):
-            name: string (0+)
-            metadata: bytes (0+)
-        """
-
-        name: str
-        metadata: bytes
-        __slots__ = ('name', 'metadata')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name: str = '', metadata: bytes = b'') -> None:
-            self.name = name
-            self.metadata = metadata
-
-    API_KEY = 11
-    API_NAME = 'JoinGroup'
-    VALID_VERSIONS = (0, 9)
-    FLEXIBLE_MIN = 6
-    LATEST_VERSION_UNSTABLE = False
-    group_id: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    member_id: str
-    group_instance_id: str | None
-    protocol_type: str
-    protocols: list[JoinGroupRequest.JoinGroupRequestProtocol]
-    reason: str | None
-    __slots__ = ('group_id', 'session_timeout_ms', 'rebalance_timeout_ms', 'member_id', 'group_instance_id', 'protocol_type', 'protocols', 'reason')
-    _FIELDS = __slots__
-
-    def __init__(self, *, group_id: str = '', session_timeout_ms: int = 0, rebalance_timeout_ms: int = -1, member_id: str = '', group_instance_id: str | None = None, protocol_type: str = '', protocols: list[JoinGroupRequest.JoinGroupRequestProtocol] | _Unset = _UNSET, reason: str | None = None) -> None:
-        self.group_id = group_id
-        self.session_timeout_ms = session_timeout_ms
-        self.rebalance_timeout_ms = rebalance_timeout_ms
-        self.member_id = member_id
-        self.group_instance_id = group_instance_id
-        self.protocol_type = protocol_type
-        self.protocols = [] if protocols is _UNSET else protocols
-        self.reason = reason
 
 
 class JoinGroupResponse(_Message):
@@ -183,6 +126,64 @@ class JoinGroupResponse(_Message):
         self.skip_assignment = skip_assignment
         self.member_id = member_id
         self.members = [] if members is _UNSET else members
+
+
+class JoinGroupRequest(_Request[JoinGroupResponse]):
+    """JoinGroupRequest: API key 11, versions 0-9, flexible 6+.
+
+    Fields (versions):
+        group_id: string (0+)
+        session_timeout_ms: int32 (0+)
+        rebalance_timeout_ms: int32 (1+)
+        member_id: string (0+)
+        group_instance_id: string (5+, nullable 5+)
+        protocol_type: string (0+)
+        protocols: []JoinGroupRequestProtocol (0+)
+        reason: string (8+, nullable 8+)
+    """
+
+    class JoinGroupRequestProtocol(_Struct):
+        """JoinGroupRequestProtocol
+
+        Fields (versions):
+            name: string (0+)
+            metadata: bytes (0+)
+        """
+
+        name: str
+        metadata: bytes
+        __slots__ = ('name', 'metadata')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', metadata: bytes = b'') -> None:
+            self.name = name
+            self.metadata = metadata
+
+    API_KEY = 11
+    API_NAME = 'JoinGroup'
+    VALID_VERSIONS = (0, 9)
+    FLEXIBLE_MIN = 6
+    LATEST_VERSION_UNSTABLE = False
+    group_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    member_id: str
+    group_instance_id: str | None
+    protocol_type: str
+    protocols: list[JoinGroupRequest.JoinGroupRequestProtocol]
+    reason: str | None
+    __slots__ = ('group_id', 'session_timeout_ms', 'rebalance_timeout_ms', 'member_id', 'group_instance_id', 'protocol_type', 'protocols', 'reason')
+    _FIELDS = __slots__
+
+    def __init__(self, *, group_id: str = '', session_timeout_ms: int = 0, rebalance_timeout_ms: int = -1, member_id: str = '', group_instance_id: str | None = None, protocol_type: str = '', protocols: list[JoinGroupRequest.JoinGroupRequestProtocol] | _Unset = _UNSET, reason: str | None = None) -> None:
+        self.group_id = group_id
+        self.session_timeout_ms = session_timeout_ms
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.protocol_type = protocol_type
+        self.protocols = [] if protocols is _UNSET else protocols
+        self.reason = reason
 
 
 _C_Request = JoinGroupRequest

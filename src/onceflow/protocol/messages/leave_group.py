@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -59,52 +60,6 @@ _P_ih = _S('>ih').pack
 __all__ = ['LeaveGroupRequest', 'LeaveGroupResponse']
 
 
-class LeaveGroupRequest(_Message):
-    """LeaveGroupRequest: API key 13, versions 0-5, flexible 4+.
-
-    Fields (versions):
-        group_id: string (0+)
-        member_id: string (0-2)
-        members: []MemberIdentity (3+)
-    """
-
-    class MemberIdentity(_Struct):
-        """MemberIdentity
-
-        Fields (versions):
-            member_id: string (3+)
-            group_instance_id: string (3+, nullable 3+)
-            reason: string (5+, nullable 5+)
-        """
-
-        member_id: str
-        group_instance_id: str | None
-        reason: str | None
-        __slots__ = ('member_id', 'group_instance_id', 'reason')
-        _FIELDS = __slots__
-
-        def __init__(self, *, member_id: str = '', group_instance_id: str | None = None, reason: str | None = None) -> None:
-            self.member_id = member_id
-            self.group_instance_id = group_instance_id
-            self.reason = reason
-
-    API_KEY = 13
-    API_NAME = 'LeaveGroup'
-    VALID_VERSIONS = (0, 5)
-    FLEXIBLE_MIN = 4
-    LATEST_VERSION_UNSTABLE = False
-    group_id: str
-    member_id: str
-    members: list[LeaveGroupRequest.MemberIdentity]
-    __slots__ = ('group_id', 'member_id', 'members')
-    _FIELDS = __slots__
-
-    def __init__(self, *, group_id: str = '', member_id: str = '', members: list[LeaveGroupRequest.MemberIdentity] | _Unset = _UNSET) -> None:
-        self.group_id = group_id
-        self.member_id = member_id
-        self.members = [] if members is _UNSET else members
-
-
 class LeaveGroupResponse(_Message):
     """LeaveGroupResponse: API key 13, versions 0-5, flexible 4+.
 
@@ -148,6 +103,52 @@ class LeaveGroupResponse(_Message):
     def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, members: list[LeaveGroupResponse.MemberResponse] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
+        self.members = [] if members is _UNSET else members
+
+
+class LeaveGroupRequest(_Request[LeaveGroupResponse]):
+    """LeaveGroupRequest: API key 13, versions 0-5, flexible 4+.
+
+    Fields (versions):
+        group_id: string (0+)
+        member_id: string (0-2)
+        members: []MemberIdentity (3+)
+    """
+
+    class MemberIdentity(_Struct):
+        """MemberIdentity
+
+        Fields (versions):
+            member_id: string (3+)
+            group_instance_id: string (3+, nullable 3+)
+            reason: string (5+, nullable 5+)
+        """
+
+        member_id: str
+        group_instance_id: str | None
+        reason: str | None
+        __slots__ = ('member_id', 'group_instance_id', 'reason')
+        _FIELDS = __slots__
+
+        def __init__(self, *, member_id: str = '', group_instance_id: str | None = None, reason: str | None = None) -> None:
+            self.member_id = member_id
+            self.group_instance_id = group_instance_id
+            self.reason = reason
+
+    API_KEY = 13
+    API_NAME = 'LeaveGroup'
+    VALID_VERSIONS = (0, 5)
+    FLEXIBLE_MIN = 4
+    LATEST_VERSION_UNSTABLE = False
+    group_id: str
+    member_id: str
+    members: list[LeaveGroupRequest.MemberIdentity]
+    __slots__ = ('group_id', 'member_id', 'members')
+    _FIELDS = __slots__
+
+    def __init__(self, *, group_id: str = '', member_id: str = '', members: list[LeaveGroupRequest.MemberIdentity] | _Unset = _UNSET) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
         self.members = [] if members is _UNSET else members
 
 

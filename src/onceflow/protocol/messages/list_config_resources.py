@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,26 +58,6 @@ _P_ih = _S('>ih').pack
 __all__ = ['ListConfigResourcesRequest', 'ListConfigResourcesResponse']
 
 
-class ListConfigResourcesRequest(_Message):
-    """ListConfigResourcesRequest: API key 74, versions 0-1, flexible 0+.
-
-    Fields (versions):
-        resource_types: []int8 (1+)
-    """
-
-    API_KEY = 74
-    API_NAME = 'ListConfigResources'
-    VALID_VERSIONS = (0, 1)
-    FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = False
-    resource_types: list[int]
-    __slots__ = ('resource_types',)
-    _FIELDS = __slots__
-
-    def __init__(self, *, resource_types: list[int] | _Unset = _UNSET) -> None:
-        self.resource_types = [] if resource_types is _UNSET else resource_types
-
-
 class ListConfigResourcesResponse(_Message):
     """ListConfigResourcesResponse: API key 74, versions 0-1, flexible 0+.
 
@@ -118,6 +99,26 @@ class ListConfigResourcesResponse(_Message):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.config_resources = [] if config_resources is _UNSET else config_resources
+
+
+class ListConfigResourcesRequest(_Request[ListConfigResourcesResponse]):
+    """ListConfigResourcesRequest: API key 74, versions 0-1, flexible 0+.
+
+    Fields (versions):
+        resource_types: []int8 (1+)
+    """
+
+    API_KEY = 74
+    API_NAME = 'ListConfigResources'
+    VALID_VERSIONS = (0, 1)
+    FLEXIBLE_MIN = 0
+    LATEST_VERSION_UNSTABLE = False
+    resource_types: list[int]
+    __slots__ = ('resource_types',)
+    _FIELDS = __slots__
+
+    def __init__(self, *, resource_types: list[int] | _Unset = _UNSET) -> None:
+        self.resource_types = [] if resource_types is _UNSET else resource_types
 
 
 _C_Request = ListConfigResourcesRequest

@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,29 +58,6 @@ _U_ih = _S('>ih').unpack_from
 _P_ih = _S('>ih').pack
 
 __all__ = ['ListGroupsRequest', 'ListGroupsResponse']
-
-
-class ListGroupsRequest(_Message):
-    """ListGroupsRequest: API key 16, versions 0-5, flexible 3+.
-
-    Fields (versions):
-        states_filter: []string (4+)
-        types_filter: []string (5+)
-    """
-
-    API_KEY = 16
-    API_NAME = 'ListGroups'
-    VALID_VERSIONS = (0, 5)
-    FLEXIBLE_MIN = 3
-    LATEST_VERSION_UNSTABLE = False
-    states_filter: list[str]
-    types_filter: list[str]
-    __slots__ = ('states_filter', 'types_filter')
-    _FIELDS = __slots__
-
-    def __init__(self, *, states_filter: list[str] | _Unset = _UNSET, types_filter: list[str] | _Unset = _UNSET) -> None:
-        self.states_filter = [] if states_filter is _UNSET else states_filter
-        self.types_filter = [] if types_filter is _UNSET else types_filter
 
 
 class ListGroupsResponse(_Message):
@@ -129,6 +107,29 @@ class ListGroupsResponse(_Message):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.groups = [] if groups is _UNSET else groups
+
+
+class ListGroupsRequest(_Request[ListGroupsResponse]):
+    """ListGroupsRequest: API key 16, versions 0-5, flexible 3+.
+
+    Fields (versions):
+        states_filter: []string (4+)
+        types_filter: []string (5+)
+    """
+
+    API_KEY = 16
+    API_NAME = 'ListGroups'
+    VALID_VERSIONS = (0, 5)
+    FLEXIBLE_MIN = 3
+    LATEST_VERSION_UNSTABLE = False
+    states_filter: list[str]
+    types_filter: list[str]
+    __slots__ = ('states_filter', 'types_filter')
+    _FIELDS = __slots__
+
+    def __init__(self, *, states_filter: list[str] | _Unset = _UNSET, types_filter: list[str] | _Unset = _UNSET) -> None:
+        self.states_filter = [] if states_filter is _UNSET else states_filter
+        self.types_filter = [] if types_filter is _UNSET else types_filter
 
 
 _C_Request = ListGroupsRequest

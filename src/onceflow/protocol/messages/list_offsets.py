@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -63,75 +64,6 @@ _U_iq = _S('>iq').unpack_from
 _P_iq = _S('>iq').pack
 
 __all__ = ['ListOffsetsRequest', 'ListOffsetsResponse']
-
-
-class ListOffsetsRequest(_Message):
-    """ListOffsetsRequest: API key 2, versions 1-11, flexible 6+.
-
-    Fields (versions):
-        replica_id: int32 (0+)
-        isolation_level: int8 (2+)
-        topics: []ListOffsetsTopic (0+)
-        timeout_ms: int32 (10+)
-    """
-
-    class ListOffsetsTopic(_Struct):
-        """ListOffsetsTopic
-
-        Fields (versions):
-            name: string (0+)
-            partitions: []ListOffsetsPartition (0+)
-        """
-
-        class ListOffsetsPartition(_Struct):
-            """ListOffsetsPartition
-
-            Fields (versions):
-                partition_index: int32 (0+)
-                current_leader_epoch: int32 (4+)
-                timestamp: int64 (0+)
-                max_num_offsets: int32 (0)
-            """
-
-            partition_index: int
-            current_leader_epoch: int
-            timestamp: int
-            max_num_offsets: int
-            __slots__ = ('partition_index', 'current_leader_epoch', 'timestamp', 'max_num_offsets')
-            _FIELDS = __slots__
-
-            def __init__(self, *, partition_index: int = 0, current_leader_epoch: int = -1, timestamp: int = 0, max_num_offsets: int = 1) -> None:
-                self.partition_index = partition_index
-                self.current_leader_epoch = current_leader_epoch
-                self.timestamp = timestamp
-                self.max_num_offsets = max_num_offsets
-
-        name: str
-        partitions: list[ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition]
-        __slots__ = ('name', 'partitions')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name: str = '', partitions: list[ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition] | _Unset = _UNSET) -> None:
-            self.name = name
-            self.partitions = [] if partitions is _UNSET else partitions
-
-    API_KEY = 2
-    API_NAME = 'ListOffsets'
-    VALID_VERSIONS = (1, 11)
-    FLEXIBLE_MIN = 6
-    LATEST_VERSION_UNSTABLE = False
-    replica_id: int
-    isolation_level: int
-    topics: list[ListOffsetsRequest.ListOffsetsTopic]
-    timeout_ms: int
-    __slots__ = ('replica_id', 'isolation_level', 'topics', 'timeout_ms')
-    _FIELDS = __slots__
-
-    def __init__(self, *, replica_id: int = 0, isolation_level: int = 0, topics: list[ListOffsetsRequest.ListOffsetsTopic] | _Unset = _UNSET, timeout_ms: int = 0) -> None:
-        self.replica_id = replica_id
-        self.isolation_level = isolation_level
-        self.topics = [] if topics is _UNSET else topics
-        self.timeout_ms = timeout_ms
 
 
 class ListOffsetsResponse(_Message):
@@ -201,6 +133,75 @@ class ListOffsetsResponse(_Message):
     def __init__(self, *, throttle_time_ms: int = 0, topics: list[ListOffsetsResponse.ListOffsetsTopicResponse] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _UNSET else topics
+
+
+class ListOffsetsRequest(_Request[ListOffsetsResponse]):
+    """ListOffsetsRequest: API key 2, versions 1-11, flexible 6+.
+
+    Fields (versions):
+        replica_id: int32 (0+)
+        isolation_level: int8 (2+)
+        topics: []ListOffsetsTopic (0+)
+        timeout_ms: int32 (10+)
+    """
+
+    class ListOffsetsTopic(_Struct):
+        """ListOffsetsTopic
+
+        Fields (versions):
+            name: string (0+)
+            partitions: []ListOffsetsPartition (0+)
+        """
+
+        class ListOffsetsPartition(_Struct):
+            """ListOffsetsPartition
+
+            Fields (versions):
+                partition_index: int32 (0+)
+                current_leader_epoch: int32 (4+)
+                timestamp: int64 (0+)
+                max_num_offsets: int32 (0)
+            """
+
+            partition_index: int
+            current_leader_epoch: int
+            timestamp: int
+            max_num_offsets: int
+            __slots__ = ('partition_index', 'current_leader_epoch', 'timestamp', 'max_num_offsets')
+            _FIELDS = __slots__
+
+            def __init__(self, *, partition_index: int = 0, current_leader_epoch: int = -1, timestamp: int = 0, max_num_offsets: int = 1) -> None:
+                self.partition_index = partition_index
+                self.current_leader_epoch = current_leader_epoch
+                self.timestamp = timestamp
+                self.max_num_offsets = max_num_offsets
+
+        name: str
+        partitions: list[ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition]
+        __slots__ = ('name', 'partitions')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', partitions: list[ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition] | _Unset = _UNSET) -> None:
+            self.name = name
+            self.partitions = [] if partitions is _UNSET else partitions
+
+    API_KEY = 2
+    API_NAME = 'ListOffsets'
+    VALID_VERSIONS = (1, 11)
+    FLEXIBLE_MIN = 6
+    LATEST_VERSION_UNSTABLE = False
+    replica_id: int
+    isolation_level: int
+    topics: list[ListOffsetsRequest.ListOffsetsTopic]
+    timeout_ms: int
+    __slots__ = ('replica_id', 'isolation_level', 'topics', 'timeout_ms')
+    _FIELDS = __slots__
+
+    def __init__(self, *, replica_id: int = 0, isolation_level: int = 0, topics: list[ListOffsetsRequest.ListOffsetsTopic] | _Unset = _UNSET, timeout_ms: int = 0) -> None:
+        self.replica_id = replica_id
+        self.isolation_level = isolation_level
+        self.topics = [] if topics is _UNSET else topics
+        self.timeout_ms = timeout_ms
 
 
 _C_Request = ListOffsetsRequest

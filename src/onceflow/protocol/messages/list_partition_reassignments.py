@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -55,46 +56,6 @@ _U_ih = _S('>ih').unpack_from
 _P_ih = _S('>ih').pack
 
 __all__ = ['ListPartitionReassignmentsRequest', 'ListPartitionReassignmentsResponse']
-
-
-class ListPartitionReassignmentsRequest(_Message):
-    """ListPartitionReassignmentsRequest: API key 46, versions 0, flexible 0+.
-
-    Fields (versions):
-        timeout_ms: int32 (0+)
-        topics: []ListPartitionReassignmentsTopics (0+, nullable 0+)
-    """
-
-    class ListPartitionReassignmentsTopics(_Struct):
-        """ListPartitionReassignmentsTopics
-
-        Fields (versions):
-            name: string (0+)
-            partition_indexes: []int32 (0+)
-        """
-
-        name: str
-        partition_indexes: list[int]
-        __slots__ = ('name', 'partition_indexes')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name: str = '', partition_indexes: list[int] | _Unset = _UNSET) -> None:
-            self.name = name
-            self.partition_indexes = [] if partition_indexes is _UNSET else partition_indexes
-
-    API_KEY = 46
-    API_NAME = 'ListPartitionReassignments'
-    VALID_VERSIONS = (0, 0)
-    FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = False
-    timeout_ms: int
-    topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None
-    __slots__ = ('timeout_ms', 'topics')
-    _FIELDS = __slots__
-
-    def __init__(self, *, timeout_ms: int = 60000, topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None = None) -> None:
-        self.timeout_ms = timeout_ms
-        self.topics = topics
 
 
 class ListPartitionReassignmentsResponse(_Message):
@@ -164,6 +125,46 @@ class ListPartitionReassignmentsResponse(_Message):
         self.error_code = error_code
         self.error_message = error_message
         self.topics = [] if topics is _UNSET else topics
+
+
+class ListPartitionReassignmentsRequest(_Request[ListPartitionReassignmentsResponse]):
+    """ListPartitionReassignmentsRequest: API key 46, versions 0, flexible 0+.
+
+    Fields (versions):
+        timeout_ms: int32 (0+)
+        topics: []ListPartitionReassignmentsTopics (0+, nullable 0+)
+    """
+
+    class ListPartitionReassignmentsTopics(_Struct):
+        """ListPartitionReassignmentsTopics
+
+        Fields (versions):
+            name: string (0+)
+            partition_indexes: []int32 (0+)
+        """
+
+        name: str
+        partition_indexes: list[int]
+        __slots__ = ('name', 'partition_indexes')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', partition_indexes: list[int] | _Unset = _UNSET) -> None:
+            self.name = name
+            self.partition_indexes = [] if partition_indexes is _UNSET else partition_indexes
+
+    API_KEY = 46
+    API_NAME = 'ListPartitionReassignments'
+    VALID_VERSIONS = (0, 0)
+    FLEXIBLE_MIN = 0
+    LATEST_VERSION_UNSTABLE = False
+    timeout_ms: int
+    topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None
+    __slots__ = ('timeout_ms', 'topics')
+    _FIELDS = __slots__
+
+    def __init__(self, *, timeout_ms: int = 60000, topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None = None) -> None:
+        self.timeout_ms = timeout_ms
+        self.topics = topics
 
 
 _C_Request = ListPartitionReassignmentsRequest

@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,35 +58,6 @@ _U_q = _S('>q').unpack_from
 _P_q = _S('>q').pack
 
 __all__ = ['ListTransactionsRequest', 'ListTransactionsResponse']
-
-
-class ListTransactionsRequest(_Message):
-    """ListTransactionsRequest: API key 66, versions 0-2, flexible 0+.
-
-    Fields (versions):
-        state_filters: []string (0+)
-        producer_id_filters: []int64 (0+)
-        duration_filter: int64 (1+)
-        transactional_id_pattern: string (2+, nullable 2+)
-    """
-
-    API_KEY = 66
-    API_NAME = 'ListTransactions'
-    VALID_VERSIONS = (0, 2)
-    FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = False
-    state_filters: list[str]
-    producer_id_filters: list[int]
-    duration_filter: int
-    transactional_id_pattern: str | None
-    __slots__ = ('state_filters', 'producer_id_filters', 'duration_filter', 'transactional_id_pattern')
-    _FIELDS = __slots__
-
-    def __init__(self, *, state_filters: list[str] | _Unset = _UNSET, producer_id_filters: list[int] | _Unset = _UNSET, duration_filter: int = -1, transactional_id_pattern: str | None = None) -> None:
-        self.state_filters = [] if state_filters is _UNSET else state_filters
-        self.producer_id_filters = [] if producer_id_filters is _UNSET else producer_id_filters
-        self.duration_filter = duration_filter
-        self.transactional_id_pattern = transactional_id_pattern
 
 
 class ListTransactionsResponse(_Message):
@@ -135,6 +107,35 @@ class ListTransactionsResponse(_Message):
         self.error_code = error_code
         self.unknown_state_filters = [] if unknown_state_filters is _UNSET else unknown_state_filters
         self.transaction_states = [] if transaction_states is _UNSET else transaction_states
+
+
+class ListTransactionsRequest(_Request[ListTransactionsResponse]):
+    """ListTransactionsRequest: API key 66, versions 0-2, flexible 0+.
+
+    Fields (versions):
+        state_filters: []string (0+)
+        producer_id_filters: []int64 (0+)
+        duration_filter: int64 (1+)
+        transactional_id_pattern: string (2+, nullable 2+)
+    """
+
+    API_KEY = 66
+    API_NAME = 'ListTransactions'
+    VALID_VERSIONS = (0, 2)
+    FLEXIBLE_MIN = 0
+    LATEST_VERSION_UNSTABLE = False
+    state_filters: list[str]
+    producer_id_filters: list[int]
+    duration_filter: int
+    transactional_id_pattern: str | None
+    __slots__ = ('state_filters', 'producer_id_filters', 'duration_filter', 'transactional_id_pattern')
+    _FIELDS = __slots__
+
+    def __init__(self, *, state_filters: list[str] | _Unset = _UNSET, producer_id_filters: list[int] | _Unset = _UNSET, duration_filter: int = -1, transactional_id_pattern: str | None = None) -> None:
+        self.state_filters = [] if state_filters is _UNSET else state_filters
+        self.producer_id_filters = [] if producer_id_filters is _UNSET else producer_id_filters
+        self.duration_filter = duration_filter
+        self.transactional_id_pattern = transactional_id_pattern
 
 
 _C_Request = ListTransactionsRequest

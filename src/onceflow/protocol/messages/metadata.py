@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -65,52 +66,6 @@ _U_i = _S('>i').unpack_from
 _P_i = _S('>i').pack
 
 __all__ = ['MetadataRequest', 'MetadataResponse']
-
-
-class MetadataRequest(_Message):
-    """MetadataRequest: API key 3, versions 0-13, flexible 9+.
-
-    Fields (versions):
-        topics: []MetadataRequestTopic (0+, nullable 1+)
-        allow_auto_topic_creation: bool (4+)
-        include_cluster_authorized_operations: bool (8-10)
-        include_topic_authorized_operations: bool (8+)
-    """
-
-    class MetadataRequestTopic(_Struct):
-        """MetadataRequestTopic
-
-        Fields (versions):
-            topic_id: uuid (10+)
-            name: string (0+, nullable 10+)
-        """
-
-        topic_id: _uuid.UUID
-        name: str | None
-        __slots__ = ('topic_id', 'name')
-        _FIELDS = __slots__
-
-        def __init__(self, *, topic_id: _uuid.UUID = _ZERO_UUID, name: str | None = '') -> None:
-            self.topic_id = topic_id
-            self.name = name
-
-    API_KEY = 3
-    API_NAME = 'Metadata'
-    VALID_VERSIONS = (0, 13)
-    FLEXIBLE_MIN = 9
-    LATEST_VERSION_UNSTABLE = False
-    topics: list[MetadataRequest.MetadataRequestTopic] | None
-    allow_auto_topic_creation: bool
-    include_cluster_authorized_operations: bool
-    include_topic_authorized_operations: bool
-    __slots__ = ('topics', 'allow_auto_topic_creation', 'include_cluster_authorized_operations', 'include_topic_authorized_operations')
-    _FIELDS = __slots__
-
-    def __init__(self, *, topics: list[MetadataRequest.MetadataRequestTopic] | None | _Unset = _UNSET, allow_auto_topic_creation: bool = True, include_cluster_authorized_operations: bool = False, include_topic_authorized_operations: bool = False) -> None:
-        self.topics = [] if topics is _UNSET else topics
-        self.allow_auto_topic_creation = allow_auto_topic_creation
-        self.include_cluster_authorized_operations = include_cluster_authorized_operations
-        self.include_topic_authorized_operations = include_topic_authorized_operations
 
 
 class MetadataResponse(_Message):
@@ -233,6 +188,52 @@ class MetadataResponse(_Message):
         self.topics = [] if topics is _UNSET else topics
         self.cluster_authorized_operations = cluster_authorized_operations
         self.error_code = error_code
+
+
+class MetadataRequest(_Request[MetadataResponse]):
+    """MetadataRequest: API key 3, versions 0-13, flexible 9+.
+
+    Fields (versions):
+        topics: []MetadataRequestTopic (0+, nullable 1+)
+        allow_auto_topic_creation: bool (4+)
+        include_cluster_authorized_operations: bool (8-10)
+        include_topic_authorized_operations: bool (8+)
+    """
+
+    class MetadataRequestTopic(_Struct):
+        """MetadataRequestTopic
+
+        Fields (versions):
+            topic_id: uuid (10+)
+            name: string (0+, nullable 10+)
+        """
+
+        topic_id: _uuid.UUID
+        name: str | None
+        __slots__ = ('topic_id', 'name')
+        _FIELDS = __slots__
+
+        def __init__(self, *, topic_id: _uuid.UUID = _ZERO_UUID, name: str | None = '') -> None:
+            self.topic_id = topic_id
+            self.name = name
+
+    API_KEY = 3
+    API_NAME = 'Metadata'
+    VALID_VERSIONS = (0, 13)
+    FLEXIBLE_MIN = 9
+    LATEST_VERSION_UNSTABLE = False
+    topics: list[MetadataRequest.MetadataRequestTopic] | None
+    allow_auto_topic_creation: bool
+    include_cluster_authorized_operations: bool
+    include_topic_authorized_operations: bool
+    __slots__ = ('topics', 'allow_auto_topic_creation', 'include_cluster_authorized_operations', 'include_topic_authorized_operations')
+    _FIELDS = __slots__
+
+    def __init__(self, *, topics: list[MetadataRequest.MetadataRequestTopic] | None | _Unset = _UNSET, allow_auto_topic_creation: bool = True, include_cluster_authorized_operations: bool = False, include_topic_authorized_operations: bool = False) -> None:
+        self.topics = [] if topics is _UNSET else topics
+        self.allow_auto_topic_creation = allow_auto_topic_creation
+        self.include_cluster_authorized_operations = include_cluster_authorized_operations
+        self.include_topic_authorized_operations = include_topic_authorized_operations
 
 
 _C_Request = MetadataRequest

@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -63,7 +64,67 @@ _P_q = _S('>q').pack
 __all__ = ['OffsetCommitRequest', 'OffsetCommitResponse']
 
 
-class OffsetCommitRequest(_Message):
+class OffsetCommitResponse(_Message):
+    """OffsetCommitResponse: API key 8, versions 2-10, flexible 8+.
+
+    Fields (versions):
+        throttle_time_ms: int32 (3+)
+        topics: []OffsetCommitResponseTopic (0+)
+    """
+
+    class OffsetCommitResponseTopic(_Struct):
+        """OffsetCommitResponseTopic
+
+        Fields (versions):
+            name: string (0-9)
+            topic_id: uuid (10+)
+            partitions: []OffsetCommitResponsePartition (0+)
+        """
+
+        class OffsetCommitResponsePartition(_Struct):
+            """OffsetCommitResponsePartition
+
+            Fields (versions):
+                partition_index: int32 (0+)
+                error_code: int16 (0+)
+            """
+
+            partition_index: int
+            error_code: int
+            __slots__ = ('partition_index', 'error_code')
+            _FIELDS = __slots__
+
+            def __init__(self, *, partition_index: int = 0, error_code: int = 0) -> None:
+                self.partition_index = partition_index
+                self.error_code = error_code
+
+        name: str
+        topic_id: _uuid.UUID
+        partitions: list[OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition]
+        __slots__ = ('name', 'topic_id', 'partitions')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partitions: list[OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition] | _Unset = _UNSET) -> None:
+            self.name = name
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is _UNSET else partitions
+
+    API_KEY = 8
+    API_NAME = 'OffsetCommit'
+    VALID_VERSIONS = (2, 10)
+    FLEXIBLE_MIN = 8
+    LATEST_VERSION_UNSTABLE = False
+    throttle_time_ms: int
+    topics: list[OffsetCommitResponse.OffsetCommitResponseTopic]
+    __slots__ = ('throttle_time_ms', 'topics')
+    _FIELDS = __slots__
+
+    def __init__(self, *, throttle_time_ms: int = 0, topics: list[OffsetCommitResponse.OffsetCommitResponseTopic] | _Unset = _UNSET) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is _UNSET else topics
+
+
+class OffsetCommitRequest(_Request[OffsetCommitResponse]):
     """OffsetCommitRequest: API key 8, versions 2-10, flexible 8+.
 
     Fields (versions):
@@ -141,66 +202,6 @@ class OffsetCommitRequest(_Message):
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.retention_time_ms = retention_time_ms
-        self.topics = [] if topics is _UNSET else topics
-
-
-class OffsetCommitResponse(_Message):
-    """OffsetCommitResponse: API key 8, versions 2-10, flexible 8+.
-
-    Fields (versions):
-        throttle_time_ms: int32 (3+)
-        topics: []OffsetCommitResponseTopic (0+)
-    """
-
-    class OffsetCommitResponseTopic(_Struct):
-        """OffsetCommitResponseTopic
-
-        Fields (versions):
-            name: string (0-9)
-            topic_id: uuid (10+)
-            partitions: []OffsetCommitResponsePartition (0+)
-        """
-
-        class OffsetCommitResponsePartition(_Struct):
-            """OffsetCommitResponsePartition
-
-            Fields (versions):
-                partition_index: int32 (0+)
-                error_code: int16 (0+)
-            """
-
-            partition_index: int
-            error_code: int
-            __slots__ = ('partition_index', 'error_code')
-            _FIELDS = __slots__
-
-            def __init__(self, *, partition_index: int = 0, error_code: int = 0) -> None:
-                self.partition_index = partition_index
-                self.error_code = error_code
-
-        name: str
-        topic_id: _uuid.UUID
-        partitions: list[OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition]
-        __slots__ = ('name', 'topic_id', 'partitions')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partitions: list[OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition] | _Unset = _UNSET) -> None:
-            self.name = name
-            self.topic_id = topic_id
-            self.partitions = [] if partitions is _UNSET else partitions
-
-    API_KEY = 8
-    API_NAME = 'OffsetCommit'
-    VALID_VERSIONS = (2, 10)
-    FLEXIBLE_MIN = 8
-    LATEST_VERSION_UNSTABLE = False
-    throttle_time_ms: int
-    topics: list[OffsetCommitResponse.OffsetCommitResponseTopic]
-    __slots__ = ('throttle_time_ms', 'topics')
-    _FIELDS = __slots__
-
-    def __init__(self, *, throttle_time_ms: int = 0, topics: list[OffsetCommitResponse.OffsetCommitResponseTopic] | _Unset = _UNSET) -> None:
-        self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _UNSET else topics
 
 

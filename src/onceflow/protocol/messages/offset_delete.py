@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,60 +58,6 @@ _U_ih = _S('>ih').unpack_from
 _P_ih = _S('>ih').pack
 
 __all__ = ['OffsetDeleteRequest', 'OffsetDeleteResponse']
-
-
-class OffsetDeleteRequest(_Message):
-    """OffsetDeleteRequest: API key 47, versions 0, flexible none.
-
-    Fields (versions):
-        group_id: string (0+)
-        topics: []OffsetDeleteRequestTopic (0+)
-    """
-
-    class OffsetDeleteRequestTopic(_Struct):
-        """OffsetDeleteRequestTopic
-
-        Fields (versions):
-            name: string (0+)
-            partitions: []OffsetDeleteRequestPartition (0+)
-        """
-
-        class OffsetDeleteRequestPartition(_Struct):
-            """OffsetDeleteRequestPartition
-
-            Fields (versions):
-                partition_index: int32 (0+)
-            """
-
-            partition_index: int
-            __slots__ = ('partition_index',)
-            _FIELDS = __slots__
-
-            def __init__(self, *, partition_index: int = 0) -> None:
-                self.partition_index = partition_index
-
-        name: str
-        partitions: list[OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition]
-        __slots__ = ('name', 'partitions')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name: str = '', partitions: list[OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition] | _Unset = _UNSET) -> None:
-            self.name = name
-            self.partitions = [] if partitions is _UNSET else partitions
-
-    API_KEY = 47
-    API_NAME = 'OffsetDelete'
-    VALID_VERSIONS = (0, 0)
-    FLEXIBLE_MIN = None
-    LATEST_VERSION_UNSTABLE = False
-    group_id: str
-    topics: list[OffsetDeleteRequest.OffsetDeleteRequestTopic]
-    __slots__ = ('group_id', 'topics')
-    _FIELDS = __slots__
-
-    def __init__(self, *, group_id: str = '', topics: list[OffsetDeleteRequest.OffsetDeleteRequestTopic] | _Unset = _UNSET) -> None:
-        self.group_id = group_id
-        self.topics = [] if topics is _UNSET else topics
 
 
 class OffsetDeleteResponse(_Message):
@@ -170,6 +117,60 @@ class OffsetDeleteResponse(_Message):
     def __init__(self, *, error_code: int = 0, throttle_time_ms: int = 0, topics: list[OffsetDeleteResponse.OffsetDeleteResponseTopic] | _Unset = _UNSET) -> None:
         self.error_code = error_code
         self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is _UNSET else topics
+
+
+class OffsetDeleteRequest(_Request[OffsetDeleteResponse]):
+    """OffsetDeleteRequest: API key 47, versions 0, flexible none.
+
+    Fields (versions):
+        group_id: string (0+)
+        topics: []OffsetDeleteRequestTopic (0+)
+    """
+
+    class OffsetDeleteRequestTopic(_Struct):
+        """OffsetDeleteRequestTopic
+
+        Fields (versions):
+            name: string (0+)
+            partitions: []OffsetDeleteRequestPartition (0+)
+        """
+
+        class OffsetDeleteRequestPartition(_Struct):
+            """OffsetDeleteRequestPartition
+
+            Fields (versions):
+                partition_index: int32 (0+)
+            """
+
+            partition_index: int
+            __slots__ = ('partition_index',)
+            _FIELDS = __slots__
+
+            def __init__(self, *, partition_index: int = 0) -> None:
+                self.partition_index = partition_index
+
+        name: str
+        partitions: list[OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition]
+        __slots__ = ('name', 'partitions')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', partitions: list[OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition] | _Unset = _UNSET) -> None:
+            self.name = name
+            self.partitions = [] if partitions is _UNSET else partitions
+
+    API_KEY = 47
+    API_NAME = 'OffsetDelete'
+    VALID_VERSIONS = (0, 0)
+    FLEXIBLE_MIN = None
+    LATEST_VERSION_UNSTABLE = False
+    group_id: str
+    topics: list[OffsetDeleteRequest.OffsetDeleteRequestTopic]
+    __slots__ = ('group_id', 'topics')
+    _FIELDS = __slots__
+
+    def __init__(self, *, group_id: str = '', topics: list[OffsetDeleteRequest.OffsetDeleteRequestTopic] | _Unset = _UNSET) -> None:
+        self.group_id = group_id
         self.topics = [] if topics is _UNSET else topics
 
 

@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -61,95 +62,6 @@ _U_iqi = _S('>iqi').unpack_from
 _P_iqi = _S('>iqi').pack
 
 __all__ = ['OffsetFetchRequest', 'OffsetFetchResponse']
-
-
-class OffsetFetchRequest(_Message):
-    """OffsetFetchRequest: API key 9, versions 1-10, flexible 6+.
-
-    Fields (versions):
-        group_id: string (0-7)
-        topics: []OffsetFetchRequestTopic (0-7, nullable 2-7)
-        groups: []OffsetFetchRequestGroup (8+)
-        require_stable: bool (7+)
-    """
-
-    class OffsetFetchRequestTopic(_Struct):
-        """OffsetFetchRequestTopic
-
-        Fields (versions):
-            name: string (0-7)
-            partition_indexes: []int32 (0-7)
-        """
-
-        name: str
-        partition_indexes: list[int]
-        __slots__ = ('name', 'partition_indexes')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name: str = '', partition_indexes: list[int] | _Unset = _UNSET) -> None:
-            self.name = name
-            self.partition_indexes = [] if partition_indexes is _UNSET else partition_indexes
-
-    class OffsetFetchRequestGroup(_Struct):
-        """OffsetFetchRequestGroup
-
-        Fields (versions):
-            group_id: string (8+)
-            member_id: string (9+, nullable 9+)
-            member_epoch: int32 (9+)
-            topics: []OffsetFetchRequestTopics (8+, nullable 8+)
-        """
-
-        class OffsetFetchRequestTopics(_Struct):
-            """OffsetFetchRequestTopics
-
-            Fields (versions):
-                name: string (8-9)
-                topic_id: uuid (10+)
-                partition_indexes: []int32 (8+)
-            """
-
-            name: str
-            topic_id: _uuid.UUID
-            partition_indexes: list[int]
-            __slots__ = ('name', 'topic_id', 'partition_indexes')
-            _FIELDS = __slots__
-
-            def __init__(self, *, name: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partition_indexes: list[int] | _Unset = _UNSET) -> None:
-                self.name = name
-                self.topic_id = topic_id
-                self.partition_indexes = [] if partition_indexes is _UNSET else partition_indexes
-
-        group_id: str
-        member_id: str | None
-        member_epoch: int
-        topics: list[OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics] | None
-        __slots__ = ('group_id', 'member_id', 'member_epoch', 'topics')
-        _FIELDS = __slots__
-
-        def __init__(self, *, group_id: str = '', member_id: str | None = None, member_epoch: int = -1, topics: list[OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics] | None | _Unset = _UNSET) -> None:
-            self.group_id = group_id
-            self.member_id = member_id
-            self.member_epoch = member_epoch
-            self.topics = [] if topics is _UNSET else topics
-
-    API_KEY = 9
-    API_NAME = 'OffsetFetch'
-    VALID_VERSIONS = (1, 10)
-    FLEXIBLE_MIN = 6
-    LATEST_VERSION_UNSTABLE = False
-    group_id: str
-    topics: list[OffsetFetchRequest.OffsetFetchRequestTopic] | None
-    groups: list[OffsetFetchRequest.OffsetFetchRequestGroup]
-    require_stable: bool
-    __slots__ = ('group_id', 'topics', 'groups', 'require_stable')
-    _FIELDS = __slots__
-
-    def __init__(self, *, group_id: str = '', topics: list[OffsetFetchRequest.OffsetFetchRequestTopic] | None | _Unset = _UNSET, groups: list[OffsetFetchRequest.OffsetFetchRequestGroup] | _Unset = _UNSET, require_stable: bool = False) -> None:
-        self.group_id = group_id
-        self.topics = [] if topics is _UNSET else topics
-        self.groups = [] if groups is _UNSET else groups
-        self.require_stable = require_stable
 
 
 class OffsetFetchResponse(_Message):
@@ -288,6 +200,95 @@ class OffsetFetchResponse(_Message):
         self.topics = [] if topics is _UNSET else topics
         self.error_code = error_code
         self.groups = [] if groups is _UNSET else groups
+
+
+class OffsetFetchRequest(_Request[OffsetFetchResponse]):
+    """OffsetFetchRequest: API key 9, versions 1-10, flexible 6+.
+
+    Fields (versions):
+        group_id: string (0-7)
+        topics: []OffsetFetchRequestTopic (0-7, nullable 2-7)
+        groups: []OffsetFetchRequestGroup (8+)
+        require_stable: bool (7+)
+    """
+
+    class OffsetFetchRequestTopic(_Struct):
+        """OffsetFetchRequestTopic
+
+        Fields (versions):
+            name: string (0-7)
+            partition_indexes: []int32 (0-7)
+        """
+
+        name: str
+        partition_indexes: list[int]
+        __slots__ = ('name', 'partition_indexes')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', partition_indexes: list[int] | _Unset = _UNSET) -> None:
+            self.name = name
+            self.partition_indexes = [] if partition_indexes is _UNSET else partition_indexes
+
+    class OffsetFetchRequestGroup(_Struct):
+        """OffsetFetchRequestGroup
+
+        Fields (versions):
+            group_id: string (8+)
+            member_id: string (9+, nullable 9+)
+            member_epoch: int32 (9+)
+            topics: []OffsetFetchRequestTopics (8+, nullable 8+)
+        """
+
+        class OffsetFetchRequestTopics(_Struct):
+            """OffsetFetchRequestTopics
+
+            Fields (versions):
+                name: string (8-9)
+                topic_id: uuid (10+)
+                partition_indexes: []int32 (8+)
+            """
+
+            name: str
+            topic_id: _uuid.UUID
+            partition_indexes: list[int]
+            __slots__ = ('name', 'topic_id', 'partition_indexes')
+            _FIELDS = __slots__
+
+            def __init__(self, *, name: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partition_indexes: list[int] | _Unset = _UNSET) -> None:
+                self.name = name
+                self.topic_id = topic_id
+                self.partition_indexes = [] if partition_indexes is _UNSET else partition_indexes
+
+        group_id: str
+        member_id: str | None
+        member_epoch: int
+        topics: list[OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics] | None
+        __slots__ = ('group_id', 'member_id', 'member_epoch', 'topics')
+        _FIELDS = __slots__
+
+        def __init__(self, *, group_id: str = '', member_id: str | None = None, member_epoch: int = -1, topics: list[OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics] | None | _Unset = _UNSET) -> None:
+            self.group_id = group_id
+            self.member_id = member_id
+            self.member_epoch = member_epoch
+            self.topics = [] if topics is _UNSET else topics
+
+    API_KEY = 9
+    API_NAME = 'OffsetFetch'
+    VALID_VERSIONS = (1, 10)
+    FLEXIBLE_MIN = 6
+    LATEST_VERSION_UNSTABLE = False
+    group_id: str
+    topics: list[OffsetFetchRequest.OffsetFetchRequestTopic] | None
+    groups: list[OffsetFetchRequest.OffsetFetchRequestGroup]
+    require_stable: bool
+    __slots__ = ('group_id', 'topics', 'groups', 'require_stable')
+    _FIELDS = __slots__
+
+    def __init__(self, *, group_id: str = '', topics: list[OffsetFetchRequest.OffsetFetchRequestTopic] | None | _Unset = _UNSET, groups: list[OffsetFetchRequest.OffsetFetchRequestGroup] | _Unset = _UNSET, require_stable: bool = False) -> None:
+        self.group_id = group_id
+        self.topics = [] if topics is _UNSET else topics
+        self.groups = [] if groups is _UNSET else groups
+        self.require_stable = require_stable
 
 
 _C_Request = OffsetFetchRequest

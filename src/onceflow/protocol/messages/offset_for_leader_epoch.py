@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,66 +58,6 @@ _U_iii = _S('>iii').unpack_from
 _P_iii = _S('>iii').pack
 
 __all__ = ['OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse']
-
-
-class OffsetForLeaderEpochRequest(_Message):
-    """OffsetForLeaderEpochRequest: API key 23, versions 2-4, flexible 4+.
-
-    Fields (versions):
-        replica_id: int32 (3+)
-        topics: []OffsetForLeaderTopic (0+)
-    """
-
-    class OffsetForLeaderTopic(_Struct):
-        """OffsetForLeaderTopic
-
-        Fields (versions):
-            topic: string (0+)
-            partitions: []OffsetForLeaderPartition (0+)
-        """
-
-        class OffsetForLeaderPartition(_Struct):
-            """OffsetForLeaderPartition
-
-            Fields (versions):
-                partition: int32 (0+)
-                current_leader_epoch: int32 (2+)
-                leader_epoch: int32 (0+)
-            """
-
-            partition: int
-            current_leader_epoch: int
-            leader_epoch: int
-            __slots__ = ('partition', 'current_leader_epoch', 'leader_epoch')
-            _FIELDS = __slots__
-
-            def __init__(self, *, partition: int = 0, current_leader_epoch: int = -1, leader_epoch: int = 0) -> None:
-                self.partition = partition
-                self.current_leader_epoch = current_leader_epoch
-                self.leader_epoch = leader_epoch
-
-        topic: str
-        partitions: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition]
-        __slots__ = ('topic', 'partitions')
-        _FIELDS = __slots__
-
-        def __init__(self, *, topic: str = '', partitions: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition] | _Unset = _UNSET) -> None:
-            self.topic = topic
-            self.partitions = [] if partitions is _UNSET else partitions
-
-    API_KEY = 23
-    API_NAME = 'OffsetForLeaderEpoch'
-    VALID_VERSIONS = (2, 4)
-    FLEXIBLE_MIN = 4
-    LATEST_VERSION_UNSTABLE = False
-    replica_id: int
-    topics: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic]
-    __slots__ = ('replica_id', 'topics')
-    _FIELDS = __slots__
-
-    def __init__(self, *, replica_id: int = -2, topics: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic] | _Unset = _UNSET) -> None:
-        self.replica_id = replica_id
-        self.topics = [] if topics is _UNSET else topics
 
 
 class OffsetForLeaderEpochResponse(_Message):
@@ -179,6 +120,66 @@ class OffsetForLeaderEpochResponse(_Message):
 
     def __init__(self, *, throttle_time_ms: int = 0, topics: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is _UNSET else topics
+
+
+class OffsetForLeaderEpochRequest(_Request[OffsetForLeaderEpochResponse]):
+    """OffsetForLeaderEpochRequest: API key 23, versions 2-4, flexible 4+.
+
+    Fields (versions):
+        replica_id: int32 (3+)
+        topics: []OffsetForLeaderTopic (0+)
+    """
+
+    class OffsetForLeaderTopic(_Struct):
+        """OffsetForLeaderTopic
+
+        Fields (versions):
+            topic: string (0+)
+            partitions: []OffsetForLeaderPartition (0+)
+        """
+
+        class OffsetForLeaderPartition(_Struct):
+            """OffsetForLeaderPartition
+
+            Fields (versions):
+                partition: int32 (0+)
+                current_leader_epoch: int32 (2+)
+                leader_epoch: int32 (0+)
+            """
+
+            partition: int
+            current_leader_epoch: int
+            leader_epoch: int
+            __slots__ = ('partition', 'current_leader_epoch', 'leader_epoch')
+            _FIELDS = __slots__
+
+            def __init__(self, *, partition: int = 0, current_leader_epoch: int = -1, leader_epoch: int = 0) -> None:
+                self.partition = partition
+                self.current_leader_epoch = current_leader_epoch
+                self.leader_epoch = leader_epoch
+
+        topic: str
+        partitions: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition]
+        __slots__ = ('topic', 'partitions')
+        _FIELDS = __slots__
+
+        def __init__(self, *, topic: str = '', partitions: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition] | _Unset = _UNSET) -> None:
+            self.topic = topic
+            self.partitions = [] if partitions is _UNSET else partitions
+
+    API_KEY = 23
+    API_NAME = 'OffsetForLeaderEpoch'
+    VALID_VERSIONS = (2, 4)
+    FLEXIBLE_MIN = 4
+    LATEST_VERSION_UNSTABLE = False
+    replica_id: int
+    topics: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic]
+    __slots__ = ('replica_id', 'topics')
+    _FIELDS = __slots__
+
+    def __init__(self, *, replica_id: int = -2, topics: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic] | _Unset = _UNSET) -> None:
+        self.replica_id = replica_id
         self.topics = [] if topics is _UNSET else topics
 
 

@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -61,72 +62,6 @@ _U_ii = _S('>ii').unpack_from
 _P_ii = _S('>ii').pack
 
 __all__ = ['ProduceRequest', 'ProduceResponse']
-
-
-class ProduceRequest(_Message):
-    """ProduceRequest: API key 0, versions 3-13, flexible 9+.
-
-    Fields (versions):
-        transactional_id: string (3+, nullable 3+)
-        acks: int16 (0+)
-        timeout_ms: int32 (0+)
-        topic_data: []TopicProduceData (0+)
-    """
-
-    class TopicProduceData(_Struct):
-        """TopicProduceData
-
-        Fields (versions):
-            name: string (0-12)
-            topic_id: uuid (13+)
-            partition_data: []PartitionProduceData (0+)
-        """
-
-        class PartitionProduceData(_Struct):
-            """PartitionProduceData
-
-            Fields (versions):
-                index: int32 (0+)
-                records: records (0+, nullable 0+)
-            """
-
-            index: int
-            records: bytes | bytearray | memoryview | None
-            __slots__ = ('index', 'records')
-            _FIELDS = __slots__
-
-            def __init__(self, *, index: int = 0, records: bytes | bytearray | memoryview | None = None) -> None:
-                self.index = index
-                self.records = records
-
-        name: str
-        topic_id: _uuid.UUID
-        partition_data: list[ProduceRequest.TopicProduceData.PartitionProduceData]
-        __slots__ = ('name', 'topic_id', 'partition_data')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partition_data: list[ProduceRequest.TopicProduceData.PartitionProduceData] | _Unset = _UNSET) -> None:
-            self.name = name
-            self.topic_id = topic_id
-            self.partition_data = [] if partition_data is _UNSET else partition_data
-
-    API_KEY = 0
-    API_NAME = 'Produce'
-    VALID_VERSIONS = (3, 13)
-    FLEXIBLE_MIN = 9
-    LATEST_VERSION_UNSTABLE = False
-    transactional_id: str | None
-    acks: int
-    timeout_ms: int
-    topic_data: list[ProduceRequest.TopicProduceData]
-    __slots__ = ('transactional_id', 'acks', 'timeout_ms', 'topic_data')
-    _FIELDS = __slots__
-
-    def __init__(self, *, transactional_id: str | None = None, acks: int = 0, timeout_ms: int = 0, topic_data: list[ProduceRequest.TopicProduceData] | _Unset = _UNSET) -> None:
-        self.transactional_id = transactional_id
-        self.acks = acks
-        self.timeout_ms = timeout_ms
-        self.topic_data = [] if topic_data is _UNSET else topic_data
 
 
 class ProduceResponse(_Message):
@@ -265,6 +200,72 @@ class ProduceResponse(_Message):
         self.responses = [] if responses is _UNSET else responses
         self.throttle_time_ms = throttle_time_ms
         self.node_endpoints = [] if node_endpoints is _UNSET else node_endpoints
+
+
+class ProduceRequest(_Request[ProduceResponse]):
+    """ProduceRequest: API key 0, versions 3-13, flexible 9+.
+
+    Fields (versions):
+        transactional_id: string (3+, nullable 3+)
+        acks: int16 (0+)
+        timeout_ms: int32 (0+)
+        topic_data: []TopicProduceData (0+)
+    """
+
+    class TopicProduceData(_Struct):
+        """TopicProduceData
+
+        Fields (versions):
+            name: string (0-12)
+            topic_id: uuid (13+)
+            partition_data: []PartitionProduceData (0+)
+        """
+
+        class PartitionProduceData(_Struct):
+            """PartitionProduceData
+
+            Fields (versions):
+                index: int32 (0+)
+                records: records (0+, nullable 0+)
+            """
+
+            index: int
+            records: bytes | bytearray | memoryview | None
+            __slots__ = ('index', 'records')
+            _FIELDS = __slots__
+
+            def __init__(self, *, index: int = 0, records: bytes | bytearray | memoryview | None = None) -> None:
+                self.index = index
+                self.records = records
+
+        name: str
+        topic_id: _uuid.UUID
+        partition_data: list[ProduceRequest.TopicProduceData.PartitionProduceData]
+        __slots__ = ('name', 'topic_id', 'partition_data')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partition_data: list[ProduceRequest.TopicProduceData.PartitionProduceData] | _Unset = _UNSET) -> None:
+            self.name = name
+            self.topic_id = topic_id
+            self.partition_data = [] if partition_data is _UNSET else partition_data
+
+    API_KEY = 0
+    API_NAME = 'Produce'
+    VALID_VERSIONS = (3, 13)
+    FLEXIBLE_MIN = 9
+    LATEST_VERSION_UNSTABLE = False
+    transactional_id: str | None
+    acks: int
+    timeout_ms: int
+    topic_data: list[ProduceRequest.TopicProduceData]
+    __slots__ = ('transactional_id', 'acks', 'timeout_ms', 'topic_data')
+    _FIELDS = __slots__
+
+    def __init__(self, *, transactional_id: str | None = None, acks: int = 0, timeout_ms: int = 0, topic_data: list[ProduceRequest.TopicProduceData] | _Unset = _UNSET) -> None:
+        self.transactional_id = transactional_id
+        self.acks = acks
+        self.timeout_ms = timeout_ms
+        self.topic_data = [] if topic_data is _UNSET else topic_data
 
 
 _C_Request = ProduceRequest

@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -59,26 +60,6 @@ _P_q = _S('>q').pack
 __all__ = ['SaslAuthenticateRequest', 'SaslAuthenticateResponse']
 
 
-class SaslAuthenticateRequest(_Message):
-    """SaslAuthenticateRequest: API key 36, versions 0-2, flexible 2+.
-
-    Fields (versions):
-        auth_bytes: bytes (0+)
-    """
-
-    API_KEY = 36
-    API_NAME = 'SaslAuthenticate'
-    VALID_VERSIONS = (0, 2)
-    FLEXIBLE_MIN = 2
-    LATEST_VERSION_UNSTABLE = False
-    auth_bytes: bytes
-    __slots__ = ('auth_bytes',)
-    _FIELDS = __slots__
-
-    def __init__(self, *, auth_bytes: bytes = b'') -> None:
-        self.auth_bytes = auth_bytes
-
-
 class SaslAuthenticateResponse(_Message):
     """SaslAuthenticateResponse: API key 36, versions 0-2, flexible 2+.
 
@@ -106,6 +87,26 @@ class SaslAuthenticateResponse(_Message):
         self.error_message = error_message
         self.auth_bytes = auth_bytes
         self.session_lifetime_ms = session_lifetime_ms
+
+
+class SaslAuthenticateRequest(_Request[SaslAuthenticateResponse]):
+    """SaslAuthenticateRequest: API key 36, versions 0-2, flexible 2+.
+
+    Fields (versions):
+        auth_bytes: bytes (0+)
+    """
+
+    API_KEY = 36
+    API_NAME = 'SaslAuthenticate'
+    VALID_VERSIONS = (0, 2)
+    FLEXIBLE_MIN = 2
+    LATEST_VERSION_UNSTABLE = False
+    auth_bytes: bytes
+    __slots__ = ('auth_bytes',)
+    _FIELDS = __slots__
+
+    def __init__(self, *, auth_bytes: bytes = b'') -> None:
+        self.auth_bytes = auth_bytes
 
 
 _C_Request = SaslAuthenticateRequest

@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,26 +58,6 @@ _P_i = _S('>i').pack
 __all__ = ['SaslHandshakeRequest', 'SaslHandshakeResponse']
 
 
-class SaslHandshakeRequest(_Message):
-    """SaslHandshakeRequest: API key 17, versions 0-1, flexible none.
-
-    Fields (versions):
-        mechanism: string (0+)
-    """
-
-    API_KEY = 17
-    API_NAME = 'SaslHandshake'
-    VALID_VERSIONS = (0, 1)
-    FLEXIBLE_MIN = None
-    LATEST_VERSION_UNSTABLE = False
-    mechanism: str
-    __slots__ = ('mechanism',)
-    _FIELDS = __slots__
-
-    def __init__(self, *, mechanism: str = '') -> None:
-        self.mechanism = mechanism
-
-
 class SaslHandshakeResponse(_Message):
     """SaslHandshakeResponse: API key 17, versions 0-1, flexible none.
 
@@ -98,6 +79,26 @@ class SaslHandshakeResponse(_Message):
     def __init__(self, *, error_code: int = 0, mechanisms: list[str] | _Unset = _UNSET) -> None:
         self.error_code = error_code
         self.mechanisms = [] if mechanisms is _UNSET else mechanisms
+
+
+class SaslHandshakeRequest(_Request[SaslHandshakeResponse]):
+    """SaslHandshakeRequest: API key 17, versions 0-1, flexible none.
+
+    Fields (versions):
+        mechanism: string (0+)
+    """
+
+    API_KEY = 17
+    API_NAME = 'SaslHandshake'
+    VALID_VERSIONS = (0, 1)
+    FLEXIBLE_MIN = None
+    LATEST_VERSION_UNSTABLE = False
+    mechanism: str
+    __slots__ = ('mechanism',)
+    _FIELDS = __slots__
+
+    def __init__(self, *, mechanism: str = '') -> None:
+        self.mechanism = mechanism
 
 
 _C_Request = SaslHandshakeRequest

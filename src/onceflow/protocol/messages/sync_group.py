@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -59,7 +60,39 @@ _P_ih = _S('>ih').pack
 __all__ = ['SyncGroupRequest', 'SyncGroupResponse']
 
 
-class SyncGroupRequest(_Message):
+class SyncGroupResponse(_Message):
+    """SyncGroupResponse: API key 14, versions 0-5, flexible 4+.
+
+    Fields (versions):
+        throttle_time_ms: int32 (1+)
+        error_code: int16 (0+)
+        protocol_type: string (5+, nullable 5+)
+        protocol_name: string (5+, nullable 5+)
+        assignment: bytes (0+)
+    """
+
+    API_KEY = 14
+    API_NAME = 'SyncGroup'
+    VALID_VERSIONS = (0, 5)
+    FLEXIBLE_MIN = 4
+    LATEST_VERSION_UNSTABLE = False
+    throttle_time_ms: int
+    error_code: int
+    protocol_type: str | None
+    protocol_name: str | None
+    assignment: bytes
+    __slots__ = ('throttle_time_ms', 'error_code', 'protocol_type', 'protocol_name', 'assignment')
+    _FIELDS = __slots__
+
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, protocol_type: str | None = None, protocol_name: str | None = None, assignment: bytes = b'') -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.protocol_type = protocol_type
+        self.protocol_name = protocol_name
+        self.assignment = assignment
+
+
+class SyncGroupRequest(_Request[SyncGroupResponse]):
     """SyncGroupRequest: API key 14, versions 0-5, flexible 4+.
 
     Fields (versions):
@@ -112,38 +145,6 @@ class SyncGroupRequest(_Message):
         self.protocol_type = protocol_type
         self.protocol_name = protocol_name
         self.assignments = [] if assignments is _UNSET else assignments
-
-
-class SyncGroupResponse(_Message):
-    """SyncGroupResponse: API key 14, versions 0-5, flexible 4+.
-
-    Fields (versions):
-        throttle_time_ms: int32 (1+)
-        error_code: int16 (0+)
-        protocol_type: string (5+, nullable 5+)
-        protocol_name: string (5+, nullable 5+)
-        assignment: bytes (0+)
-    """
-
-    API_KEY = 14
-    API_NAME = 'SyncGroup'
-    VALID_VERSIONS = (0, 5)
-    FLEXIBLE_MIN = 4
-    LATEST_VERSION_UNSTABLE = False
-    throttle_time_ms: int
-    error_code: int
-    protocol_type: str | None
-    protocol_name: str | None
-    assignment: bytes
-    __slots__ = ('throttle_time_ms', 'error_code', 'protocol_type', 'protocol_name', 'assignment')
-    _FIELDS = __slots__
-
-    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, protocol_type: str | None = None, protocol_name: str | None = None, assignment: bytes = b'') -> None:
-        self.throttle_time_ms = throttle_time_ms
-        self.error_code = error_code
-        self.protocol_type = protocol_type
-        self.protocol_name = protocol_name
-        self.assignment = assignment
 
 
 _C_Request = SyncGroupRequest

@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -65,7 +66,64 @@ _P_qhi = _S('>qhi').pack
 __all__ = ['TxnOffsetCommitRequest', 'TxnOffsetCommitResponse']
 
 
-class TxnOffsetCommitRequest(_Message):
+class TxnOffsetCommitResponse(_Message):
+    """TxnOffsetCommitResponse: API key 28, versions 0-5, flexible 3+.
+
+    Fields (versions):
+        throttle_time_ms: int32 (0+)
+        topics: []TxnOffsetCommitResponseTopic (0+)
+    """
+
+    class TxnOffsetCommitResponseTopic(_Struct):
+        """TxnOffsetCommitResponseTopic
+
+        Fields (versions):
+            name: string (0+)
+            partitions: []TxnOffsetCommitResponsePartition (0+)
+        """
+
+        class TxnOffsetCommitResponsePartition(_Struct):
+            """TxnOffsetCommitResponsePartition
+
+            Fields (versions):
+                partition_index: int32 (0+)
+                error_code: int16 (0+)
+            """
+
+            partition_index: int
+            error_code: int
+            __slots__ = ('partition_index', 'error_code')
+            _FIELDS = __slots__
+
+            def __init__(self, *, partition_index: int = 0, error_code: int = 0) -> None:
+                self.partition_index = partition_index
+                self.error_code = error_code
+
+        name: str
+        partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition]
+        __slots__ = ('name', 'partitions')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition] | _Unset = _UNSET) -> None:
+            self.name = name
+            self.partitions = [] if partitions is _UNSET else partitions
+
+    API_KEY = 28
+    API_NAME = 'TxnOffsetCommit'
+    VALID_VERSIONS = (0, 5)
+    FLEXIBLE_MIN = 3
+    LATEST_VERSION_UNSTABLE = False
+    throttle_time_ms: int
+    topics: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic]
+    __slots__ = ('throttle_time_ms', 'topics')
+    _FIELDS = __slots__
+
+    def __init__(self, *, throttle_time_ms: int = 0, topics: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic] | _Unset = _UNSET) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is _UNSET else topics
+
+
+class TxnOffsetCommitRequest(_Request[TxnOffsetCommitResponse]):
     """TxnOffsetCommitRequest: API key 28, versions 0-5, flexible 3+.
 
     Fields (versions):
@@ -143,63 +201,6 @@ class TxnOffsetCommitRequest(_Message):
         self.generation_id = generation_id
         self.member_id = member_id
         self.group_instance_id = group_instance_id
-        self.topics = [] if topics is _UNSET else topics
-
-
-class TxnOffsetCommitResponse(_Message):
-    """TxnOffsetCommitResponse: API key 28, versions 0-5, flexible 3+.
-
-    Fields (versions):
-        throttle_time_ms: int32 (0+)
-        topics: []TxnOffsetCommitResponseTopic (0+)
-    """
-
-    class TxnOffsetCommitResponseTopic(_Struct):
-        """TxnOffsetCommitResponseTopic
-
-        Fields (versions):
-            name: string (0+)
-            partitions: []TxnOffsetCommitResponsePartition (0+)
-        """
-
-        class TxnOffsetCommitResponsePartition(_Struct):
-            """TxnOffsetCommitResponsePartition
-
-            Fields (versions):
-                partition_index: int32 (0+)
-                error_code: int16 (0+)
-            """
-
-            partition_index: int
-            error_code: int
-            __slots__ = ('partition_index', 'error_code')
-            _FIELDS = __slots__
-
-            def __init__(self, *, partition_index: int = 0, error_code: int = 0) -> None:
-                self.partition_index = partition_index
-                self.error_code = error_code
-
-        name: str
-        partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition]
-        __slots__ = ('name', 'partitions')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name: str = '', partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition] | _Unset = _UNSET) -> None:
-            self.name = name
-            self.partitions = [] if partitions is _UNSET else partitions
-
-    API_KEY = 28
-    API_NAME = 'TxnOffsetCommit'
-    VALID_VERSIONS = (0, 5)
-    FLEXIBLE_MIN = 3
-    LATEST_VERSION_UNSTABLE = False
-    throttle_time_ms: int
-    topics: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic]
-    __slots__ = ('throttle_time_ms', 'topics')
-    _FIELDS = __slots__
-
-    def __init__(self, *, throttle_time_ms: int = 0, topics: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic] | _Unset = _UNSET) -> None:
-        self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _UNSET else topics
 
 

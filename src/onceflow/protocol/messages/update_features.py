@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -65,55 +66,6 @@ _P_ih = _S('>ih').pack
 __all__ = ['UpdateFeaturesRequest', 'UpdateFeaturesResponse']
 
 
-class UpdateFeaturesRequest(_Message):
-    """UpdateFeaturesRequest: API key 57, versions 0-2, flexible 0+.
-
-    Fields (versions):
-        timeout_ms: int32 (0+)
-        feature_updates: []FeatureUpdateKey (0+)
-        validate_only: bool (1+)
-    """
-
-    class FeatureUpdateKey(_Struct):
-        """FeatureUpdateKey
-
-        Fields (versions):
-            feature: string (0+)
-            max_version_level: int16 (0+)
-            allow_downgrade: bool (0)
-            upgrade_type: int8 (1+)
-        """
-
-        feature: str
-        max_version_level: int
-        allow_downgrade: bool
-        upgrade_type: int
-        __slots__ = ('feature', 'max_version_level', 'allow_downgrade', 'upgrade_type')
-        _FIELDS = __slots__
-
-        def __init__(self, *, feature: str = '', max_version_level: int = 0, allow_downgrade: bool = False, upgrade_type: int = 1) -> None:
-            self.feature = feature
-            self.max_version_level = max_version_level
-            self.allow_downgrade = allow_downgrade
-            self.upgrade_type = upgrade_type
-
-    API_KEY = 57
-    API_NAME = 'UpdateFeatures'
-    VALID_VERSIONS = (0, 2)
-    FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = False
-    timeout_ms: int
-    feature_updates: list[UpdateFeaturesRequest.FeatureUpdateKey]
-    validate_only: bool
-    __slots__ = ('timeout_ms', 'feature_updates', 'validate_only')
-    _FIELDS = __slots__
-
-    def __init__(self, *, timeout_ms: int = 60000, feature_updates: list[UpdateFeaturesRequest.FeatureUpdateKey] | _Unset = _UNSET, validate_only: bool = False) -> None:
-        self.timeout_ms = timeout_ms
-        self.feature_updates = [] if feature_updates is _UNSET else feature_updates
-        self.validate_only = validate_only
-
-
 class UpdateFeaturesResponse(_Message):
     """UpdateFeaturesResponse: API key 57, versions 0-2, flexible 0+.
 
@@ -161,6 +113,55 @@ class UpdateFeaturesResponse(_Message):
         self.error_code = error_code
         self.error_message = error_message
         self.results = [] if results is _UNSET else results
+
+
+class UpdateFeaturesRequest(_Request[UpdateFeaturesResponse]):
+    """UpdateFeaturesRequest: API key 57, versions 0-2, flexible 0+.
+
+    Fields (versions):
+        timeout_ms: int32 (0+)
+        feature_updates: []FeatureUpdateKey (0+)
+        validate_only: bool (1+)
+    """
+
+    class FeatureUpdateKey(_Struct):
+        """FeatureUpdateKey
+
+        Fields (versions):
+            feature: string (0+)
+            max_version_level: int16 (0+)
+            allow_downgrade: bool (0)
+            upgrade_type: int8 (1+)
+        """
+
+        feature: str
+        max_version_level: int
+        allow_downgrade: bool
+        upgrade_type: int
+        __slots__ = ('feature', 'max_version_level', 'allow_downgrade', 'upgrade_type')
+        _FIELDS = __slots__
+
+        def __init__(self, *, feature: str = '', max_version_level: int = 0, allow_downgrade: bool = False, upgrade_type: int = 1) -> None:
+            self.feature = feature
+            self.max_version_level = max_version_level
+            self.allow_downgrade = allow_downgrade
+            self.upgrade_type = upgrade_type
+
+    API_KEY = 57
+    API_NAME = 'UpdateFeatures'
+    VALID_VERSIONS = (0, 2)
+    FLEXIBLE_MIN = 0
+    LATEST_VERSION_UNSTABLE = False
+    timeout_ms: int
+    feature_updates: list[UpdateFeaturesRequest.FeatureUpdateKey]
+    validate_only: bool
+    __slots__ = ('timeout_ms', 'feature_updates', 'validate_only')
+    _FIELDS = __slots__
+
+    def __init__(self, *, timeout_ms: int = 60000, feature_updates: list[UpdateFeaturesRequest.FeatureUpdateKey] | _Unset = _UNSET, validate_only: bool = False) -> None:
+        self.timeout_ms = timeout_ms
+        self.feature_updates = [] if feature_updates is _UNSET else feature_updates
+        self.validate_only = validate_only
 
 
 _C_Request = UpdateFeaturesRequest

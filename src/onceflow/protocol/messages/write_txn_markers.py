@@ -12,6 +12,7 @@ from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersi
 from onceflow.protocol.message import UNSET as _UNSET
 from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -61,72 +62,6 @@ _U_qhz = _S('>qh?').unpack_from
 _P_qhz = _S('>qh?').pack
 
 __all__ = ['WriteTxnMarkersRequest', 'WriteTxnMarkersResponse']
-
-
-class WriteTxnMarkersRequest(_Message):
-    """WriteTxnMarkersRequest: API key 27, versions 1-2, flexible 1+.
-
-    Fields (versions):
-        markers: []WritableTxnMarker (0+)
-    """
-
-    class WritableTxnMarker(_Struct):
-        """WritableTxnMarker
-
-        Fields (versions):
-            producer_id: int64 (0+)
-            producer_epoch: int16 (0+)
-            transaction_result: bool (0+)
-            topics: []WritableTxnMarkerTopic (0+)
-            coordinator_epoch: int32 (0+)
-            transaction_version: int8 (2+)
-        """
-
-        class WritableTxnMarkerTopic(_Struct):
-            """WritableTxnMarkerTopic
-
-            Fields (versions):
-                name: string (0+)
-                partition_indexes: []int32 (0+)
-            """
-
-            name: str
-            partition_indexes: list[int]
-            __slots__ = ('name', 'partition_indexes')
-            _FIELDS = __slots__
-
-            def __init__(self, *, name: str = '', partition_indexes: list[int] | _Unset = _UNSET) -> None:
-                self.name = name
-                self.partition_indexes = [] if partition_indexes is _UNSET else partition_indexes
-
-        producer_id: int
-        producer_epoch: int
-        transaction_result: bool
-        topics: list[WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic]
-        coordinator_epoch: int
-        transaction_version: int
-        __slots__ = ('producer_id', 'producer_epoch', 'transaction_result', 'topics', 'coordinator_epoch', 'transaction_version')
-        _FIELDS = __slots__
-
-        def __init__(self, *, producer_id: int = 0, producer_epoch: int = 0, transaction_result: bool = False, topics: list[WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic] | _Unset = _UNSET, coordinator_epoch: int = 0, transaction_version: int = 0) -> None:
-            self.producer_id = producer_id
-            self.producer_epoch = producer_epoch
-            self.transaction_result = transaction_result
-            self.topics = [] if topics is _UNSET else topics
-            self.coordinator_epoch = coordinator_epoch
-            self.transaction_version = transaction_version
-
-    API_KEY = 27
-    API_NAME = 'WriteTxnMarkers'
-    VALID_VERSIONS = (1, 2)
-    FLEXIBLE_MIN = 1
-    LATEST_VERSION_UNSTABLE = False
-    markers: list[WriteTxnMarkersRequest.WritableTxnMarker]
-    __slots__ = ('markers',)
-    _FIELDS = __slots__
-
-    def __init__(self, *, markers: list[WriteTxnMarkersRequest.WritableTxnMarker] | _Unset = _UNSET) -> None:
-        self.markers = [] if markers is _UNSET else markers
 
 
 class WriteTxnMarkersResponse(_Message):
@@ -197,6 +132,72 @@ class WriteTxnMarkersResponse(_Message):
     _FIELDS = __slots__
 
     def __init__(self, *, markers: list[WriteTxnMarkersResponse.WritableTxnMarkerResult] | _Unset = _UNSET) -> None:
+        self.markers = [] if markers is _UNSET else markers
+
+
+class WriteTxnMarkersRequest(_Request[WriteTxnMarkersResponse]):
+    """WriteTxnMarkersRequest: API key 27, versions 1-2, flexible 1+.
+
+    Fields (versions):
+        markers: []WritableTxnMarker (0+)
+    """
+
+    class WritableTxnMarker(_Struct):
+        """WritableTxnMarker
+
+        Fields (versions):
+            producer_id: int64 (0+)
+            producer_epoch: int16 (0+)
+            transaction_result: bool (0+)
+            topics: []WritableTxnMarkerTopic (0+)
+            coordinator_epoch: int32 (0+)
+            transaction_version: int8 (2+)
+        """
+
+        class WritableTxnMarkerTopic(_Struct):
+            """WritableTxnMarkerTopic
+
+            Fields (versions):
+                name: string (0+)
+                partition_indexes: []int32 (0+)
+            """
+
+            name: str
+            partition_indexes: list[int]
+            __slots__ = ('name', 'partition_indexes')
+            _FIELDS = __slots__
+
+            def __init__(self, *, name: str = '', partition_indexes: list[int] | _Unset = _UNSET) -> None:
+                self.name = name
+                self.partition_indexes = [] if partition_indexes is _UNSET else partition_indexes
+
+        producer_id: int
+        producer_epoch: int
+        transaction_result: bool
+        topics: list[WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic]
+        coordinator_epoch: int
+        transaction_version: int
+        __slots__ = ('producer_id', 'producer_epoch', 'transaction_result', 'topics', 'coordinator_epoch', 'transaction_version')
+        _FIELDS = __slots__
+
+        def __init__(self, *, producer_id: int = 0, producer_epoch: int = 0, transaction_result: bool = False, topics: list[WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic] | _Unset = _UNSET, coordinator_epoch: int = 0, transaction_version: int = 0) -> None:
+            self.producer_id = producer_id
+            self.producer_epoch = producer_epoch
+            self.transaction_result = transaction_result
+            self.topics = [] if topics is _UNSET else topics
+            self.coordinator_epoch = coordinator_epoch
+            self.transaction_version = transaction_version
+
+    API_KEY = 27
+    API_NAME = 'WriteTxnMarkers'
+    VALID_VERSIONS = (1, 2)
+    FLEXIBLE_MIN = 1
+    LATEST_VERSION_UNSTABLE = False
+    markers: list[WriteTxnMarkersRequest.WritableTxnMarker]
+    __slots__ = ('markers',)
+    _FIELDS = __slots__
+
+    def __init__(self, *, markers: list[WriteTxnMarkersRequest.WritableTxnMarker] | _Unset = _UNSET) -> None:
         self.markers = [] if markers is _UNSET else markers
 
 
