@@ -48,6 +48,7 @@ from onceflow.protocol.messages.create_topics import CreateTopicsRequest
 from onceflow.protocol.messages.delete_records import DeleteRecordsRequest
 from onceflow.protocol.messages.delete_topics import DeleteTopicsRequest
 from onceflow.protocol.messages.list_offsets import ListOffsetsRequest
+from onceflow.protocol.messages.metadata import MetadataResponse
 from onceflow.protocol.messages.offset_commit import OffsetCommitRequest
 from onceflow.protocol.messages.offset_fetch import OffsetFetchRequest
 from onceflow.security.acl import AclBinding, AclBindingFilter
@@ -236,12 +237,14 @@ class AdminClient:
     def list_topics(self, include_internal: bool = False) -> list[str]:
         """Names of every topic, sorted (internal topics only when asked)."""
         _brokers, topics = self._net.metadata(None)
-        return sorted(t.name for t in topics if include_internal or not t.is_internal)
+        return sorted(
+            t.name for t in topics if t.name is not None and (include_internal or not t.is_internal)
+        )
 
     def describe_topics(self, names: Iterable[str] | None = None) -> dict[str, TopicDescription]:
         """Metadata for the named topics (every topic when `names` is None)."""
         _brokers, topics = self._net.metadata(None if names is None else list(names))
-        return {t.name: _describe(t) for t in topics}
+        return {t.name: _describe(t.name, t) for t in topics if t.name is not None}
 
     def describe_cluster(self) -> list[BrokerNode]:
         """The brokers Metadata names."""
@@ -526,7 +529,7 @@ class AdminClient:
         return out
 
 
-def _describe(topic: Any) -> TopicDescription:
+def _describe(name: str, topic: MetadataResponse.MetadataResponseTopic) -> TopicDescription:
     partitions = tuple(
         PartitionDescription(
             partition=p.partition_index,
@@ -537,9 +540,9 @@ def _describe(topic: Any) -> TopicDescription:
         )
         for p in sorted(topic.partitions, key=lambda p: p.partition_index)
     )
-    topic_id = getattr(topic, "topic_id", None)
+    topic_id = topic.topic_id
     return TopicDescription(
-        topic.name,
+        name,
         known_code(topic.error_code),
         topic.is_internal,
         partitions,
