@@ -6,7 +6,10 @@ For every request/response spec we emit one module per API holding a `<Name>Requ
 `<Name>Response` class. Each message and nested struct gets, for every valid version, a
 specialised straight-line decoder `(buf, pos) -> (obj, pos)` and encoder `(obj, out)`; versions
 whose byte layout is identical share one function. Fixed-size runs of fields are read and written
-with one precompiled `struct.Struct`.
+with one precompiled `struct.Struct`. Everything is annotated (mypy --strict passes on the output):
+fields, keyword-only constructors, decoders and encoders; a request class is
+`Request[<Api>Response]` (its response class comes first in the module), so a client's
+`send(request)` is typed by the answer.
 
 It also generates `onceflow.protocol.internal` from our own specs in `tools/specs/*.json`
 (Kafka's spec dialect, `"type": "data"`): records of the internal topics
