@@ -44,6 +44,7 @@ from onceflow.protocol.messages.describe_configs import DescribeConfigsResponse
 
 if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
+    from onceflow.broker.state import BrokerState
     from onceflow.protocol.headers import RequestHeader
     from onceflow.protocol.messages.describe_configs import DescribeConfigsRequest
 
@@ -62,7 +63,7 @@ def _result(resource, error: ErrorCode, message: str | None, configs) -> _Result
     )
 
 
-def _entries(broker, resource):
+def _entries(broker: BrokerState, resource):
     if resource.resource_type == ConfigResourceType.TOPIC:
         info = broker.logs.topic(resource.resource_name)
         if info is None:

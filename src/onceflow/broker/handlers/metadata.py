@@ -48,6 +48,7 @@ from onceflow.security.acl import ResourceType
 
 if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
+    from onceflow.broker.state import BrokerState
     from onceflow.protocol.headers import RequestHeader
     from onceflow.protocol.messages.metadata import MetadataRequest
 
@@ -55,7 +56,7 @@ _ZERO_UUID = uuid.UUID(int=0)
 _TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
-def _topic_response(broker, info) -> MetadataResponse.MetadataResponseTopic:
+def _topic_response(broker: BrokerState, info) -> MetadataResponse.MetadataResponseTopic:
     node = broker.node_id
     partitions = [
         MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
@@ -92,7 +93,7 @@ def _topic_error(
     )
 
 
-def _lookup(broker, name: str, may_create: bool, create_refused: bool = False):
+def _lookup(broker: BrokerState, name: str, may_create: bool, create_refused: bool = False):
     logs = broker.logs
     info = logs.topic(name)
     if info is not None:
@@ -113,7 +114,7 @@ def _by_id(topic) -> bool:
     return topic.name is None or topic.topic_id != _ZERO_UUID
 
 
-def _lookup_by_id(broker, topic_id: uuid.UUID):
+def _lookup_by_id(broker: BrokerState, topic_id: uuid.UUID):
     info = broker.topic_by_id(topic_id)
     if info is not None:
         return _topic_response(broker, info)

@@ -37,6 +37,7 @@ from onceflow.protocol.messages.offset_commit import OffsetCommitResponse
 
 if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
+    from onceflow.broker.state import BrokerState
     from onceflow.protocol.headers import RequestHeader
     from onceflow.protocol.messages.offset_commit import OffsetCommitRequest
 
@@ -44,7 +45,7 @@ _Topic = OffsetCommitResponse.OffsetCommitResponseTopic
 _Partition = _Topic.OffsetCommitResponsePartition
 
 
-def partition_exists(broker, topic: str, partition: int) -> bool:
+def partition_exists(broker: BrokerState, topic: str, partition: int) -> bool:
     """True when `topic` exists and has `partition`."""
     return broker.get_log(topic, partition) is not None
 
@@ -60,7 +61,7 @@ def topic_names(request) -> list[str]:
 
 
 def collect_offsets(
-    broker, topics, with_leader_epoch: bool, unauthorized: frozenset[str] = frozenset()
+    broker: BrokerState, topics, with_leader_epoch: bool, unauthorized: frozenset[str] = frozenset()
 ) -> tuple[dict[TopicPartition, ErrorCode], dict[TopicPartition, CommittedOffset]]:
     """Split a commit request's partitions into errors Kafka's API layer answers (topics in
     `unauthorized`: TOPIC_AUTHORIZATION_FAILED; missing ones: UNKNOWN_TOPIC_OR_PARTITION) and
