@@ -40,7 +40,9 @@ if TYPE_CHECKING:
 _Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
-def _grow(broker: BrokerState, topic, validate_only: bool) -> _Result:
+def _grow(
+    broker: BrokerState, topic: CreatePartitionsRequest.CreatePartitionsTopic, validate_only: bool
+) -> _Result:
     refusal = internal_topic_refusal(topic.name, TopicOperation.CREATE_PARTITIONS)
     if refusal is not None:
         return _Result(name=topic.name, error_code=refusal[0], error_message=refusal[1])

@@ -64,7 +64,9 @@ def _failure(name: str, error: ErrorCode, message: str | None) -> _Result:
     )
 
 
-def _check_request(broker: BrokerState, topic) -> tuple[ErrorCode, str | None, int]:
+def _check_request(
+    broker: BrokerState, topic: CreateTopicsRequest.CreatableTopic
+) -> tuple[ErrorCode, str | None, int]:
     """Validate replication and assignments; returns (error, message, partitions)."""
     partitions = topic.num_partitions
     if topic.assignments:
@@ -98,7 +100,12 @@ def _check_request(broker: BrokerState, topic) -> tuple[ErrorCode, str | None, i
     return ErrorCode.NONE, None, partitions
 
 
-def _create(broker: BrokerState, topic, validate_only: bool, version: int) -> _Result:
+def _create(
+    broker: BrokerState,
+    topic: CreateTopicsRequest.CreatableTopic,
+    validate_only: bool,
+    version: int,
+) -> _Result:
     refusal = internal_topic_refusal(topic.name, TopicOperation.CREATE)
     if refusal is not None:
         return _failure(topic.name, *refusal)

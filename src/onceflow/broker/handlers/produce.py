@@ -83,6 +83,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
 from onceflow.broker.authorization import denied, denied_names, enabled
@@ -118,7 +119,10 @@ _ZSTD = 4
 
 
 def _error(
-    index: int, error: ErrorCode, message: str | None = None, record_errors=()
+    index: int,
+    error: ErrorCode,
+    message: str | None = None,
+    record_errors: Iterable[tuple[int, str]] = (),
 ) -> _PartitionResponse:
     return _PartitionResponse(
         index=index,

@@ -60,7 +60,9 @@ def is_loopback_peer(peer: str) -> bool:
         return False
 
 
-async def _abort(broker: BrokerState, marker, tp: TopicPartition) -> ErrorCode:
+async def _abort(
+    broker: BrokerState, marker: WriteTxnMarkersRequest.WritableTxnMarker, tp: TopicPartition
+) -> ErrorCode:
     error = await broker.transactions.coordinator.abort_hanging_transaction(
         tp, marker.producer_id, marker.producer_epoch, marker.coordinator_epoch
     )
