@@ -29,6 +29,9 @@ from onceflow.security.acl import from_code as code
 
 if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
+    from onceflow.protocol.messages.create_acls import CreateAclsRequest
+    from onceflow.protocol.messages.delete_acls import DeleteAclsRequest
+    from onceflow.protocol.messages.describe_acls import DescribeAclsRequest
 
 R = TypeVar("R")
 
@@ -37,7 +40,7 @@ log = logging.getLogger("onceflow.broker.acls")
 NO_AUTHORIZER_MESSAGE = "No Authorizer is configured on the broker"
 
 
-def binding_from_creation(c) -> AclBinding:
+def binding_from_creation(c: CreateAclsRequest.AclCreation) -> AclBinding:
     """A CreateAcls `AclCreation` as a binding."""
     return binding_of(
         c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host,
@@ -45,7 +48,9 @@ def binding_from_creation(c) -> AclBinding:
     )  # fmt: skip
 
 
-def filter_from_wire(f) -> AclBindingFilter:
+def filter_from_wire(
+    f: DescribeAclsRequest | DeleteAclsRequest.DeleteAclsFilter,
+) -> AclBindingFilter:
     """A DescribeAcls request or DeleteAcls `DeleteAclsFilter` as a binding filter."""
     rtype, ptype = (
         code(ResourceType, f.resource_type_filter),
