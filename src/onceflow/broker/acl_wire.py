@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from onceflow.broker.authorization import denied
 from onceflow.protocol.api_keys import ApiKey
@@ -32,8 +32,10 @@ if TYPE_CHECKING:
     from onceflow.protocol.messages.create_acls import CreateAclsRequest
     from onceflow.protocol.messages.delete_acls import DeleteAclsRequest
     from onceflow.protocol.messages.describe_acls import DescribeAclsRequest
+    from onceflow.security.authorizer import AclAuthorizer, AclUpdate
 
 R = TypeVar("R")
+T = TypeVar("T")
 
 log = logging.getLogger("onceflow.broker.acls")
 
@@ -66,8 +68,8 @@ def filter_from_wire(
 async def change_acls(
     ctx: RequestContext,
     api_key: ApiKey,
-    prepare: Callable[[Any], tuple[list, Any]],
-    answer: Callable[[list], R],
+    prepare: Callable[[AclAuthorizer], tuple[list[T], AclUpdate]],
+    answer: Callable[[list[T]], R],
     refuse: Callable[[ErrorCode, str | None], R],
 ) -> R:
     """CreateAcls' and DeleteAcls' common path: with no authorizer every entry is

@@ -538,7 +538,7 @@ class BrokerConfig:
 
     @property
     def data_dir(self) -> str:
-        dirs = self._values["log.dirs"] or self._values["log.dir"]
+        dirs: str = self._values["log.dirs"] or self._values["log.dir"]
         return dirs.split(",")[0].strip()
 
     @property
