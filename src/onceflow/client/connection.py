@@ -168,7 +168,8 @@ class BrokerConnection:
             self._receive()
         if event.error is not None:
             raise event.error
-        return event.message
+        response: _R = event.message  # decoded by the request's api key: its response class
+        return response
 
     def _poll(self) -> Response | None:
         """The protocol core's next event (None: it needs more data), after sending whatever

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from onceflow.client.errors import IllegalStateError
+from onceflow.common import BytesLike
 from onceflow.records.batch import BatchHeader, TimestampType, split_complete_batches, verify_crc
 from onceflow.records.control import ControlRecordType, parse_control_record
 from onceflow.records.errors import CorruptRecordError
@@ -101,7 +102,7 @@ class CompletedFetch:
         topic: str,
         partition: int,
         fetch_offset: int,
-        records: bytes | memoryview | None,
+        records: BytesLike | None,
         *,
         isolation_level: int = READ_UNCOMMITTED,
         aborted_transactions: Iterable[tuple[int, int]] = (),

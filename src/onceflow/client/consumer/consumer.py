@@ -28,7 +28,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from onceflow.client.consumer.completed_fetch import CompletedFetch, ConsumerRecord, FetchedColumns
 from onceflow.client.consumer.config import consumer_config
@@ -66,15 +66,16 @@ _ids = itertools.count(1)
 
 
 # (fetch, max records) -> (items for the caller, how many records they hold)
-_Take = Callable[[CompletedFetch, int], tuple[list, int]]
+_I = TypeVar("_I", ConsumerRecord, FetchedColumns)
+_Take = Callable[[CompletedFetch, int], tuple[list[_I], int]]
 
 
-def _take_records(fetch: CompletedFetch, limit: int) -> tuple[list, int]:
+def _take_records(fetch: CompletedFetch, limit: int) -> tuple[list[ConsumerRecord], int]:
     records = fetch.take(limit)
     return records, len(records)
 
 
-def _take_columns(fetch: CompletedFetch, limit: int) -> tuple[list, int]:
+def _take_columns(fetch: CompletedFetch, limit: int) -> tuple[list[FetchedColumns], int]:
     columns = fetch.take_columns(limit)
     n = len(columns.offsets)
     return ([columns] if n else []), n
@@ -326,7 +327,7 @@ class Consumer:
         call may return up to one batch more than `max_records`."""
         return self._poll(timeout, max_records, _take_columns)
 
-    def _poll(self, timeout: float, max_records: int | None, take: _Take) -> list:
+    def _poll(self, timeout: float, max_records: int | None, take: _Take[_I]) -> list[_I]:
         self._check_open()
         group = self._group
         if not self.subscriptions.assignment and (group is None or group.subscription is None):
@@ -367,10 +368,10 @@ class Consumer:
                     return []
                 subs.changed.wait(remaining)
 
-    def _drain(self, limit: int, take: _Take) -> list:
+    def _drain(self, limit: int, take: _Take[_I]) -> list[_I]:
         """Take up to `limit` records from the buffered fetches, advancing positions."""
         subs = self.subscriptions
-        out: list = []
+        out: list[_I] = []
         count = 0
         while count < limit:
             with subs.lock:

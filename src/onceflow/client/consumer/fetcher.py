@@ -29,7 +29,7 @@ from onceflow.client.consumer.completed_fetch import (
     READ_UNCOMMITTED,
     CompletedFetch,
 )
-from onceflow.client.consumer.subscription import SubscriptionState
+from onceflow.client.consumer.subscription import PartitionState, SubscriptionState
 from onceflow.client.errors import (
     BrokerResponseError,
     KafkaError,
@@ -46,7 +46,7 @@ from onceflow.client.net.tasks import BackgroundTasks
 from onceflow.common import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode, error_name
-from onceflow.protocol.messages.fetch import FetchRequest
+from onceflow.protocol.messages.fetch import FetchRequest, FetchResponse
 from onceflow.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 
 __all__ = ["Fetcher"]
@@ -80,7 +80,7 @@ class Fetcher:
         self.max_bytes = config["fetch.max.bytes"]
         self.partition_max_bytes = config["max.partition.fetch.bytes"]
         self.request_timeout_s = config["request.timeout.ms"] / 1000
-        self.retry_backoff_s = config["retry.backoff.ms"] / 1000
+        self.retry_backoff_s: float = config["retry.backoff.ms"] / 1000
         self.fetch_backoff = FailureBackoff(retry_backoff(config))  # per node
         self.list_offsets_backoff = FailureBackoff(retry_backoff(config))  # per node
         self.running = True
@@ -193,7 +193,7 @@ class Fetcher:
 
     def _on_fetch(
         self,
-        future: asyncio.Future,
+        future: asyncio.Future[Any],
         node: int,
         partitions: list[tuple[TopicPartition, int, int]],
         version: int,
@@ -236,7 +236,14 @@ class Fetcher:
             self.subs.changed.notify_all()
         self._wake()
 
-    def _apply_partition(self, tp, state, offset: int, generation: int, p: Any) -> None:
+    def _apply_partition(
+        self,
+        tp: TopicPartition,
+        state: PartitionState,
+        offset: int,
+        generation: int,
+        p: FetchResponse.FetchableTopicResponse.PartitionData,
+    ) -> None:
         code = p.error_code
         if code == ErrorCode.NONE:
             state.high_watermark = p.high_watermark
