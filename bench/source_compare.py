@@ -10,6 +10,14 @@ first each round, because these machines are noisy:
   (no fsync while appending; one fsync before the reads), and a transaction coordinator
   cycle (AddPartitionsToTxn, EndTxn commit, markers written and COMPLETE_COMMIT durable) on a
   real `LogManager`;
+- onceflow's own client (`--measure client`), against a broker started from the same tree
+  (its CPU is not counted): the Producer's CPU per 1 KiB record (acks=all, sent and flushed),
+  the Consumer's per record read back, and the transactional Producer's per transaction of 10
+  records (begin, send, commit);
+- the generated protocol codec (`--measure codec`): decoding ProduceRequest v9 and encoding
+  FetchResponse v12 (bench/protocol_codec.py's messages, one 1 KiB and three 341 KiB record
+  sets), and a MetadataResponse v9 of 100 topics x 8 partitions (many small structs) both
+  ways;
 - through a broker: `onceflow broker` started from each tree (bench/broker_throughput.py's
   produce and consume with confluent-kafka, acks=all, fsync on).
 
@@ -18,6 +26,7 @@ bench/results/source_compare.json and printed (times: lower is better; MB/s: hig
 
     .venv/bin/python bench/source_compare.py                            # 3 rounds
     .venv/bin/python bench/source_compare.py --before /work/main --rounds 5 --bytes 64MiB
+    .venv/bin/python bench/source_compare.py --measure codec --rounds 10   # the codec alone
 """
 
 from __future__ import annotations
@@ -33,7 +42,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from broker_throughput import (
     add_client_options,
@@ -42,6 +53,9 @@ from broker_throughput import (
     parse_size,
     produce_and_consume,
 )
+
+if TYPE_CHECKING:  # the child imports onceflow from the tree PYTHONPATH selects
+    from onceflow.protocol.messages.metadata import MetadataResponse
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "source_compare.json"
@@ -132,10 +146,119 @@ async def _txn_cycles(cycles: int) -> float:
     return elapsed / cycles * 1e3
 
 
+def _metadata_response() -> MetadataResponse:
+    """A MetadataResponse of 3 brokers and 100 topics x 8 partitions (3 replicas each)."""
+    from onceflow.protocol.messages.metadata import MetadataResponse
+
+    topic, broker = MetadataResponse.MetadataResponseTopic, MetadataResponse.MetadataResponseBroker
+    partition = topic.MetadataResponsePartition
+    return MetadataResponse(
+        brokers=[broker(node_id=n, host=f"broker-{n}.example", port=9092) for n in range(3)],
+        cluster_id="bench-cluster",
+        controller_id=0,
+        topics=[
+            topic(
+                name=f"topic-{t}",
+                partitions=[
+                    partition(
+                        partition_index=p,
+                        leader_id=p % 3,
+                        leader_epoch=5,
+                        replica_nodes=[0, 1, 2],
+                        isr_nodes=[0, 1, 2],
+                    )
+                    for p in range(8)
+                ],
+            )
+            for t in range(100)
+        ],
+    )
+
+
+def _codec_paths(seconds: float) -> dict[str, float]:
+    """CPU microseconds per encode/decode of the broker's hot messages (child process)."""
+    from protocol_codec import MIB, fetch_response, measure, produce_request
+
+    from onceflow.protocol.messages.metadata import MetadataResponse
+    from onceflow.protocol.messages.produce import ProduceRequest
+
+    small_produce, big_produce = produce_request(1024, 1), produce_request(MIB, 3)
+    small_fetch, big_fetch = fetch_response(1024, 1), fetch_response(MIB, 3)
+    metadata = _metadata_response()
+    metadata_bytes = metadata.encode(9)
+    cases: dict[str, Callable[[], object]] = {
+        "decode_produce_1k_us": lambda: ProduceRequest.decode(small_produce, 9),
+        "decode_produce_1m_us": lambda: ProduceRequest.decode(big_produce, 9),
+        "encode_fetch_1k_us": lambda: small_fetch.encode(12),
+        "encode_fetch_1m_parts_us": lambda: big_fetch.encode_parts(12),
+        "encode_metadata_us": lambda: metadata.encode(9),
+        "decode_metadata_us": lambda: MetadataResponse.decode(metadata_bytes, 9),
+    }
+    return {name: 1e6 / measure(fn, seconds, time.process_time) for name, fn in cases.items()}
+
+
+def _client_paths(records: int, record_size: int, transactions: int) -> dict[str, float]:
+    """CPU microseconds per record of onceflow's Producer and Consumer, and CPU milliseconds
+    per transaction of its transactional Producer (child process; the broker is another)."""
+    from onceflow.cli.embedded_broker import EmbeddedBroker
+    from onceflow.client.admin import AdminClient, NewTopic
+    from onceflow.client.consumer import Consumer
+    from onceflow.client.producer import Producer
+
+    value = os.urandom(record_size)
+    data_dir = tempfile.mkdtemp(prefix="onceflow-compare-client-")
+    broker = EmbeddedBroker(Path(data_dir), 30)
+    try:
+        bootstrap = broker.address
+        with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+            admin.create_topics([NewTopic("plain", 3, 1), NewTopic("txn", 3, 1)])
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+        start = time.process_time()
+        for i in range(records):
+            producer.send("plain", value, partition=i % 3)
+        producer.flush(300)
+        produced = time.process_time() - start
+        producer.close()
+        consumer = Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest"})
+        consumer.assign([("plain", p) for p in range(3)])
+        got, start, deadline = 0, time.process_time(), time.monotonic() + 300
+        while got < records and time.monotonic() < deadline:
+            got += len(consumer.poll(0.5))
+        consumed = time.process_time() - start
+        consumer.close()
+        if got < records:
+            raise RuntimeError(f"consumed {got} of {records}")
+        txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": "compare"})
+        txn.init_transactions(30)
+        start = time.process_time()
+        for t in range(transactions):
+            txn.begin_transaction()
+            for i in range(10):
+                txn.send("txn", value, partition=(t + i) % 3)
+            txn.commit_transaction(30)
+        committed = time.process_time() - start
+        txn.close()
+    finally:
+        broker.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return {
+        "client_produce_us": produced / records * 1e6,
+        "client_consume_us": consumed / records * 1e6,
+        "client_txn_ms": committed / transactions * 1e3,
+    }
+
+
 def child(args: argparse.Namespace) -> int:
     """The in-process measurements with whatever `onceflow` PYTHONPATH selects."""
-    result = _log_paths(args.batches, args.record_size, args.segment_bytes)
-    result["txn_ms"] = asyncio.run(_txn_cycles(args.txn_cycles))
+    result: dict[str, float] = {}
+    if "log" in args.measure:
+        result.update(_log_paths(args.batches, args.record_size, args.segment_bytes))
+    if "txn" in args.measure:
+        result["txn_ms"] = asyncio.run(_txn_cycles(args.txn_cycles))
+    if "client" in args.measure:
+        result.update(_client_paths(args.client_records, args.record_size, args.txn_cycles))
+    if "codec" in args.measure:
+        result.update(_codec_paths(args.codec_seconds))
     print(json.dumps(result))
     return 0
 
@@ -154,6 +277,12 @@ def _run_child(src: Path, args: argparse.Namespace) -> dict[str, float]:
         str(args.txn_cycles),
         "--record-size",
         str(args.record_size),
+        "--measure",
+        ",".join(args.measure),
+        "--codec-seconds",
+        str(args.codec_seconds),
+        "--client-records",
+        str(args.client_records),
     ]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -179,6 +308,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="broker produce bound")
     add_client_options(parser)
     parser.add_argument("--no-broker", action="store_true", help="in-process measurements only")
+    parser.add_argument(
+        "--measure",
+        type=lambda text: text.split(","),
+        default=["log", "txn", "client", "codec", "broker"],
+        help="comma-separated: log, txn, client, codec, broker (default all)",
+    )
+    parser.add_argument("--client-records", type=int, default=50_000)
+    parser.add_argument("--codec-seconds", type=float, default=0.5, help="CPU time per case")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
@@ -191,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         order = list(trees) if round_ % 2 == 0 else list(reversed(trees))
         for name in order:
             sample = _run_child(trees[name], args)
-            if not args.no_broker:
+            if "broker" in args.measure and not args.no_broker:
                 sample.update(_run_broker(trees[name], args))
             samples[name].append(sample)
     medians = {

@@ -6,7 +6,10 @@ For every request/response spec we emit one module per API holding a `<Name>Requ
 `<Name>Response` class. Each message and nested struct gets, for every valid version, a
 specialised straight-line decoder `(buf, pos) -> (obj, pos)` and encoder `(obj, out)`; versions
 whose byte layout is identical share one function. Fixed-size runs of fields are read and written
-with one precompiled `struct.Struct`.
+with one precompiled `struct.Struct`. Everything is annotated (mypy --strict passes on the output):
+fields, keyword-only constructors, decoders and encoders; a request class is
+`Request[<Api>Response]` (its response class comes first in the module), so a client's
+`send(request)` is typed by the answer.
 
 It also generates `onceflow.protocol.internal` from our own specs in `tools/specs/*.json`
 (Kafka's spec dialect, `"type": "data"`): records of the internal topics
@@ -286,13 +289,23 @@ PYTHON_TYPES = {
 }
 
 
+def element_annotation(fd: FieldDef) -> str:
+    """The type of the field's value, or of one element for an array (never None)."""
+    return fd.struct.path if fd.struct is not None else PYTHON_TYPES[fd.elem]
+
+
 def annotation(fd: FieldDef) -> str:
     """The field's type annotation; `| None` when null is its default or a legal value."""
-    elem = fd.struct.path if fd.struct is not None else PYTHON_TYPES[fd.elem]
+    elem = element_annotation(fd)
     text = f"list[{elem}]" if fd.is_array else elem
     if default_expr(fd) == "None" or fd.nullable.lo <= fd.nullable.hi:
         text += " | None"
     return text
+
+
+def may_be_none(fd: FieldDef) -> bool:
+    """True when the field's annotation admits None."""
+    return annotation(fd).endswith(" | None")
 
 
 def mutable_default(fd: FieldDef) -> bool:
@@ -360,15 +373,15 @@ class ModuleGen:
             body = []
             for fd in sd.fields:
                 if mutable_default(fd):
-                    params.append(f"{fd.attr}=_UNSET")
+                    params.append(f"{fd.attr}: {annotation(fd)} | _Unset = _UNSET")
                     body.append(
                         f"{inner}    self.{fd.attr} = {default_expr(fd)} "
                         f"if {fd.attr} is _UNSET else {fd.attr}"
                     )
                 else:
-                    params.append(f"{fd.attr}={default_expr(fd)}")
+                    params.append(f"{fd.attr}: {annotation(fd)} = {default_expr(fd)}")
                     body.append(f"{inner}    self.{fd.attr} = {fd.attr}")
-            lines.append(f"{inner}def __init__(self, *, {', '.join(params)}):")
+            lines.append(f"{inner}def __init__(self, *, {', '.join(params)}) -> None:")
             lines += body
         return lines
 
@@ -378,12 +391,14 @@ class ModuleGen:
         self.formats.add(codes)
         return codes.replace("?", "z")
 
-    def register(self, kind: str, sd: StructDef, version: int, body: list[str], sig: str) -> str:
+    def register(
+        self, kind: str, sd: StructDef, version: int, body: list[str], params: str, returns: str
+    ) -> str:
         key = (kind, sd.fn_id, "\n".join(body))
         if key not in self.seen:
             name = f"_{kind}_{sd.fn_id}_v{version}"
             self.seen[key] = name
-            self.functions.append(f"def {name}({sig}):\n" + "\n".join(body) + "\n")
+            self.functions.append(f"def {name}({params}) -> {returns}:\n" + "\n".join(body) + "\n")
         return self.seen[key]
 
     # -- decoding ---------------------------------------------------------------------------
@@ -424,7 +439,8 @@ class ModuleGen:
         if flexible:
             body += self.read_tagged(sd, tagged, v)
         body.append("    return o, pos")
-        return self.register("d", sd, v, body, "buf, pos")
+        returns = f"tuple[{sd.path}, int]"
+        return self.register("d", sd, v, body, "buf: memoryview, pos: int", returns)
 
     @staticmethod
     def compact(fd: FieldDef, v: int, flexible: bool) -> bool:
@@ -474,13 +490,14 @@ class ModuleGen:
             call = f"{reader}(buf, pos)"
         else:
             call = f"{self.decoder(fd.struct, v, self.flexible_now)}(buf, pos)"
+        a = fd.attr  # locals are named after the field: one type per name in a function
         lines += [
-            f"{i2}l = []",
-            f"{i2}ap = l.append",
+            f"{i2}l_{a}: list[{element_annotation(fd)}] = []",
+            f"{i2}ap_{a} = l_{a}.append",
             f"{i2}for _ in range(n):",
-            f"{i2}    e, pos = {call}",
-            f"{i2}    ap(e)",
-            f"{i2}{target} = l",
+            f"{i2}    e_{a}, pos = {call}",
+            f"{i2}    ap_{a}(e_{a})",
+            f"{i2}{target} = l_{a}",
         ]
         return lines
 
@@ -555,7 +572,7 @@ class ModuleGen:
         flush()
         if flexible:
             body += self.write_tagged(tagged, v)
-        return self.register("e", sd, v, body, "o, out")
+        return self.register("e", sd, v, body, f"o: {sd.path}, out: list[_Bytes]", "None")
 
     def write_field(
         self, fd: FieldDef, v: int, compact: bool, val: str, ind: str, out: str = "out"
@@ -571,47 +588,57 @@ class ModuleGen:
     def _write_field(self, fd: FieldDef, v: int, compact: bool, val: str, ind: str) -> list[str]:
         nullable = v in fd.nullable
         t = fd.type
+        a = fd.attr  # locals are named after the field: one type per name in a function
         if t in FIXED:
             return [f"{ind}ap(_P_{self.fmt(FIXED[t][0])}({val}))"]
         if t == "records":
             return [f"{ind}{'_w_crec' if compact else '_w_rec'}({val}, out)"]
+        lines = []
+        if not nullable and not fd.is_array and val.startswith("o.") and may_be_none(fd):
+            # null is legal in other versions (or the default) but not in this one
+            lines += [
+                f"{ind}x_{a} = {val}",
+                f"{ind}if x_{a} is None:",
+                f"{ind}    raise ValueError('non-nullable field {a} is None')",
+            ]
+            val = f"x_{a}"
         if t == "uuid":
-            return [f"{ind}ap({val}.bytes)"]
+            return lines + [f"{ind}ap({val}.bytes)"]
         if t in VARIABLE:
-            return [f"{ind}ap({self.scalar_writer(t, compact, nullable)}({val}))"]
+            return lines + [f"{ind}ap({self.scalar_writer(t, compact, nullable)}({val}))"]
         if fd.is_struct:
             fn = self.encoder(fd.struct, v, self.flexible_now)
             if not nullable:
-                return [f"{ind}{fn}({val}, out)"]
+                return lines + [f"{ind}{fn}({val}, out)"]
             return [
-                f"{ind}s = {val}",
-                f"{ind}if s is None:",
+                f"{ind}s_{a} = {val}",
+                f"{ind}if s_{a} is None:",
                 f"{ind}    ap(b'\\xff')",
                 f"{ind}else:",
                 f"{ind}    ap(b'\\x01')",
-                f"{ind}    {fn}(s, out)",
+                f"{ind}    {fn}(s_{a}, out)",
             ]
-        lines = [f"{ind}l = {val}", f"{ind}if l is None:"]
+        lines = [f"{ind}l_{a} = {val}", f"{ind}if l_{a} is None:"]
         if nullable:
             lines.append(f"{ind}    ap({'_NULL_UV' if compact else '_NULL_I32'})")
         else:
-            lines.append(f"{ind}    raise ValueError('non-nullable field {fd.attr} is None')")
+            lines.append(f"{ind}    raise ValueError('non-nullable field {a} is None')")
         lines.append(f"{ind}else:")
         i2 = ind + "    "
-        lines.append(f"{i2}ap({'_uv(len(l) + 1)' if compact else '_P_i(len(l))'})")
+        lines.append(f"{i2}ap({f'_uv(len(l_{a}) + 1)' if compact else f'_P_i(len(l_{a}))'})")
         if not compact:
             self.fmt("i")
         elem = fd.elem
         if elem in FIXED:
-            lines.append(f"{i2}ap(_e_fixed(l, {FIXED[elem][0]!r}))")
+            lines.append(f"{i2}ap(_e_fixed(l_{a}, {FIXED[elem][0]!r}))")
         elif elem == "uuid":
-            lines += [f"{i2}for e in l:", f"{i2}    ap(e.bytes)"]
+            lines += [f"{i2}for e_{a} in l_{a}:", f"{i2}    ap(e_{a}.bytes)"]
         elif elem in VARIABLE:
             writer = self.scalar_writer(elem, compact, False)
-            lines += [f"{i2}for e in l:", f"{i2}    ap({writer}(e))"]
+            lines += [f"{i2}for e_{a} in l_{a}:", f"{i2}    ap({writer}(e_{a}))"]
         else:
             fn = self.encoder(fd.struct, v, self.flexible_now)
-            lines += [f"{i2}for e in l:", f"{i2}    {fn}(e, out)"]
+            lines += [f"{i2}for e_{a} in l_{a}:", f"{i2}    {fn}(e_{a}, out)"]
         return lines
 
     @staticmethod
@@ -622,14 +649,17 @@ class ModuleGen:
     def write_tagged(self, tagged: list[FieldDef], v: int) -> list[str]:
         if not tagged:
             return ["    ap(b'\\x00')"]
-        lines = ["    tc = 0", "    tp = []"]
+        lines = ["    tc = 0", "    tp: list[_Bytes] = []"]
         for fd in sorted(tagged, key=lambda f: f.tag):
-            lines.append(f"    v = o.{fd.attr}")
-            lines.append(f"    if {nondefault_check(fd, 'v')}:")
-            lines.append("        t = []")
-            lines += self.write_field(fd, v, True, "v", "        ", out="t")
+            a = fd.attr
+            if may_be_none(fd) and default_expr(fd) != "None":
+                raise ValueError(f"{a}: a tagged field that may be null must default to null")
+            lines.append(f"    v_{a} = o.{a}")
+            lines.append(f"    if {nondefault_check(fd, f'v_{a}')}:")  # narrows out None
+            lines.append(f"        t_{a}: list[_Bytes] = []")
+            lines += self.write_field(fd, v, True, f"v_{a}", "        ", out=f"t_{a}")
             lines += [
-                "        d = b''.join(t)",
+                f"        d = b''.join(t_{a})",
                 f"        tp.append(_uv({fd.tag}))",
                 "        tp.append(_uv(len(d)))",
                 "        tp.append(d)",
@@ -669,12 +699,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -755,8 +788,12 @@ def _module_source(specs: list[dict], source: str, doc: str, api: str | None) ->
             f"FLEXIBLE_MIN = {flex_min}",
             f"LATEST_VERSION_UNSTABLE = {bool(spec.get('latestVersionUnstable', False))}",
         ]
-        class_lines += gen.emit_class(sd, "_Message", "", extra)
-        class_lines += ["", ""]
+        response = re.sub(r"Request$", "Response", spec["name"])
+        paired = spec["type"] == "request" and any(o["name"] == response for o in specs)
+        base = f"_Request[{response}]" if paired else "_Message"  # typed by its response
+        lines = [*gen.emit_class(sd, base, "", extra), "", ""]
+        # a response class comes first: its request's base class names it
+        class_lines = lines + class_lines if spec["type"] == "response" else class_lines + lines
         for s in all_structs(sd):
             aliases.append(f"{s.alias} = {s.path}")
             for fd in s.fields:

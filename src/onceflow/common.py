@@ -10,11 +10,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, TypeAlias
 
-__all__ = ["NO_PRODUCER_EPOCH", "NO_PRODUCER_ID", "Clock", "TopicPartition", "wall_clock_ms"]
+__all__ = [
+    "NO_PRODUCER_EPOCH",
+    "NO_PRODUCER_ID",
+    "BytesLike",
+    "Clock",
+    "TopicPartition",
+    "wall_clock_ms",
+]
 
 Clock = Callable[[], int]  # milliseconds since the epoch
+
+# what the wire codecs read from and append (record sets travel as zero-copy views)
+BytesLike: TypeAlias = bytes | bytearray | memoryview
 
 
 def wall_clock_ms() -> int:

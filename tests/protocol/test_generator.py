@@ -2,13 +2,17 @@
 
 Hex/boolean/float defaults, uint16/uint32, arrays of UUIDs, a field-level `flexibleVersions`
 override, a nullable struct, and fields that are regular in old versions and tagged in new ones.
-Expected bytes are written out by hand from Kafka's protocol rules.
+Expected bytes are written out by hand from Kafka's protocol rules. The generated code is
+annotated throughout: mypy --strict accepts it and refuses a wrongly typed constructor call.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import types
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -63,12 +67,39 @@ SPEC = {
 }
 
 
+# null is legal only from version 1 (and is the struct's default)
+NARROW_SPEC = {
+    "apiKey": 9998,
+    "type": "request",
+    "name": "NarrowRequest",
+    "validVersions": "0-1",
+    "flexibleVersions": "none",
+    "fields": [
+        {"name": "Name", "type": "string", "versions": "0+", "nullableVersions": "1+"},
+        {
+            "name": "Child",
+            "type": "Leaf",
+            "versions": "0+",
+            "nullableVersions": "1+",
+            "default": "null",
+            "fields": [{"name": "X", "type": "int8", "versions": "0+"}],
+        },
+    ],
+}
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load(spec: dict, name: str) -> type:
+    source = gen_module().generate_module(name, [spec], "a test spec")
+    module = types.ModuleType(name.lower())
+    exec(compile(source, name.lower(), "exec"), module.__dict__)
+    return getattr(module, spec["name"])
+
+
 @pytest.fixture(scope="module")
 def synthetic():
-    source = gen_module().generate_module("Synthetic", [SPEC], "a test spec")
-    module = types.ModuleType("synthetic")
-    exec(compile(source, "synthetic", "exec"), module.__dict__)
-    return module.SyntheticRequest
+    return load(SPEC, "Synthetic")
 
 
 def test_defaults(synthetic) -> None:
@@ -158,3 +189,46 @@ def test_nullable_struct_marker_is_checked(synthetic) -> None:
     for cut in range(len(data)):
         with pytest.raises(DecodeError):
             synthetic.decode(data[:cut], 0)
+
+
+def test_null_where_this_version_forbids_it_is_a_value_error() -> None:
+    narrow = load(NARROW_SPEC, "Narrow")
+    leaf = narrow.Leaf(x=1)
+    assert narrow(name=None, child=None).encode(1) == b"\xff\xff" + b"\xff"
+    assert narrow(name="a", child=leaf).encode(0) == b"\x00\x01a" + b"\x01"
+    with pytest.raises(ValueError, match="non-nullable field name is None"):
+        narrow(name=None, child=leaf).encode(0)
+    with pytest.raises(ValueError, match="non-nullable field child is None"):
+        narrow(name="a").encode(0)
+
+
+def _mypy(tmp_path: Path, files: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    command = [sys.executable, "-m", "mypy", "--config-file", str(tmp_path / "mypy.ini")]
+    (tmp_path / "mypy.ini").write_text(
+        f"[mypy]\nstrict = True\nignore_missing_imports = True\nfollow_imports = silent\n"
+        f"mypy_path = {ROOT / 'src'}\ncache_dir = {tmp_path / 'cache'}\n"
+    )
+    return subprocess.run(
+        [*command, *files], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_generated_code_is_strictly_typed(tmp_path: Path) -> None:
+    gen = gen_module()
+    files = {
+        "synthetic.py": gen.generate_module("Synthetic", [SPEC], "a test spec"),
+        "narrow.py": gen.generate_module("Narrow", [NARROW_SPEC], "a test spec"),
+        "use.py": (
+            "from synthetic import SyntheticRequest\n"
+            "ok: SyntheticRequest = SyntheticRequest.decode(b'', 0)\n"
+            "SyntheticRequest(port='80')\n"
+        ),
+    }
+    done = _mypy(tmp_path, files)
+    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    assert errors == [
+        'use.py:3: error: Argument "port" to "SyntheticRequest" has incompatible type "str"; '
+        'expected "int"  [arg-type]'
+    ], done.stdout + done.stderr

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from onceflow.broker.authorization import denied
 from onceflow.protocol.api_keys import ApiKey
@@ -29,15 +29,20 @@ from onceflow.security.acl import from_code as code
 
 if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
+    from onceflow.protocol.messages.create_acls import CreateAclsRequest
+    from onceflow.protocol.messages.delete_acls import DeleteAclsRequest
+    from onceflow.protocol.messages.describe_acls import DescribeAclsRequest
+    from onceflow.security.authorizer import AclAuthorizer, AclUpdate
 
 R = TypeVar("R")
+T = TypeVar("T")
 
 log = logging.getLogger("onceflow.broker.acls")
 
 NO_AUTHORIZER_MESSAGE = "No Authorizer is configured on the broker"
 
 
-def binding_from_creation(c) -> AclBinding:
+def binding_from_creation(c: CreateAclsRequest.AclCreation) -> AclBinding:
     """A CreateAcls `AclCreation` as a binding."""
     return binding_of(
         c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host,
@@ -45,7 +50,9 @@ def binding_from_creation(c) -> AclBinding:
     )  # fmt: skip
 
 
-def filter_from_wire(f) -> AclBindingFilter:
+def filter_from_wire(
+    f: DescribeAclsRequest | DeleteAclsRequest.DeleteAclsFilter,
+) -> AclBindingFilter:
     """A DescribeAcls request or DeleteAcls `DeleteAclsFilter` as a binding filter."""
     rtype, ptype = (
         code(ResourceType, f.resource_type_filter),
@@ -61,8 +68,8 @@ def filter_from_wire(f) -> AclBindingFilter:
 async def change_acls(
     ctx: RequestContext,
     api_key: ApiKey,
-    prepare: Callable[[Any], tuple[list, Any]],
-    answer: Callable[[list], R],
+    prepare: Callable[[AclAuthorizer], tuple[list[T], AclUpdate]],
+    answer: Callable[[list[T]], R],
     refuse: Callable[[ErrorCode, str | None], R],
 ) -> R:
     """CreateAcls' and DeleteAcls' common path: with no authorizer every entry is

@@ -62,7 +62,9 @@ class Rule:
         return DENIED_ERRORS[self.resource_type]
 
 
-def _rules(**checks: tuple) -> Mapping[str, Rule]:
+def _rules(
+    **checks: tuple[AclOperation, ResourceType, str] | tuple[AclOperation, ResourceType, str, str],
+) -> Mapping[str, Rule]:
     return MappingProxyType({name: Rule(*spec) for name, spec in checks.items()})
 
 

@@ -545,7 +545,7 @@ class BrokerConfig:
 
     @property
     def data_dir(self) -> str:
-        dirs = self._values["log.dirs"] or self._values["log.dir"]
+        dirs: str = self._values["log.dirs"] or self._values["log.dir"]
         return dirs.split(",")[0].strip()
 
     @property

@@ -9,11 +9,15 @@ configs are static here: any change is INVALID_REQUEST naming the keys.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from onceflow.broker.configs_view import ConfigResourceType, unsupported_resource_type
 from onceflow.log.config import TOPIC_CONFIG_TYPES, validate_topic_configs
 from onceflow.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from onceflow.broker.state import BrokerState
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -21,9 +25,52 @@ Change = tuple[str, int, str | None]
 Outcome = tuple[ErrorCode, str | None]
 
 
+class ConfigResource(Protocol):
+    """A resource of an AlterConfigs-shaped request (AlterConfigs, IncrementalAlterConfigs)."""
+
+    @property
+    def resource_type(self) -> int: ...
+
+    @property
+    def resource_name(self) -> str: ...
+
+
+_R = TypeVar("_R", bound=ConfigResource)
+_R_co = TypeVar("_R_co", bound=ConfigResource, covariant=True)
+_Out_co = TypeVar("_Out_co", covariant=True)
+
+
+class ConfigRequest(Protocol[_R_co]):
+    """An AlterConfigs-shaped request: its resources and validate_only."""
+
+    @property
+    def resources(self) -> Sequence[_R_co]: ...
+
+    @property
+    def validate_only(self) -> bool: ...
+
+
+class ResultClass(Protocol[_Out_co]):
+    """The generated class of one resource's answer."""
+
+    def __call__(
+        self, *, error_code: int, error_message: str | None, resource_type: int, resource_name: str
+    ) -> _Out_co: ...
+
+
+def _no_refusal(resource: ConfigResource) -> ErrorCode | None:
+    return None
+
+
 def alter_all(
-    broker, request, result_cls, changes_of, *, replace: bool, refused=lambda resource: None
-) -> list:
+    broker: BrokerState,
+    request: ConfigRequest[_R],
+    result_cls: ResultClass[_Out_co],
+    changes_of: Callable[[_R], Sequence[Change]],
+    *,
+    replace: bool,
+    refused: Callable[[_R], ErrorCode | None] = _no_refusal,
+) -> list[_Out_co]:
     """One `result_cls` answer per resource of an AlterConfigs-shaped `request`;
     `changes_of(resource)` gives the resource's changes, `refused(resource)` the error of a
     resource the caller may not alter (checked before anything changes), else None."""
@@ -51,7 +98,7 @@ def alter_all(
 
 
 def alter(
-    broker,
+    broker: BrokerState,
     resource_type: int,
     resource_name: str,
     changes: Sequence[Change],
@@ -87,7 +134,13 @@ def alter(
     return result.error, result.message
 
 
-def _apply(overrides: dict, effective: dict, name: str, operation: int, value) -> Outcome | None:
+def _apply(
+    overrides: dict[str, str],
+    effective: dict[str, str],
+    name: str,
+    operation: int,
+    value: str | None,
+) -> Outcome | None:
     """One change to `overrides` in place; an error outcome, or None."""
     kind = TOPIC_CONFIG_TYPES.get(name)
     if kind is None:
@@ -118,7 +171,9 @@ def _apply(overrides: dict, effective: dict, name: str, operation: int, value) -
     return None
 
 
-def _alter_broker(broker, resource_name: str, changes: Sequence[Change], validate_only: bool):
+def _alter_broker(
+    broker: BrokerState, resource_name: str, changes: Sequence[Change], validate_only: bool
+) -> Outcome:
     """Kafka's dynamic configs for features onceflow lacks are stored (no effect); onceflow's
     own broker configs are static."""
     if resource_name not in ("", str(broker.node_id)):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from onceflow.broker.config import BROKER_CONFIGS, BrokerConfig, describe_value
-from onceflow.log.config import BROKER_TO_TOPIC_REVERSE, TOPIC_CONFIG_TYPES
+from onceflow.log.config import BROKER_TO_TOPIC_REVERSE, TOPIC_CONFIG_TYPES, LogConfig
 
 
 class ConfigResourceType(IntEnum):
@@ -97,7 +97,9 @@ class DescribedConfig:
     sensitive: bool = False
 
 
-def topic_config_entries(config: BrokerConfig, log_config, overrides: dict[str, str]):
+def topic_config_entries(
+    config: BrokerConfig, log_config: LogConfig, overrides: dict[str, str]
+) -> list[DescribedConfig]:
     """Every topic-level config of a topic with its effective value and source."""
     entries = []
     for name, value in sorted(log_config.to_topic_properties().items()):
@@ -105,7 +107,7 @@ def topic_config_entries(config: BrokerConfig, log_config, overrides: dict[str, 
         if name in overrides:
             synonyms.append((name, overrides[name], ConfigSource.TOPIC_CONFIG))
         broker_keys = _BROKER_SYNONYMS.get(name) or (BROKER_TO_TOPIC_REVERSE.get(name),)
-        known = [k for k in broker_keys if k in BROKER_CONFIGS]
+        known = [k for k in broker_keys if k is not None and k in BROKER_CONFIGS]
         for broker_key in known:
             if config.is_explicit(broker_key):
                 value_text = describe_value(config.get(broker_key))
@@ -124,7 +126,9 @@ def topic_config_entries(config: BrokerConfig, log_config, overrides: dict[str, 
     return entries
 
 
-def broker_config_entries(config: BrokerConfig, dynamic: dict[str, str] | None = None):
+def broker_config_entries(
+    config: BrokerConfig, dynamic: dict[str, str] | None = None
+) -> list[DescribedConfig]:
     """The stored dynamic configs (`broker.dynamic_configs`: accepted, no effect), then every
     other known broker config with its value and source (static or default)."""
     entries = [

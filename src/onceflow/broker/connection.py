@@ -29,6 +29,7 @@ import asyncio
 import logging
 import struct
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from onceflow.broker import dispatch
@@ -78,11 +79,11 @@ class ClientConnection(asyncio.BaseProtocol):
     def __init__(
         self,
         broker: BrokerState,
-        on_close=None,
+        on_close: Callable[[ClientConnection], object] | None = None,
         *,
         listener_name: str | None = None,
         authenticator: SaslAuthenticator | None = None,
-        principal_of=None,
+        principal_of: Callable[[asyncio.BaseTransport], str] | None = None,
     ) -> None:
         self.broker = broker
         self._on_close = on_close

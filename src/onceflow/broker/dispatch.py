@@ -188,7 +188,7 @@ def api_name(api_key: int) -> str:
         return "UNKNOWN"
 
 
-def unsupported_api_versions_response() -> Any:
+def unsupported_api_versions_response() -> ApiVersionsResponse:
     """The v0-format answer to an ApiVersions version we do not know (KIP-511)."""
     response_cls = ApiVersionsResponse
     return response_cls(

@@ -50,6 +50,8 @@ import asyncio
 import contextlib
 import logging
 from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from onceflow.broker.listeners import Listener
 from onceflow.broker.metrics_base import ScrapedState, partition_labels
@@ -58,13 +60,16 @@ from onceflow.prometheus import CONTENT_TYPE, escape, header
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from onceflow.log.partition import PartitionLog
+
 log = logging.getLogger("onceflow.broker.metrics")
 
 MAX_REQUEST_HEAD = 8192
 REQUEST_TIMEOUT_S = 5.0
 _API_SLOTS = 128  # api keys are small integers; larger ones go to a dict
 
-_PARTITION_GAUGES = (
+_PARTITION_GAUGES: tuple[tuple[str, str, Callable[[PartitionLog], int]], ...] = (
     ("onceflow_partition_live_producer_ids", "Producer ids with state on the partition.",
      lambda p: p.live_producer_count),
     ("onceflow_partition_log_start_offset", "First offset a consumer may fetch.",

@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from onceflow.protocol.errors import ErrorCode
 from onceflow.records.batch import (
@@ -46,6 +46,9 @@ from onceflow.records.batch import (
 )
 from onceflow.security.acl import ANONYMOUS_PRINCIPAL
 from onceflow.security.producer_id_owners import ProducerIdOwners, ProducerIdOwnersCorruptError
+
+if TYPE_CHECKING:
+    from onceflow.protocol.messages.produce import ProduceRequest
 
 __all__ = [
     "BINDING_CONFIG",
@@ -137,7 +140,7 @@ def refusal(ctx: Caller, api_name: str, producer_id: int) -> ErrorCode | None:
     return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
-def produce_refusal(ctx: Caller, request) -> tuple[ErrorCode, str] | None:
+def produce_refusal(ctx: Caller, request: ProduceRequest) -> tuple[ErrorCode, str] | None:
     """(error, message) when a batch of the Produce request carries a producer id owned by
     another principal, else None. Reads each partition's batch header in place; not logged
     (the produce handler logs its refusal)."""

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
 from onceflow.protocol.api_keys import ApiKey
+
+if TYPE_CHECKING:
+    from onceflow.protocol.messages.api_versions import ApiVersionsResponse
 
 SUPPORTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
     {
@@ -63,7 +66,9 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
 )
 
 
-def supported_api_keys(response_cls: Any) -> list[Any]:
+def supported_api_keys(
+    response_cls: type[ApiVersionsResponse],
+) -> list[ApiVersionsResponse.ApiVersion]:
     """ApiVersionsResponse.api_keys entries for every served API, in key order."""
     entry = response_cls.ApiVersion
     return [

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import socket
 import ssl
+from typing import TYPE_CHECKING
 
 from onceflow.broker.config import BrokerConfig
 from onceflow.broker.connection import ClientConnection, TlsClientConnection
@@ -34,6 +36,9 @@ from onceflow.broker.listeners import Listener, ListenerSpec, SecurityProtocol
 from onceflow.broker.metrics import MetricsServer
 from onceflow.broker.state import BrokerState
 from onceflow.security.oauthbearer import TokenValidator
+
+if TYPE_CHECKING:
+    from onceflow.broker.tls import PrincipalMapper
 
 log = logging.getLogger("onceflow.broker.server")
 
@@ -57,7 +62,7 @@ class Broker:
         self.bound: Listener | None = None  # the first listener's
         self.bound_listeners: dict[str, Listener] = {}
         self._ssl_context: ssl.SSLContext | None = None
-        self._principal_mapper = None
+        self._principal_mapper: PrincipalMapper | None = None  # with a TLS listener
         self._token_validator: TokenValidator | None = None  # OAUTHBEARER's, shared
         self.metrics_server: MetricsServer | None = None
 
@@ -94,7 +99,7 @@ class Broker:
                 port = sock.getsockname()[1]
             else:
                 server = await loop.create_server(
-                    lambda spec=spec: self._new_connection(spec),
+                    functools.partial(self._new_connection, spec),
                     spec.bind.host,
                     spec.bind.port,
                     reuse_address=True,
@@ -123,6 +128,12 @@ class Broker:
             config.data_dir,
         )
 
+    def _started_state(self) -> BrokerState:
+        """The broker's state, which `start` opens before anything can use it."""
+        if self.state is None:
+            raise RuntimeError("the broker is not started")
+        return self.state
+
     def _new_connection(self, spec: ListenerSpec) -> ClientConnection:
         authenticator = None
         if spec.protocol.uses_sasl:
@@ -130,7 +141,7 @@ class Broker:
 
             config = self.config
             authenticator = SaslAuthenticator(
-                self.state.credentials,
+                self._started_state().credential_store(),
                 config.sasl_enabled_mechanisms,
                 config.get("connections.max.reauth.ms"),
                 token_validator=self._token_validator,
@@ -140,7 +151,7 @@ class Broker:
             principal_of = self._certificate_principal
         connection_class = TlsClientConnection if spec.protocol.uses_tls else ClientConnection
         connection = connection_class(
-            self.state,
+            self._started_state(),
             on_close=self._connections.discard,
             listener_name=spec.name,
             authenticator=authenticator,
@@ -163,7 +174,7 @@ class Broker:
             self._handshakes.add(task)
             task.add_done_callback(self._handshakes.discard)
 
-    async def _start_tls(self, client: socket.socket, address, spec: ListenerSpec) -> None:
+    async def _start_tls(self, client: socket.socket, address: object, spec: ListenerSpec) -> None:
         """The TLS handshake of one accepted socket; a failure is one log line and a close."""
         peer = f"{address[0]}:{address[1]}" if isinstance(address, tuple) else "?"
         loop = asyncio.get_running_loop()
@@ -190,13 +201,16 @@ class Broker:
         certificate = ssl_object.getpeercert() if ssl_object is not None else None
         if not certificate:
             return ANONYMOUS
-        return "User:" + self._principal_mapper.name(subject_dn(certificate))
+        mapper = self._principal_mapper
+        if mapper is None:  # set by start() whenever a listener uses TLS
+            raise RuntimeError("a client certificate on a broker without TLS listeners")
+        return "User:" + mapper.name(subject_dn(certificate))
 
     async def _run_periodic(self) -> None:
         """Retention every log.retention.check.interval.ms, recovery points every
         log.flush.offset.checkpoint.interval.ms, producer-id expiry every
         producer.id.expiration.check.interval.ms, interval flushes every second."""
-        state = self.state
+        state = self._started_state()
         logs = state.logs
         loop = asyncio.get_running_loop()
         retention_every = logs.retention_check_interval_ms / 1000

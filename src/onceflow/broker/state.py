@@ -26,6 +26,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
+from typing import TypeVar
 
 from onceflow.broker.config import BrokerConfig, ConfigError
 from onceflow.broker.dynamic_configs import DynamicBrokerConfigs
@@ -49,6 +50,7 @@ from onceflow.security.bootstrap import BOOTSTRAP_USERS_CONFIG, bootstrap_users
 from onceflow.security.credentials import CredentialStoreCorruptError, ScramCredentialStore
 
 log = logging.getLogger("onceflow.broker")
+_T = TypeVar("_T")
 
 
 class BrokerState:
@@ -192,7 +194,9 @@ class BrokerState:
 
     # -- ACLs ----------------------------------------------------------------------------------
 
-    async def change_acls(self, prepare: Callable[[AclAuthorizer], tuple[list, AclUpdate]]) -> list:
+    async def change_acls(
+        self, prepare: Callable[[AclAuthorizer], tuple[list[_T], AclUpdate]]
+    ) -> list[_T]:
         """Run `prepare` (the authorizer's `prepare_create_acls`/`prepare_delete_acls`), store
         the ACL set it leads to (fsync, in a worker thread), then apply it; the results.
         Changes are serialized; OSError when the set cannot be stored (nothing changes)."""

@@ -52,6 +52,7 @@ HEADER = "ResourceType\tName\tPatternType\tPrincipal\tHost\tOperation\tPermissio
 
 Resource = tuple[ResourceType, str]
 Entry = tuple[str, str, AclOperation, PermissionType]  # principal, host, operation, permission
+EntryFilter = tuple[str | None, str | None, AclOperation, PermissionType]  # None: any
 
 
 def _operation(text: str) -> AclOperation:
@@ -210,7 +211,7 @@ def _filters(
     ]
 
 
-_ANY_ENTRY = (None, None, AclOperation.ANY, PermissionType.ANY)
+_ANY_ENTRY: EntryFilter = (None, None, AclOperation.ANY, PermissionType.ANY)
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -238,7 +239,7 @@ def run_remove(args: argparse.Namespace) -> int:
     resources = _resources(args)
     if not resources:
         args.parser.error("give a resource: --topic, --group, --transactional-id or --cluster")
-    entries = _entries(args) or [_ANY_ENTRY]
+    entries: list[EntryFilter] = [*_entries(args)] or [_ANY_ENTRY]
     if args.operation and entries == [_ANY_ENTRY]:
         args.parser.error("--operation needs --allow-principal or --deny-principal")
     filters = [DeleteAclsRequest.DeleteAclsFilter(**f) for f in _filters(args, resources, entries)]

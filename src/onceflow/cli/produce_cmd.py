@@ -15,8 +15,10 @@ committed), 1 a delivery or broker error (one line on stderr), 2 bad usage, 130 
 from __future__ import annotations
 
 import argparse
+import io
 import sys
-from typing import BinaryIO
+from collections.abc import Iterator
+from typing import cast
 
 from onceflow.cli.options import client_properties, fail, topic_command, unescape
 from onceflow.client.errors import KafkaError
@@ -62,7 +64,9 @@ def _headers(parser: argparse.ArgumentParser, items: list[str]) -> list[tuple[st
     return headers
 
 
-def records(stream: BinaryIO, delimiter: bytes, key_separator: bytes | None):
+def records(
+    stream: io.BufferedIOBase, delimiter: bytes, key_separator: bytes | None
+) -> Iterator[tuple[bytes | None, bytes]]:
     """(key, value) pairs from `stream` as they arrive, split at `delimiter` (a trailing one
     ends the last record; it does not start an empty one)."""
     pending = b""
@@ -99,7 +103,9 @@ def run(args: argparse.Namespace) -> int:
     if args.transactional_id:
         config["transactional.id"] = args.transactional_id
     try:
-        stream = open(args.file, "rb") if args.file else sys.stdin.buffer  # noqa: SIM115
+        # sys.stdin.buffer is a BufferedReader (typeshed says BinaryIO, which lacks read1)
+        stdin = cast(io.BufferedIOBase, sys.stdin.buffer)
+        stream = open(args.file, "rb") if args.file else stdin  # noqa: SIM115
     except OSError as exc:
         return fail(NAME, f"cannot read {args.file}: {exc.strerror}")
     try:

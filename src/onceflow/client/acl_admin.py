@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypedDict
 
 from onceflow.client.admin_connections import AdminConnections, known_code
 from onceflow.client.errors import raise_for_error
@@ -46,7 +47,19 @@ class DeletedAcls:
     bindings: tuple[AclBinding, ...] = ()
 
 
-def _filter_fields(f: AclBindingFilter) -> dict[str, object]:
+class _FilterFields(TypedDict):
+    """A filter as the keyword arguments of DescribeAcls and DeleteAcls' filter."""
+
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: int
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+
+
+def _filter_fields(f: AclBindingFilter) -> _FilterFields:
     pattern, entry = f.pattern_filter, f.entry_filter
     return {
         "resource_type_filter": pattern.resource_type,

@@ -49,6 +49,7 @@ from onceflow.protocol.messages.create_topics import CreateTopicsRequest
 from onceflow.protocol.messages.delete_records import DeleteRecordsRequest
 from onceflow.protocol.messages.delete_topics import DeleteTopicsRequest
 from onceflow.protocol.messages.list_offsets import ListOffsetsRequest
+from onceflow.protocol.messages.metadata import MetadataResponse
 from onceflow.protocol.messages.offset_commit import OffsetCommitRequest
 from onceflow.protocol.messages.offset_fetch import OffsetFetchRequest
 from onceflow.security.acl import AclBinding, AclBindingFilter
@@ -211,9 +212,10 @@ class AdminClient:
         else:
             request = cls(topic_names=names, timeout_ms=self.request_timeout_ms)
         response = conn.send(request, version)
-        return {
-            r.name: TopicResult(r.name, known_code(r.error_code), getattr(r, "error_message", None))
+        return {  # named: the request names its topics (a name is null only for ids)
+            r.name: TopicResult(r.name, known_code(r.error_code), r.error_message)
             for r in response.responses
+            if r.name is not None
         }
 
     def create_partitions(self, new_counts: Mapping[str, int]) -> dict[str, TopicResult]:
@@ -236,12 +238,14 @@ class AdminClient:
     def list_topics(self, include_internal: bool = False) -> list[str]:
         """Names of every topic, sorted (internal topics only when asked)."""
         _brokers, topics = self._net.metadata(None)
-        return sorted(t.name for t in topics if include_internal or not t.is_internal)
+        return sorted(
+            t.name for t in topics if t.name is not None and (include_internal or not t.is_internal)
+        )
 
     def describe_topics(self, names: Iterable[str] | None = None) -> dict[str, TopicDescription]:
         """Metadata for the named topics (every topic when `names` is None)."""
         _brokers, topics = self._net.metadata(None if names is None else list(names))
-        return {t.name: _describe(t) for t in topics}
+        return {t.name: _describe(t.name, t) for t in topics if t.name is not None}
 
     def describe_cluster(self) -> list[BrokerNode]:
         """The brokers Metadata names."""
@@ -543,7 +547,7 @@ class AdminClient:
         return out
 
 
-def _describe(topic: Any) -> TopicDescription:
+def _describe(name: str, topic: MetadataResponse.MetadataResponseTopic) -> TopicDescription:
     partitions = tuple(
         PartitionDescription(
             partition=p.partition_index,
@@ -554,9 +558,9 @@ def _describe(topic: Any) -> TopicDescription:
         )
         for p in sorted(topic.partitions, key=lambda p: p.partition_index)
     )
-    topic_id = getattr(topic, "topic_id", None)
+    topic_id = topic.topic_id
     return TopicDescription(
-        topic.name,
+        name,
         known_code(topic.error_code),
         topic.is_internal,
         partitions,

@@ -19,7 +19,7 @@ from onceflow.client.net.security import client_security
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.find_coordinator import FindCoordinatorRequest
-from onceflow.protocol.messages.metadata import MetadataRequest
+from onceflow.protocol.messages.metadata import MetadataRequest, MetadataResponse
 
 __all__ = ["GROUP_KEY", "TRANSACTION_KEY", "AdminConnections", "BrokerNode", "known_code"]
 
@@ -95,7 +95,9 @@ class AdminConnections:
             self._nodes[node.node_id] = conn
         return conn
 
-    def metadata(self, topics: list[str] | None) -> tuple[list[BrokerNode], list[Any]]:
+    def metadata(
+        self, topics: list[str] | None
+    ) -> tuple[list[BrokerNode], list[MetadataResponse.MetadataResponseTopic]]:
         """Metadata for `topics` (every topic when None): the brokers and the topics."""
         cls = MetadataRequest
         wanted = None if topics is None else [cls.MetadataRequestTopic(name=t) for t in topics]

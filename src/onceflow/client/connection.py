@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import socket
 import ssl
-from typing import Any
+from typing import Any, TypeVar
 
 from onceflow.client.errors import (  # noqa: F401  (re-exported for this module's callers)
     BrokerResponseError,
@@ -38,6 +38,9 @@ from onceflow.client.net.wire import (  # noqa: F401  (re-exported: tests build 
     encode_request_header,
     negotiate_version,
 )
+from onceflow.protocol.message import Message, Request
+
+_R = TypeVar("_R", bound=Message)
 
 _MAX_READ = 1 << 20
 
@@ -104,7 +107,7 @@ class BrokerConnection:
 
     def _start_tls(self, context: ssl.SSLContext) -> None:
         try:
-            self._sock = context.wrap_socket(self._sock, server_hostname=self.host)
+            self._sock = context.wrap_socket(self._require_socket(), server_hostname=self.host)
         except TimeoutError as exc:
             raise KafkaTimeoutError(
                 f"TLS handshake with {self.host}:{self.port} timed out"
@@ -156,22 +159,23 @@ class BrokerConnection:
 
     # ------------------------------------------------------------------ requests
 
-    def send(self, request: Any, version: int | None = None) -> Any:
+    def send(self, request: Request[_R], version: int | None = None) -> _R:
         """Send a request (at `version`, default: negotiated) and return the decoded response."""
         self._require_socket()
-        self._wire.send_request(request, version)
+        self._require_wire().send_request(request, version)
         self._flush()
         while (event := self._poll()) is None:
             self._receive()
         if event.error is not None:
             raise event.error
-        return event.message
+        response: _R = event.message  # decoded by the request's api key: its response class
+        return response
 
     def _poll(self) -> Response | None:
         """The protocol core's next event (None: it needs more data), after sending whatever
         it queued (a handshake retry)."""
         try:
-            event = self._wire.next_event()
+            event = self._require_wire().next_event()
         except BaseException:
             self.close()
             raise
@@ -179,7 +183,7 @@ class BrokerConnection:
         return event
 
     def _flush(self) -> None:
-        parts = self._wire.data_to_send()
+        parts = self._require_wire().data_to_send()
         if not parts:
             return
         sock = self._require_socket()
@@ -193,9 +197,9 @@ class BrokerConnection:
             raise KafkaConnectionError(f"send to {self.host}:{self.port} failed: {exc}") from exc
 
     def _receive(self) -> None:
-        sock = self._require_socket()
+        sock, wire = self._require_socket(), self._require_wire()
         try:
-            chunk = sock.recv(min(max(self._wire.bytes_needed, 1), _MAX_READ))
+            chunk = sock.recv(min(max(wire.bytes_needed, 1), _MAX_READ))
         except TimeoutError as exc:
             self.close()
             raise KafkaTimeoutError(
@@ -204,7 +208,7 @@ class BrokerConnection:
         except OSError as exc:
             # a TLS alert before the Kafka handshake is through: e.g. TLS 1.3 reports a
             # refused client certificate on the first read
-            handshaking = self._wire is not None and self._wire.handshaking
+            handshaking = wire.handshaking
             self.close()
             tls_error = ssl_authentication_error(exc, self.host, self.port) if handshaking else None
             if tls_error is not None:
@@ -213,12 +217,17 @@ class BrokerConnection:
         if not chunk:
             self.close()
             raise KafkaConnectionError(f"connection to {self.host}:{self.port} closed")
-        self._wire.receive_data(chunk)
+        wire.receive_data(chunk)
 
     def _require_socket(self) -> socket.socket:
         if self._sock is None:
             raise KafkaConnectionError(f"not connected to {self.host}:{self.port}")
         return self._sock
+
+    def _require_wire(self) -> WireConnection:
+        if self._wire is None:
+            raise KafkaConnectionError(f"never connected to {self.host}:{self.port}")
+        return self._wire
 
 
 def connect_bootstrap(

@@ -34,7 +34,19 @@ from __future__ import annotations
 
 from onceflow.client.error_base import AuthenticationError, KafkaError, TransactionAbortableError
 from onceflow.client.error_classes import *  # noqa: F403  (re-exported: one class per code)
-from onceflow.client.error_classes import ERRORS_BY_CODE, UnsupportedVersionError
+from onceflow.client.error_classes import (
+    ERRORS_BY_CODE,
+    DuplicateSequenceNumberError,
+    InvalidProducerEpochError,
+    MessageTooLargeError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    OutOfOrderSequenceNumberError,
+    ProducerFencedError,
+    UnknownProducerIdError,
+    UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
+)
 from onceflow.protocol.errors import ErrorCode
 
 __all__ = [
@@ -79,19 +91,9 @@ class BrokerResponseError(Exception):
     """A response that does not fit its request (correlation id mismatch, undecodable body)."""
 
 
-def _by(code: ErrorCode) -> type[KafkaError]:
-    return ERRORS_BY_CODE[int(code)]
-
-
-OutOfOrderSequenceError = _by(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
-DuplicateSequenceNumberError = _by(ErrorCode.DUPLICATE_SEQUENCE_NUMBER)
-InvalidProducerEpochError = _by(ErrorCode.INVALID_PRODUCER_EPOCH)
-UnknownProducerIdError = _by(ErrorCode.UNKNOWN_PRODUCER_ID)
-ProducerFencedError = _by(ErrorCode.PRODUCER_FENCED)
-UnknownTopicOrPartitionError = _by(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-NotLeaderOrFollowerError = _by(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-OffsetOutOfRangeError = _by(ErrorCode.OFFSET_OUT_OF_RANGE)
-MessageTooLargeError = _by(ErrorCode.MESSAGE_TOO_LARGE)
+# Kafka's client calls it OutOfOrderSequenceException (the code's class is
+# OutOfOrderSequenceNumberError, as for every code)
+OutOfOrderSequenceError = OutOfOrderSequenceNumberError
 
 
 class _PlainMessageError(KafkaError):

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TypeVar
 
 from onceflow.client.admin_connections import GROUP_KEY, AdminConnections, known_code
 from onceflow.client.consumer.group.protocol import decode_assignment
 from onceflow.client.errors import raise_for_error
 from onceflow.common import TopicPartition
 from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.message import Message, Request
 from onceflow.protocol.messages.delete_groups import DeleteGroupsRequest
 from onceflow.protocol.messages.describe_groups import DescribeGroupsRequest
 from onceflow.protocol.messages.list_groups import ListGroupsRequest
@@ -30,6 +32,7 @@ _RETRIABLE = {
     ErrorCode.NOT_COORDINATOR,
 }
 _RETRY_S = 0.1
+_R = TypeVar("_R", bound=Message)
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,7 @@ def delete_groups(net: AdminConnections, group_ids: list[str]) -> dict[str, Erro
     return out
 
 
-def _send_to_coordinator(net: AdminConnections, group_id: str, request):
+def _send_to_coordinator(net: AdminConnections, group_id: str, request: Request[_R]) -> _R:
     """Send to the group's coordinator, retrying coordinator loads and moves."""
     deadline = time.monotonic() + net.request_timeout_ms / 1000
     while True:

@@ -29,11 +29,11 @@ class ConsumerGroupMetadata(NamedTuple):
     group_instance_id: str | None = None
 
 
-def normalize_offsets(offsets: Any) -> dict[tuple[str, int], OffsetAndMetadata]:
+def normalize_offsets(offsets: Any) -> dict[TopicPartition, OffsetAndMetadata]:
     """Offsets to commit, from the forms the producer and consumer accept: a mapping
     `(topic, partition) -> offset | OffsetAndMetadata`, items with `topic`, `partition`,
     `offset` (confluent-kafka's TopicPartition), or `(topic, partition, offset)` tuples."""
-    out: dict[tuple[str, int], OffsetAndMetadata] = {}
+    out: dict[TopicPartition, OffsetAndMetadata] = {}
     if isinstance(offsets, Mapping):
         for tp, committed in offsets.items():
             key = _tp(tp[0], tp[1]) if isinstance(tp, tuple) else _tp(tp.topic, tp.partition)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from onceflow.common import NO_PRODUCER_ID
 from onceflow.log.producer_append import index_completed_txn
 from onceflow.log.producer_snapshot import (
     CorruptSnapshotError,
@@ -32,7 +33,7 @@ from onceflow.log.producer_snapshot import (
 )
 from onceflow.log.producer_state import AppendOrigin, ProducerStateManager
 from onceflow.log.segment import LogSegment
-from onceflow.records.batch import NO_PRODUCER_ID, BatchHeader
+from onceflow.records.batch import BatchHeader
 from onceflow.records.control import ControlRecordType, parse_control_record
 from onceflow.records.errors import CorruptRecordError
 

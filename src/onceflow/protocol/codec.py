@@ -16,8 +16,10 @@ from __future__ import annotations
 import builtins
 import struct
 import uuid
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from onceflow.common import BytesLike
 
 __all__ = [
     "DecodeError",
@@ -64,7 +66,7 @@ _NULL_UVARINT = b"\x00"
 # varints
 
 
-def read_uvarint(buf, pos: int) -> tuple[int, int]:
+def read_uvarint(buf: BytesLike, pos: int) -> tuple[int, int]:
     """Read an unsigned varint (at most 5 bytes, as Kafka's `readUnsignedVarint`)."""
     b = buf[pos]
     if b < 0x80:  # the common one-byte case, without the loop
@@ -72,11 +74,11 @@ def read_uvarint(buf, pos: int) -> tuple[int, int]:
     return _read_unsigned(buf, pos, 28, "unsigned varint is longer than 5 bytes")
 
 
-def _read_uvarlong(buf, pos: int) -> tuple[int, int]:
+def _read_uvarlong(buf: BytesLike, pos: int) -> tuple[int, int]:
     return _read_unsigned(buf, pos, 63, "varlong is longer than 10 bytes")
 
 
-def _read_unsigned(buf, pos: int, max_shift: int, too_long: str) -> tuple[int, int]:
+def _read_unsigned(buf: BytesLike, pos: int, max_shift: int, too_long: str) -> tuple[int, int]:
     """Read 7-bit groups, least significant first, until one without the high bit; more
     groups than `max_shift` allows is `DecodeError(too_long)`."""
     value = 0
@@ -92,13 +94,13 @@ def _read_unsigned(buf, pos: int, max_shift: int, too_long: str) -> tuple[int, i
             raise DecodeError(too_long)
 
 
-def read_varint(buf, pos: int) -> tuple[int, int]:
+def read_varint(buf: BytesLike, pos: int) -> tuple[int, int]:
     """Read a zig-zag encoded signed 32-bit varint."""
     raw, pos = read_uvarint(buf, pos)
     return (raw >> 1) ^ -(raw & 1), pos
 
 
-def read_varlong(buf, pos: int) -> tuple[int, int]:
+def read_varlong(buf: BytesLike, pos: int) -> tuple[int, int]:
     """Read a zig-zag encoded signed 64-bit varlong."""
     raw, pos = _read_uvarlong(buf, pos)
     return (raw >> 1) ^ -(raw & 1), pos
@@ -136,14 +138,14 @@ def encode_varlong(value: int) -> bytes:
 # lengths
 
 
-def _checked_end(buf, pos: int, n: int) -> int:
+def _checked_end(buf: BytesLike, pos: int, n: int) -> int:
     end = pos + n
     if end > len(buf):
         raise DecodeError(f"need {n} bytes at offset {pos}, only {len(buf) - pos} left")
     return end
 
 
-def read_array_length(buf, pos: int) -> tuple[int, int]:
+def read_array_length(buf: BytesLike, pos: int) -> tuple[int, int]:
     """Read an int32 array length; -1 (null) is returned as -1. Checks it fits the input."""
     (n,) = _unpack_i32(buf, pos)
     pos += 4
@@ -154,7 +156,7 @@ def read_array_length(buf, pos: int) -> tuple[int, int]:
     return n, pos
 
 
-def read_compact_array_length(buf, pos: int) -> tuple[int, int]:
+def read_compact_array_length(buf: BytesLike, pos: int) -> tuple[int, int]:
     """Read a compact (uvarint N+1) array length; null is returned as -1."""
     n, pos = read_uvarint(buf, pos)
     n -= 1
@@ -173,7 +175,7 @@ def non_null_array(n: int, field: str) -> None:
 # strings
 
 
-def read_string(buf, pos: int) -> tuple[str, int]:
+def read_string(buf: BytesLike, pos: int) -> tuple[str, int]:
     """int16-length UTF-8 string, not nullable."""
     (n,) = _unpack_i16(buf, pos)
     pos += 2
@@ -183,7 +185,7 @@ def read_string(buf, pos: int) -> tuple[str, int]:
     return str(buf[pos:end], "utf-8"), end
 
 
-def read_nullable_string(buf, pos: int) -> tuple[str | None, int]:
+def read_nullable_string(buf: BytesLike, pos: int) -> tuple[str | None, int]:
     """int16-length UTF-8 string; -1 is None."""
     (n,) = _unpack_i16(buf, pos)
     pos += 2
@@ -195,7 +197,7 @@ def read_nullable_string(buf, pos: int) -> tuple[str | None, int]:
     return str(buf[pos:end], "utf-8"), end
 
 
-def read_compact_string(buf, pos: int) -> tuple[str, int]:
+def read_compact_string(buf: BytesLike, pos: int) -> tuple[str, int]:
     """uvarint (N+1)-length UTF-8 string, not nullable."""
     n, pos = read_uvarint(buf, pos)
     if n == 0:
@@ -204,7 +206,7 @@ def read_compact_string(buf, pos: int) -> tuple[str, int]:
     return str(buf[pos:end], "utf-8"), end
 
 
-def read_compact_nullable_string(buf, pos: int) -> tuple[str | None, int]:
+def read_compact_nullable_string(buf: BytesLike, pos: int) -> tuple[str | None, int]:
     """uvarint (N+1)-length UTF-8 string; 0 is None."""
     n, pos = read_uvarint(buf, pos)
     if n == 0:
@@ -245,7 +247,7 @@ def encode_compact_nullable_string(value: str | None) -> bytes:
 # bytes and records
 
 
-def read_bytes(buf, pos: int) -> tuple[bytes, int]:
+def read_bytes(buf: BytesLike, pos: int) -> tuple[bytes, int]:
     """int32-length bytes (a copy), not nullable."""
     (n,) = _unpack_i32(buf, pos)
     pos += 4
@@ -255,7 +257,7 @@ def read_bytes(buf, pos: int) -> tuple[bytes, int]:
     return bytes(buf[pos:end]), end
 
 
-def read_nullable_bytes(buf, pos: int) -> tuple[bytes | None, int]:
+def read_nullable_bytes(buf: BytesLike, pos: int) -> tuple[bytes | None, int]:
     """int32-length bytes (a copy); -1 is None."""
     (n,) = _unpack_i32(buf, pos)
     pos += 4
@@ -267,7 +269,7 @@ def read_nullable_bytes(buf, pos: int) -> tuple[bytes | None, int]:
     return bytes(buf[pos:end]), end
 
 
-def read_compact_bytes(buf, pos: int) -> tuple[bytes, int]:
+def read_compact_bytes(buf: BytesLike, pos: int) -> tuple[bytes, int]:
     """uvarint (N+1)-length bytes (a copy), not nullable."""
     n, pos = read_uvarint(buf, pos)
     if n == 0:
@@ -276,7 +278,7 @@ def read_compact_bytes(buf, pos: int) -> tuple[bytes, int]:
     return bytes(buf[pos:end]), end
 
 
-def read_compact_nullable_bytes(buf, pos: int) -> tuple[bytes | None, int]:
+def read_compact_nullable_bytes(buf: BytesLike, pos: int) -> tuple[bytes | None, int]:
     """uvarint (N+1)-length bytes (a copy); 0 is None."""
     n, pos = read_uvarint(buf, pos)
     if n == 0:
@@ -285,7 +287,7 @@ def read_compact_nullable_bytes(buf, pos: int) -> tuple[bytes | None, int]:
     return bytes(buf[pos:end]), end
 
 
-def read_records(buf, pos: int) -> tuple[memoryview | None, int]:
+def read_records(buf: BytesLike, pos: int) -> tuple[memoryview | None, int]:
     """int32-length record set as a zero-copy memoryview slice; -1 is None."""
     (n,) = _unpack_i32(buf, pos)
     pos += 4
@@ -297,7 +299,7 @@ def read_records(buf, pos: int) -> tuple[memoryview | None, int]:
     return memoryview(buf)[pos:end], end
 
 
-def read_compact_records(buf, pos: int) -> tuple[memoryview | None, int]:
+def read_compact_records(buf: BytesLike, pos: int) -> tuple[memoryview | None, int]:
     """uvarint (N+1)-length record set as a zero-copy memoryview slice; 0 is None."""
     n, pos = read_uvarint(buf, pos)
     if n == 0:
@@ -306,31 +308,31 @@ def read_compact_records(buf, pos: int) -> tuple[memoryview | None, int]:
     return memoryview(buf)[pos:end], end
 
 
-def encode_bytes(value) -> bytes:
+def encode_bytes(value: BytesLike) -> bytes:
     """int32-length bytes."""
     return _I32.pack(len(value)) + value
 
 
-def encode_nullable_bytes(value) -> bytes:
+def encode_nullable_bytes(value: BytesLike | None) -> bytes:
     """int32-length bytes, None as -1."""
     if value is None:
         return _NULL_I32
     return _I32.pack(len(value)) + value
 
 
-def encode_compact_bytes(value) -> bytes:
+def encode_compact_bytes(value: BytesLike) -> bytes:
     """uvarint (N+1)-length bytes."""
     return encode_uvarint(len(value) + 1) + value
 
 
-def encode_compact_nullable_bytes(value) -> bytes:
+def encode_compact_nullable_bytes(value: BytesLike | None) -> bytes:
     """uvarint (N+1)-length bytes, None as 0."""
     if value is None:
         return _NULL_UVARINT
     return encode_uvarint(len(value) + 1) + value
 
 
-def write_records(value, out: list) -> None:
+def write_records(value: BytesLike | None, out: list[BytesLike]) -> None:
     """Append an int32-length record set to `out` without copying it; None as -1."""
     if value is None:
         out.append(_NULL_I32)
@@ -339,7 +341,7 @@ def write_records(value, out: list) -> None:
         out.append(value)
 
 
-def write_compact_records(value, out: list) -> None:
+def write_compact_records(value: BytesLike | None, out: list[BytesLike]) -> None:
     """Append a compact record set to `out` without copying it; None as 0."""
     if value is None:
         out.append(_NULL_UVARINT)
@@ -348,7 +350,7 @@ def write_compact_records(value, out: list) -> None:
         out.append(value)
 
 
-def _nbytes(value) -> int:
+def _nbytes(value: BytesLike) -> int:
     return value.nbytes if type(value) is memoryview else len(value)
 
 
@@ -356,7 +358,7 @@ def _nbytes(value) -> int:
 # uuid
 
 
-def read_uuid(buf, pos: int) -> tuple[uuid.UUID, int]:
+def read_uuid(buf: BytesLike, pos: int) -> tuple[uuid.UUID, int]:
     """16-byte UUID."""
     end = _checked_end(buf, pos, 16)
     return uuid.UUID(bytes=bytes(buf[pos:end])), end
@@ -374,18 +376,20 @@ _FIXED_FORMATS = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "uint3
 _FIXED_FORMATS.update({"int64": "q", "float64": "d", "bool": "?"})
 
 
-def read_fixed_items(buf, pos: int, n: int, code: str, size: int) -> tuple[list, int]:
+def read_fixed_items(
+    buf: BytesLike, pos: int, n: int, code: str, size: int
+) -> tuple[list[Any], int]:
     """Read `n` fixed-size items with struct format character `code`."""
     end = _checked_end(buf, pos, n * size)
     return list(struct.unpack_from(f">{n}{code}", buf, pos)), end
 
 
-def encode_fixed_items(values, code: str) -> bytes:
+def encode_fixed_items(values: Sequence[float], code: str) -> bytes:
     """Pack fixed-size items with struct format character `code` (no length prefix)."""
     return struct.pack(f">{len(values)}{code}", *values)
 
 
-def skip_tagged_fields(buf, pos: int) -> int:
+def skip_tagged_fields(buf: BytesLike, pos: int) -> int:
     """Skip a whole tagged-field section; returns the position after it. Raises DecodeError
     (never IndexError) on a truncated section, so response-header parsing can call it as is."""
     try:
@@ -399,7 +403,7 @@ def skip_tagged_fields(buf, pos: int) -> int:
     return pos
 
 
-def tagged_field_end(buf, pos: int, size: int) -> int:
+def tagged_field_end(buf: BytesLike, pos: int, size: int) -> int:
     """End position of a tagged field of `size` bytes at `pos`, checked against the input."""
     return _checked_end(buf, pos, size)
 
@@ -408,13 +412,18 @@ def tagged_field_end(buf, pos: int, size: int) -> int:
 # Reader / Writer: convenient cursor objects for hand-written codecs (headers, tests)
 
 
-def _fixed_getter(name: str, st: struct.Struct) -> Callable[[Reader], Any]:
-    """A `Reader` method that reads one fixed-size value with `st` and advances the cursor."""
+_T = TypeVar("_T")
 
-    def read(self: Reader) -> Any:
+
+def _fixed_getter(name: str, st: struct.Struct, kind: type[_T]) -> Callable[[Reader], _T]:
+    """A `Reader` method that reads one fixed-size value with `st` and advances the cursor;
+    `kind` is the Python type `st` unpacks to."""
+
+    def read(self: Reader) -> _T:
         end = self.pos + st.size
         if end > len(self.buf):
             raise DecodeError(f"need {st.size} bytes at offset {self.pos}, only {self.remaining}")
+        value: _T
         (value,) = st.unpack_from(self.buf, self.pos)
         self.pos = end
         return value
@@ -423,11 +432,13 @@ def _fixed_getter(name: str, st: struct.Struct) -> Callable[[Reader], Any]:
     return read
 
 
-def _getter(name: str, decode: Callable[[Any, int], tuple[Any, int]]) -> Callable[[Reader], Any]:
+def _getter(
+    name: str, decode: Callable[[BytesLike, int], tuple[_T, int]]
+) -> Callable[[Reader], _T]:
     """A `Reader` method that reads one value with `decode(buf, pos) -> (value, end)`; any
     failure of `decode` on short or malformed input surfaces as `DecodeError`."""
 
-    def read(self: Reader) -> Any:
+    def read(self: Reader) -> _T:
         try:
             value, self.pos = decode(self.buf, self.pos)
         except DecodeError:
@@ -445,7 +456,7 @@ class Reader:
 
     __slots__ = ("buf", "pos")
 
-    def __init__(self, buf, pos: int = 0) -> None:
+    def __init__(self, buf: BytesLike, pos: int = 0) -> None:
         self.buf = buf if type(buf) is memoryview else memoryview(buf)
         self.pos = pos
 
@@ -454,14 +465,14 @@ class Reader:
         """Bytes left after the cursor."""
         return len(self.buf) - self.pos
 
-    int8 = _fixed_getter("int8", _I8)
-    int16 = _fixed_getter("int16", _I16)
-    uint16 = _fixed_getter("uint16", _U16)
-    int32 = _fixed_getter("int32", _I32)
-    uint32 = _fixed_getter("uint32", _U32)
-    int64 = _fixed_getter("int64", _I64)
-    float64 = _fixed_getter("float64", _F64)
-    boolean = _fixed_getter("boolean", _BOOL)
+    int8 = _fixed_getter("int8", _I8, int)
+    int16 = _fixed_getter("int16", _I16, int)
+    uint16 = _fixed_getter("uint16", _U16, int)
+    int32 = _fixed_getter("int32", _I32, int)
+    uint32 = _fixed_getter("uint32", _U32, int)
+    int64 = _fixed_getter("int64", _I64, int)
+    float64 = _fixed_getter("float64", _F64, float)
+    boolean = _fixed_getter("boolean", _BOOL, bool)
     uvarint = _getter("uvarint", read_uvarint)
     varint = _getter("varint", read_varint)
     varlong = _getter("varlong", read_varlong)
@@ -499,10 +510,10 @@ class Reader:
         return fields
 
 
-def _appender(name: str, encode: Callable[[Any], bytes]) -> Callable[[Writer, Any], Writer]:
+def _appender(name: str, encode: Callable[[_T], bytes]) -> Callable[[Writer, _T], Writer]:
     """A `Writer` method that appends `encode(value)` and returns the writer (for chaining)."""
 
-    def append(self: Writer, value: Any) -> Writer:
+    def append(self: Writer, value: _T) -> Writer:
         self.buf += encode(value)
         return self
 
@@ -557,7 +568,7 @@ class Writer:
         self.buf += _NULL_UVARINT if n is None else encode_uvarint(n + 1)
         return self
 
-    def raw(self, data) -> Writer:
+    def raw(self, data: BytesLike) -> Writer:
         self.buf += data
         return self
 

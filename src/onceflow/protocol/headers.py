@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import struct
 
+from onceflow.common import BytesLike
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.codec import DecodeError, Reader, Writer
+from onceflow.protocol.message import Message
 from onceflow.protocol.messages import REQUESTS
 
 __all__ = [
@@ -108,7 +110,7 @@ class RequestHeader:
         return f"RequestHeader({args})"
 
 
-def parse_request_header(buf, pos: int = 0) -> tuple[RequestHeader, int]:
+def parse_request_header(buf: BytesLike, pos: int = 0) -> tuple[RequestHeader, int]:
     """Parse the header of a request frame (without the size prefix).
 
     Returns `(header, body_offset)`. Unknown tagged fields are skipped. Raises `DecodeError`
@@ -137,22 +139,25 @@ def encode_response_header(correlation_id: int, flexible: bool) -> bytes:
     return header + b"\x00" if flexible else header
 
 
-def frame(payload) -> bytes:
+def frame(payload: BytesLike) -> bytes:
     """Prefix `payload` with its 4-byte big-endian size."""
     return _SIZE.pack(len(payload)) + payload
 
 
-def parse_frame_size(buf, pos: int = 0) -> int:
+def parse_frame_size(buf: BytesLike, pos: int = 0) -> int:
     """The size announced by a 4-byte frame prefix; raises `DecodeError` when negative/short."""
     if len(buf) - pos < FRAME_SIZE_BYTES:
         raise DecodeError("frame size prefix is truncated")
+    size: int
     (size,) = _SIZE.unpack_from(buf, pos)
     if size < 0:
         raise DecodeError(f"negative frame size {size}")
     return size
 
 
-def encode_response_frame(correlation_id: int, api_key: int, api_version: int, response) -> list:
+def encode_response_frame(
+    correlation_id: int, api_key: int, api_version: int, response: Message
+) -> list[BytesLike]:
     """A whole response frame as bytes-like parts: size, header, body (records not copied).
 
     Write it with `transport.writelines(parts)` or `b"".join(parts)`."""
@@ -164,6 +169,6 @@ def encode_response_frame(correlation_id: int, api_key: int, api_version: int, r
     return [_SIZE.pack(size), header, *parts]
 
 
-def encode_request_frame(header: RequestHeader, request) -> bytes:
+def encode_request_frame(header: RequestHeader, request: Message) -> bytes:
     """A whole request frame (size prefix, header, body) — for clients and tests."""
     return frame(header.encode() + request.encode(header.request_api_version))

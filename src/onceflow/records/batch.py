@@ -21,11 +21,11 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from enum import IntEnum
-from typing import NamedTuple
+from typing import NamedTuple, TypeAlias
 
 from crc32c import crc32c
 
-from onceflow.common import NO_PRODUCER_ID
+from onceflow.common import NO_PRODUCER_ID, BytesLike
 from onceflow.records.errors import CorruptRecordError
 
 __all__ = [
@@ -54,6 +54,9 @@ __all__ = [
     "split_complete_batches",
     "verify_crc",
 ]
+
+# a batch patched in place
+WritableBytes: TypeAlias = bytearray | memoryview
 
 MAGIC = 2
 HEADER_SIZE = 61
@@ -188,7 +191,7 @@ def increment_sequence(sequence: int, increment: int) -> int:
     return sequence + increment
 
 
-def parse_header(buf, pos: int = 0) -> BatchHeader:
+def parse_header(buf: BytesLike, pos: int = 0) -> BatchHeader:
     """Parse the v2 header at `pos` of `buf` (bytes-like). Raises CorruptRecordError if short."""
     try:
         return _new_header(BatchHeader, _unpack_header(buf, pos))
@@ -206,7 +209,7 @@ def _frame(view: memoryview, pos: int, end: int, max_batch_size: int | None) -> 
     remaining = end - pos
     if remaining < LOG_OVERHEAD:
         return -1
-    length = _INT32.unpack_from(view, pos + LENGTH_OFFSET)[0]
+    length: int = _INT32.unpack_from(view, pos + LENGTH_OFFSET)[0]
     if length < LEGACY_MIN_LENGTH:
         raise CorruptRecordError(f"record batch at position {pos} has invalid length {length}")
     if remaining <= MAGIC_OFFSET:
@@ -236,7 +239,7 @@ def _frame(view: memoryview, pos: int, end: int, max_batch_size: int | None) -> 
 
 
 def iter_batches(
-    buf, max_batch_size: int | None = None
+    buf: BytesLike, max_batch_size: int | None = None
 ) -> Iterator[tuple[BatchHeader, memoryview]]:
     """Split a record set into `(header, memoryview of the whole batch)`, without copying.
 
@@ -260,7 +263,7 @@ def iter_batches(
 
 
 def split_complete_batches(
-    buf, max_batch_size: int | None = None
+    buf: BytesLike, max_batch_size: int | None = None
 ) -> tuple[list[tuple[BatchHeader, memoryview]], int]:
     """Split a record set, tolerating a truncated last batch.
 
@@ -272,7 +275,7 @@ def split_complete_batches(
     view = buf if isinstance(buf, memoryview) else memoryview(buf)
     end = len(view)
     pos = 0
-    batches = []
+    batches: list[tuple[BatchHeader, memoryview]] = []
     while pos < end:
         size = _frame(view, pos, end, max_batch_size)
         if size < 0:
@@ -284,37 +287,38 @@ def split_complete_batches(
     return batches, end - pos
 
 
-def compute_crc(batch) -> int:
+def compute_crc(batch: BytesLike) -> int:
     """CRC32C of a whole batch from `attributes` (byte 21) to its end."""
     view = batch if isinstance(batch, memoryview) else memoryview(batch)
-    return crc32c(view[ATTRIBUTES_OFFSET:])
+    crc: int = crc32c(view[ATTRIBUTES_OFFSET:])
+    return crc
 
 
-def verify_crc(batch, header: BatchHeader | None = None) -> bool:
+def verify_crc(batch: BytesLike, header: BatchHeader | None = None) -> bool:
     """True when the stored CRC (from `header` if given) matches the batch's bytes."""
     stored = header.crc if header is not None else _UINT32.unpack_from(batch, CRC_OFFSET)[0]
     return compute_crc(batch) == stored
 
 
-def patch_crc(batch) -> int:
+def patch_crc(batch: WritableBytes) -> int:
     """Recompute and store the batch CRC in place; returns it."""
     crc = compute_crc(batch)
     _UINT32.pack_into(batch, CRC_OFFSET, crc)
     return crc
 
 
-def patch_base_offset(batch, base_offset: int) -> None:
+def patch_base_offset(batch: WritableBytes, base_offset: int) -> None:
     """Set baseOffset in place (outside the CRC: no recompute needed)."""
     _INT64.pack_into(batch, BASE_OFFSET_OFFSET, base_offset)
 
 
-def patch_partition_leader_epoch(batch, epoch: int) -> None:
+def patch_partition_leader_epoch(batch: WritableBytes, epoch: int) -> None:
     """Set partitionLeaderEpoch in place (outside the CRC: no recompute needed)."""
     _INT32.pack_into(batch, PARTITION_LEADER_EPOCH_OFFSET, epoch)
 
 
 def patch_max_timestamp(
-    batch, max_timestamp: int, timestamp_type: TimestampType | None = None
+    batch: WritableBytes, max_timestamp: int, timestamp_type: TimestampType | None = None
 ) -> bool:
     """Set maxTimestamp (and, if given, the timestamp type bit), recomputing the CRC.
 

@@ -20,10 +20,10 @@ import struct
 import zlib
 from collections.abc import Callable
 from enum import IntEnum
-from typing import Any
 
 import cramjam
 
+from onceflow.common import BytesLike
 from onceflow.records.errors import CorruptRecordError
 
 __all__ = ["CompressionType", "compress", "decompress"]
@@ -47,13 +47,13 @@ _INT32 = struct.Struct(">i")
 ZSTD_LEVEL = 3
 
 
-def _gzip_compress(data) -> bytes:
+def _gzip_compress(data: BytesLike) -> bytes:
     compressor = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, 31)
     return compressor.compress(data) + compressor.flush()
 
 
-def _gzip_decompress(data) -> bytes:
-    parts = []
+def _gzip_decompress(data: BytesLike) -> bytes:
+    parts: list[bytes] = []
     remaining = bytes(data)
     while True:
         decompressor = zlib.decompressobj(31)
@@ -65,7 +65,7 @@ def _gzip_decompress(data) -> bytes:
             return b"".join(parts) if len(parts) > 1 else parts[0]
 
 
-def _snappy_compress(data) -> bytes:
+def _snappy_compress(data: BytesLike) -> bytes:
     view = memoryview(data)
     out = bytearray(_XERIAL_HEADER)
     for start in range(0, len(view), _XERIAL_BLOCK_SIZE):
@@ -75,17 +75,17 @@ def _snappy_compress(data) -> bytes:
     return bytes(out)
 
 
-def _snappy_decompress(data) -> bytes:
+def _snappy_decompress(data: BytesLike) -> bytes:
     view = memoryview(data)
     if view[:8] == XERIAL_MAGIC:
         if len(view) < 16:
             raise CorruptRecordError("xerial snappy header truncated")
-        parts = []
+        parts: list[bytes] = []
         pos, end = 16, len(view)
         while pos < end:
             if end - pos < 4:
                 raise CorruptRecordError("xerial snappy block length truncated")
-            length = _INT32.unpack_from(view, pos)[0]
+            length: int = _INT32.unpack_from(view, pos)[0]
             pos += 4
             if length < 0 or pos + length > end:
                 raise CorruptRecordError(f"xerial snappy block of {length} bytes truncated")
@@ -97,25 +97,25 @@ def _snappy_decompress(data) -> bytes:
     return bytes(cramjam.snappy.decompress_raw(view))
 
 
-def _lz4_compress(data) -> bytes:
+def _lz4_compress(data: BytesLike) -> bytes:
     compressor = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
     compressor.compress(data if isinstance(data, bytes) else bytes(data))
     return bytes(compressor.finish())
 
 
-def _zstd_compress(data) -> bytes:
+def _zstd_compress(data: BytesLike) -> bytes:
     return bytes(cramjam.zstd.compress(data, level=ZSTD_LEVEL))
 
 
 # codec -> function; keyed by CompressionType, looked up by the batch header's int
-_COMPRESS: dict[int, Callable[[Any], bytes]] = {
+_COMPRESS: dict[int, Callable[[BytesLike], bytes]] = {
     CompressionType.GZIP: _gzip_compress,
     CompressionType.SNAPPY: _snappy_compress,
     CompressionType.LZ4: _lz4_compress,
     CompressionType.ZSTD: _zstd_compress,
 }
 
-_DECOMPRESS: dict[int, Callable[[Any], bytes]] = {
+_DECOMPRESS: dict[int, Callable[[BytesLike], bytes]] = {
     CompressionType.GZIP: _gzip_decompress,
     CompressionType.SNAPPY: _snappy_decompress,
     CompressionType.LZ4: lambda data: bytes(cramjam.lz4.decompress(data)),
@@ -123,7 +123,7 @@ _DECOMPRESS: dict[int, Callable[[Any], bytes]] = {
 }
 
 
-def compress(codec: int, data) -> bytes:
+def compress(codec: int, data: BytesLike) -> bytes:
     """Compress `data` (bytes-like) with `codec`; NONE returns the bytes unchanged."""
     if codec == CompressionType.NONE:
         return bytes(data)
@@ -134,7 +134,7 @@ def compress(codec: int, data) -> bytes:
     return function(data)
 
 
-def decompress(codec: int, data) -> bytes:
+def decompress(codec: int, data: BytesLike) -> bytes:
     """Decompress `data` written with `codec`; raises CorruptRecordError when it cannot."""
     if codec == CompressionType.NONE:
         return bytes(data)

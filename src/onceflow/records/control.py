@@ -12,6 +12,7 @@ import struct
 from enum import IntEnum
 from typing import NamedTuple
 
+from onceflow.common import BytesLike
 from onceflow.records.batch import NO_PARTITION_LEADER_EPOCH, NO_SEQUENCE, parse_header
 from onceflow.records.builder import BatchBuilder
 from onceflow.records.errors import CorruptRecordError
@@ -83,7 +84,7 @@ def build_control_batch(
     return builder.build()
 
 
-def parse_control_record(batch) -> ControlRecord:
+def parse_control_record(batch: BytesLike) -> ControlRecord:
     """Parse the control record of a control batch; raises CorruptRecordError if malformed.
 
     Like Kafka, a key or value version above 0 is read as version 0 (the fields it knows come

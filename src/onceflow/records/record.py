@@ -16,8 +16,9 @@ Anything malformed raises CorruptRecordError.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
+from onceflow.common import BytesLike
 from onceflow.records.batch import RECORDS_OFFSET, parse_header
 from onceflow.records.compression import decompress
 from onceflow.records.errors import CorruptRecordError
@@ -91,7 +92,7 @@ def encode_record(
     return len(out) - start
 
 
-def _read_bytes(buf, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
+def _read_bytes(buf: bytes, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
     length, pos = decode_varint(buf, pos)
     if length < 0:
         if length != -1:
@@ -102,11 +103,11 @@ def _read_bytes(buf, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
     return bytes(buf[pos : pos + length]), pos + length
 
 
-def _read_headers(buf, pos: int, end: int) -> tuple[list[Header], int]:
+def _read_headers(buf: bytes, pos: int, end: int) -> tuple[list[Header], int]:
     count, pos = decode_varint(buf, pos)
     if count < 0:
         raise CorruptRecordError(f"record has invalid header count {count}")
-    headers = []
+    headers: list[Header] = []
     for _ in range(count):
         raw_key, pos = _read_bytes(buf, pos, end, "header key")
         if raw_key is None:
@@ -120,10 +121,9 @@ def _read_headers(buf, pos: int, end: int) -> tuple[list[Header], int]:
     return headers, pos
 
 
-def _absent(size: int, what: str) -> None:
-    """A key or value that is not there: null (-1), or a length the record cannot hold."""
-    if size == -1:
-        return None
+def _bad_length(size: int, what: str) -> NoReturn:
+    """Raise for a key or value length the record cannot hold (negative but not -1, or past
+    the record's end)."""
     if size < -1:
         raise CorruptRecordError(f"record {what} has invalid length {size}")
     raise CorruptRecordError(f"record {what} of {size} bytes overruns the record")
@@ -136,7 +136,7 @@ class RecordColumns(NamedTuple):
     timestamp_deltas: list[int]
     keys: list[bytes | None]
     values: list[bytes | None]
-    headers: list[Sequence[Header]]
+    headers: list[list[Header]]
 
     @classmethod
     def empty(cls) -> RecordColumns:
@@ -184,13 +184,14 @@ def read_record_head(
         size, pos = (byte >> 1) ^ -(byte & 1), pos + 1
     else:
         size, pos = decode_varint(buf, pos)
+    key: bytes | None
     if size >= 0 and pos + size <= end:
         key = buf[pos : pos + size]
         pos += size
     elif size == -1:
         key = None
     else:
-        key = _absent(size, "key")
+        _bad_length(size, "key")
     return end, timestamp_delta, offset_delta, key_pos, key, pos
 
 
@@ -218,13 +219,16 @@ def decode_into(buf: bytes, pos: int, count: int, out: RecordColumns) -> int:
                 size, pos = (size >> 1) ^ -(size & 1), pos + 2
             else:
                 size, pos = decode_varint(buf, pos)
+            value: bytes | None
             if size >= 0 and pos + size <= end:
                 value = buf[pos : pos + size]
                 pos += size
+            elif size == -1:
+                value = None
             else:
-                value = _absent(size, "value")
+                _bad_length(size, "value")
             if buf[pos] == 0:  # no headers
-                headers: Sequence[Header] = []
+                headers: list[Header] = []
                 pos += 1
             else:
                 headers, pos = _read_headers(buf, pos, end)
@@ -242,37 +246,37 @@ def decode_into(buf: bytes, pos: int, count: int, out: RecordColumns) -> int:
     return pos
 
 
-def _as_bytes(buf) -> bytes:
+def _as_bytes(buf: BytesLike) -> bytes:
     return buf if isinstance(buf, bytes) else bytes(buf)
 
 
-def decode_record(buf, pos: int) -> tuple[Record, int]:
+def decode_record(buf: BytesLike, pos: int) -> tuple[Record, int]:
     """Decode the record starting at `pos` of `buf`; returns `(record, next_pos)`."""
     columns = RecordColumns.empty()
     pos = decode_into(_as_bytes(buf), pos, 1, columns)
-    return Record(*(column[0] for column in columns)), pos
+    return Record._make(column[0] for column in columns), pos
 
 
-def decode_columns(body, count: int) -> RecordColumns:
+def decode_columns(body: BytesLike, count: int) -> RecordColumns:
     """Decode exactly `count` records filling `body` (the uncompressed records section)."""
     if count < 0:
         raise CorruptRecordError(f"invalid record count {count}")
-    body = _as_bytes(body)
+    data = _as_bytes(body)
     columns = RecordColumns.empty()
-    pos = decode_into(body, 0, count, columns)
-    if pos != len(body):
+    pos = decode_into(data, 0, count, columns)
+    if pos != len(data):
         raise CorruptRecordError(
-            f"{len(body) - pos} bytes remain after the batch's {count} records"
+            f"{len(data) - pos} bytes remain after the batch's {count} records"
         )
     return columns
 
 
-def decode_records_body(body, count: int) -> list[Record]:
+def decode_records_body(body: BytesLike, count: int) -> list[Record]:
     """Decode exactly `count` records filling `body` (the uncompressed records section)."""
     return list(map(Record, *decode_columns(body, count)))
 
 
-def records_section(batch) -> tuple[int, bytes]:
+def records_section(batch: BytesLike) -> tuple[int, bytes]:
     """`(records count, the records section uncompressed)` of a whole v2 batch."""
     header = parse_header(batch)
     view = memoryview(batch)
@@ -283,13 +287,13 @@ def records_section(batch) -> tuple[int, bytes]:
     return header.records_count, _as_bytes(decompress(header.compression, view[RECORDS_OFFSET:]))
 
 
-def decode_batch_columns(batch) -> RecordColumns:
+def decode_batch_columns(batch: BytesLike) -> RecordColumns:
     """Decode every record of a whole v2 batch as columns, decompressing when its codec says
     so."""
     count, body = records_section(batch)
     return decode_columns(body, count)
 
 
-def decode_records(batch) -> list[Record]:
+def decode_records(batch: BytesLike) -> list[Record]:
     """Decode every record of a whole v2 batch, decompressing when its codec says so."""
     return list(map(Record, *decode_batch_columns(batch)))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from onceflow.common import BytesLike
 from onceflow.records.errors import CorruptRecordError
 
 __all__ = [
@@ -73,7 +74,7 @@ def varint_bytes(value: int) -> bytes:
     return _varlong_bytes(value)
 
 
-def _decode(buf, pos: int, max_bytes: int, kind: str) -> tuple[int, int]:
+def _decode(buf: BytesLike, pos: int, max_bytes: int, kind: str) -> tuple[int, int]:
     result = 0
     shift = 0
     end = pos + max_bytes
@@ -90,7 +91,7 @@ def _decode(buf, pos: int, max_bytes: int, kind: str) -> tuple[int, int]:
     raise CorruptRecordError(f"{kind} longer than {max_bytes} bytes at position {pos - max_bytes}")
 
 
-def decode_varint(buf, pos: int) -> tuple[int, int]:
+def decode_varint(buf: BytesLike, pos: int) -> tuple[int, int]:
     """Read a zig-zag varint (int32) at `pos`; returns `(value, next_pos)`."""
     try:
         byte = buf[pos]
@@ -104,7 +105,7 @@ def decode_varint(buf, pos: int) -> tuple[int, int]:
     return value, pos
 
 
-def decode_varlong(buf, pos: int) -> tuple[int, int]:
+def decode_varlong(buf: BytesLike, pos: int) -> tuple[int, int]:
     """Read a zig-zag varlong (int64) at `pos`; returns `(value, next_pos)`."""
     try:
         byte = buf[pos]

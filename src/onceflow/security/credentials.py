@@ -203,7 +203,9 @@ class ScramCredentialStore:
             users = {name: dict(mechanisms) for name, mechanisms in self._users.items()}
             errors: dict[str, tuple[ErrorCode, str]] = {}
             valid: dict[str, ScramCredentialDeletion | ScramCredentialUpsertion] = {}
-            for alteration in [*deletions, *upsertions]:
+            alterations: list[ScramCredentialDeletion | ScramCredentialUpsertion]
+            alterations = [*deletions, *upsertions]
+            for alteration in alterations:
                 name = alteration.name
                 if name in errors:
                     continue

@@ -109,7 +109,7 @@ def _is_torn_tail(data: bytes, pos: int) -> bool:
     rest = len(data) - pos
     if rest < _FRAME.size or not any(data[pos:]):
         return True
-    length = _FRAME.unpack_from(data, pos)[0]
+    length: int = _FRAME.unpack_from(data, pos)[0]
     return _MIN_PAYLOAD <= length <= _MAX_PAYLOAD and _FRAME.size + length >= rest
 
 

@@ -87,11 +87,14 @@ def _task_info(batch_id: int | None = None) -> TaskInfo:
     ctx = TaskContext.get()
     if ctx is None:
         raise RuntimeError("the onceflow sink's write() must run inside a Spark task")
+    if batch_id is None:
+        property_ = ctx.getLocalProperty("streaming.sql.batchId")
+        if property_ is None:
+            raise RuntimeError("no streaming batch id in the task (not a streaming query?)")
+        batch_id = int(property_)
     return TaskInfo(
         query_id=ctx.getLocalProperty("sql.streaming.queryId") or "",
-        batch_id=int(
-            ctx.getLocalProperty("streaming.sql.batchId") if batch_id is None else batch_id
-        ),
+        batch_id=batch_id,
         partition_id=ctx.partitionId(),
         attempt=ctx.attemptNumber(),
     )
@@ -110,9 +113,10 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         info = _task_info()
-        if not info.query_id and not self.options.transactional_id_prefix:
+        prefix = self._prefix(info.query_id)
+        if prefix is None:  # neither a query id nor transactional.id.prefix
             raise RuntimeError("no streaming query id in the task; set transactional.id.prefix")
-        return write_task(self.options, info, self._prefix(info.query_id), iterator)
+        return write_task(self.options, info, prefix, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         commit_batch(self.options, messages, batchId)

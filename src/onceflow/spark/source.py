@@ -78,9 +78,16 @@ def source_schema(include_headers: bool) -> str:
 class KafkaInputPartition(InputPartition):
     """A read task: one `OffsetRange` (picklable)."""
 
-    def __init__(self, offset_range: OffsetRange):
+    def __init__(self, offset_range: OffsetRange) -> None:
         super().__init__(offset_range)
         self.range = offset_range
+
+
+def _range_of(partition: InputPartition) -> OffsetRange:
+    """The range of one of our read tasks (Spark hands back what `partitions` planned)."""
+    if not isinstance(partition, KafkaInputPartition):
+        raise TypeError(f"not an onceflow read task: {partition!r}")
+    return partition.range
 
 
 def _arrow_schema(include_headers: bool) -> Any:
@@ -138,7 +145,16 @@ def _to_arrow(chunks: list[FetchedColumns], schema: Any, include_headers: bool) 
 def _before(chunk: FetchedColumns, until: int) -> FetchedColumns:
     """The part of `chunk` below offset `until` (offsets are ascending)."""
     cut = bisect.bisect_left(chunk.offsets, until)
-    return FetchedColumns(chunk.topic, chunk.partition, *(c[:cut] for c in chunk[2:]))
+    return FetchedColumns(
+        chunk.topic,
+        chunk.partition,
+        chunk.offsets[:cut],
+        chunk.timestamps[:cut],
+        chunk.timestamp_types[:cut],
+        chunk.keys[:cut],
+        chunk.values[:cut],
+        chunk.headers[:cut],
+    )
 
 
 def read_range(options: SourceOptions, offset_range: OffsetRange) -> Iterator[Any]:
@@ -399,7 +415,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return recreated
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return read_range(self.options, partition.range)
+        return read_range(self.options, _range_of(partition))
 
     def commit(self, end: dict) -> None:
         """Spark finished the batches up to `end`. The offsets that matter live in Spark's
@@ -445,4 +461,4 @@ class KafkaBatchReader(DataSourceReader):
         return [KafkaInputPartition(r) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return read_range(self.options, partition.range)
+        return read_range(self.options, _range_of(partition))

@@ -38,6 +38,7 @@ from onceflow.client.admin import AdminClient
 from onceflow.client.errors import KafkaError
 from onceflow.client.producer import Producer
 from onceflow.client.producer.states import TxnApi
+from onceflow.client.producer.txn.manager import TxnManager
 from onceflow.common import TopicPartition
 from onceflow.protocol.errors import ErrorCode
 from onceflow.spark.faults import fault_point
@@ -396,7 +397,7 @@ def _init_error(exc: KafkaError, options: SinkOptions, txn_id: str) -> BaseExcep
 def _raise_if_abortable(producer: Producer) -> None:
     """A record the broker refused makes the transaction abortable (no per-record callbacks
     needed): raise its error, as `commit_transaction` would, instead of preparing."""
-    if producer.txn is not None:
+    if isinstance(producer.txn, TxnManager):  # always, for the sink's transactional producer
         producer.txn.check_call(TxnApi.COMMIT_TRANSACTION)
 
 

@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from onceflow.cli.embedded_broker import EmbeddedBroker
-from onceflow.client.admin import AdminClient, NewTopic, OffsetSpec, TopicPartition
+from onceflow.client.admin import AdminClient, NewTopic, OffsetSpec
 from onceflow.client.consumer import Consumer
 from onceflow.client.producer import Producer
+from onceflow.common import TopicPartition
 
 __all__ = ["TestBroker", "embedded_broker", "spark_session"]
 

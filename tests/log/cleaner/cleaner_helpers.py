@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from onceflow.common import NO_PRODUCER_ID
 from onceflow.log.manager import LogManager
 from onceflow.log.producer_state import AppendOrigin
-from onceflow.records.batch import NO_PRODUCER_ID, split_complete_batches
+from onceflow.records.batch import split_complete_batches
 from onceflow.records.builder import BatchBuilder
 from onceflow.records.control import ControlRecordType, build_control_batch, parse_control_record
 from onceflow.records.record import decode_records

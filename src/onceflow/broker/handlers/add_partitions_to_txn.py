@@ -37,6 +37,7 @@ A v4+ request naming one transactional id twice answers the last entry only.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from onceflow.broker.authorization import denied, denied_names
@@ -45,26 +46,31 @@ from onceflow.common import TopicPartition
 from onceflow.coordinator.txn.coordinator import compat_error
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode, error_name
-from onceflow.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnResponse
+from onceflow.protocol.messages.add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+)
 
 if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
     from onceflow.protocol.headers import RequestHeader
-    from onceflow.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 
 log = logging.getLogger("onceflow.broker.add_partitions_to_txn")
 
 _TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
 _PartitionResult = AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult
 _Result = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
+_Topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
 _BATCHED_MIN_VERSION = 4
 
 
-def _partitions(topics) -> list[TopicPartition]:
+def _partitions(topics: list[_Topic]) -> list[TopicPartition]:
     return [TopicPartition(t.name, p) for t in topics for p in t.partitions]
 
 
-def _topic_results(topics, errors, version: int) -> list:
+def _topic_results(
+    topics: list[_Topic], errors: Mapping[TopicPartition, ErrorCode], version: int
+) -> list[_TopicResult]:
     """Results per requested topic and partition, in request order."""
     return [
         _TopicResult(
@@ -83,7 +89,9 @@ def _topic_results(topics, errors, version: int) -> list:
     ]
 
 
-def _refusals(ctx: RequestContext, tid, topics, parts) -> dict[TopicPartition, ErrorCode] | None:
+def _refusals(
+    ctx: RequestContext, tid: str, topics: list[_Topic], parts: list[TopicPartition]
+) -> dict[TopicPartition, ErrorCode] | None:
     """Kafka's v0-3 checks: without WRITE on the transactional id every partition is
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED; without WRITE on some topic, its partitions are
     TOPIC_AUTHORIZATION_FAILED and the others OPERATION_NOT_ATTEMPTED. None when allowed."""
@@ -102,7 +110,9 @@ def _refusals(ctx: RequestContext, tid, topics, parts) -> dict[TopicPartition, E
     }
 
 
-def _answer_v3(request, errors, version: int) -> AddPartitionsToTxnResponse:
+def _answer_v3(
+    request: AddPartitionsToTxnRequest, errors: Mapping[TopicPartition, ErrorCode], version: int
+) -> AddPartitionsToTxnResponse:
     return AddPartitionsToTxnResponse(
         throttle_time_ms=0,
         results_by_topic_v3_and_below=_topic_results(request.v3_and_below_topics, errors, version),

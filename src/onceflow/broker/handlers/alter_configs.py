@@ -26,14 +26,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from onceflow.broker.authorization import denied_config
-from onceflow.broker.config_changes import SET, alter_all
+from onceflow.broker.config_changes import SET, Change, alter_all
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.messages.alter_configs import AlterConfigsResponse
 
 if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
+    from onceflow.protocol.errors import ErrorCode
     from onceflow.protocol.headers import RequestHeader
     from onceflow.protocol.messages.alter_configs import AlterConfigsRequest
+
+    _Resource = AlterConfigsRequest.AlterConfigsResource
 
 _Result = AlterConfigsResponse.AlterConfigsResourceResponse
 
@@ -43,10 +46,10 @@ async def handle_alter_configs(
 ) -> AlterConfigsResponse:
     """Replace topic overrides (validated, durable)."""
 
-    def changes_of(r):
+    def changes_of(r: _Resource) -> list[Change]:
         return [(c.name, SET, c.value) for c in r.configs]
 
-    def refused(r):
+    def refused(r: _Resource) -> ErrorCode | None:
         return denied_config(ctx, ApiKey.ALTER_CONFIGS, r.resource_type, r.resource_name)
 
     results = alter_all(ctx.broker, request, _Result, changes_of, replace=True, refused=refused)

@@ -48,8 +48,10 @@ _Result = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
 CLUSTER_AUTHORIZATION_MESSAGE = "Cluster authorization failed."
 
 
-def _all(request, error: ErrorCode, message: str | None) -> AlterUserScramCredentialsResponse:
-    users = {a.name for a in [*request.deletions, *request.upsertions]}
+def _all(
+    request: AlterUserScramCredentialsRequest, error: ErrorCode, message: str | None
+) -> AlterUserScramCredentialsResponse:
+    users = {d.name for d in request.deletions} | {u.name for u in request.upsertions}
     return AlterUserScramCredentialsResponse(
         throttle_time_ms=0,
         results=[_Result(user=u, error_code=error, error_message=message) for u in sorted(users)],

@@ -31,13 +31,14 @@ if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
     from onceflow.protocol.headers import RequestHeader
     from onceflow.protocol.messages.create_acls import CreateAclsRequest
+    from onceflow.security.authorizer import AclCreateResult
 
 log = logging.getLogger("onceflow.broker.create_acls")
 
 _Result = CreateAclsResponse.AclCreationResult
 
 
-def _all(request, error: ErrorCode, message: str | None) -> CreateAclsResponse:
+def _all(request: CreateAclsRequest, error: ErrorCode, message: str | None) -> CreateAclsResponse:
     return CreateAclsResponse(
         throttle_time_ms=0,
         results=[_Result(error_code=error, error_message=message) for _ in request.creations],
@@ -50,7 +51,7 @@ async def handle_create_acls(
     """Add ACLs, durably."""
     bindings = [binding_from_creation(c) for c in request.creations]
 
-    def answer(results) -> CreateAclsResponse:
+    def answer(results: list[AclCreateResult]) -> CreateAclsResponse:
         log.info("CreateAcls from %s (%s): %d entries", ctx.peer, ctx.principal, len(bindings))
         return CreateAclsResponse(
             throttle_time_ms=0,

@@ -33,13 +33,16 @@ from onceflow.protocol.messages.create_partitions import CreatePartitionsRespons
 
 if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
+    from onceflow.broker.state import BrokerState
     from onceflow.protocol.headers import RequestHeader
     from onceflow.protocol.messages.create_partitions import CreatePartitionsRequest
 
 _Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
-def _grow(broker, topic, validate_only: bool) -> _Result:
+def _grow(
+    broker: BrokerState, topic: CreatePartitionsRequest.CreatePartitionsTopic, validate_only: bool
+) -> _Result:
     refusal = internal_topic_refusal(topic.name, TopicOperation.CREATE_PARTITIONS)
     if refusal is not None:
         return _Result(name=topic.name, error_code=refusal[0], error_message=refusal[1])

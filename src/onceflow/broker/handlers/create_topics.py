@@ -41,6 +41,7 @@ from onceflow.protocol.messages.create_topics import CreateTopicsResponse
 
 if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
+    from onceflow.broker.state import BrokerState
     from onceflow.protocol.headers import RequestHeader
     from onceflow.protocol.messages.create_topics import CreateTopicsRequest
 
@@ -63,7 +64,9 @@ def _failure(name: str, error: ErrorCode, message: str | None) -> _Result:
     )
 
 
-def _check_request(broker, topic) -> tuple[ErrorCode, str | None, int]:
+def _check_request(
+    broker: BrokerState, topic: CreateTopicsRequest.CreatableTopic
+) -> tuple[ErrorCode, str | None, int]:
     """Validate replication and assignments; returns (error, message, partitions)."""
     partitions = topic.num_partitions
     if topic.assignments:
@@ -97,7 +100,12 @@ def _check_request(broker, topic) -> tuple[ErrorCode, str | None, int]:
     return ErrorCode.NONE, None, partitions
 
 
-def _create(broker, topic, validate_only: bool, version: int) -> _Result:
+def _create(
+    broker: BrokerState,
+    topic: CreateTopicsRequest.CreatableTopic,
+    validate_only: bool,
+    version: int,
+) -> _Result:
     refusal = internal_topic_refusal(topic.name, TopicOperation.CREATE)
     if refusal is not None:
         return _failure(topic.name, *refusal)

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
     from onceflow.protocol.headers import RequestHeader
     from onceflow.protocol.messages.delete_acls import DeleteAclsRequest
+    from onceflow.security.acl import AclBinding
+    from onceflow.security.authorizer import AclDeleteResult
 
 log = logging.getLogger("onceflow.broker.delete_acls")
 
@@ -35,7 +37,7 @@ _Result = DeleteAclsResponse.DeleteAclsFilterResult
 _Matching = _Result.DeleteAclsMatchingAcl
 
 
-def _all(request, error: ErrorCode, message: str | None) -> DeleteAclsResponse:
+def _all(request: DeleteAclsRequest, error: ErrorCode, message: str | None) -> DeleteAclsResponse:
     return DeleteAclsResponse(
         throttle_time_ms=0,
         filter_results=[
@@ -45,7 +47,7 @@ def _all(request, error: ErrorCode, message: str | None) -> DeleteAclsResponse:
     )
 
 
-def _matching(binding) -> _Matching:
+def _matching(binding: AclBinding) -> _Matching:
     pattern, entry = binding.pattern, binding.entry
     return _Matching(
         error_code=ErrorCode.NONE,
@@ -66,7 +68,7 @@ async def handle_delete_acls(
     """Delete the ACLs each filter matches, durably."""
     filters = [filter_from_wire(f) for f in request.filters]
 
-    def answer(results) -> DeleteAclsResponse:
+    def answer(results: list[AclDeleteResult]) -> DeleteAclsResponse:
         deleted = sum(len(r.deleted) for r in results)
         log.info("DeleteAcls from %s (%s): %d ACL(s) deleted", ctx.peer, ctx.principal, deleted)
         return DeleteAclsResponse(

@@ -45,6 +45,8 @@ from onceflow.protocol.messages.delete_records import DeleteRecordsResponse
 
 if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
+    from onceflow.broker.state import BrokerState
+    from onceflow.log.partition import PartitionLog
     from onceflow.protocol.headers import RequestHeader
     from onceflow.protocol.messages.delete_records import DeleteRecordsRequest
 
@@ -54,7 +56,9 @@ _TopicResult = DeleteRecordsResponse.DeleteRecordsTopicResult
 _PartitionResult = _TopicResult.DeleteRecordsPartitionResult
 
 
-def _check(broker, topic: str, partition: int, offset: int):
+def _check(
+    broker: BrokerState, topic: str, partition: int, offset: int
+) -> tuple[ErrorCode, PartitionLog | None, int]:
     """`(error, log, target offset)` for one partition, before anything changes."""
     refusal = internal_topic_refusal(topic, TopicOperation.DELETE_RECORDS)
     if refusal is not None:
@@ -68,7 +72,13 @@ def _check(broker, topic: str, partition: int, offset: int):
     return error, partition_log, target
 
 
-async def _checkpoint(broker, ctx, result: _PartitionResult, topic: str, partition_log):
+async def _checkpoint(
+    broker: BrokerState,
+    ctx: RequestContext,
+    result: _PartitionResult,
+    topic: str,
+    partition_log: PartitionLog,
+) -> None:
     """Fsync the moved start offset in a worker thread before the answer."""
     try:
         await asyncio.to_thread(partition_log.checkpoint_log_start_offset, result.low_watermark)

@@ -14,6 +14,7 @@ Deviations: none known.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from onceflow.broker.acl_wire import NO_AUTHORIZER_MESSAGE, filter_from_wire
@@ -26,14 +27,14 @@ if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
     from onceflow.protocol.headers import RequestHeader
     from onceflow.protocol.messages.describe_acls import DescribeAclsRequest
-    from onceflow.security.acl import AclBinding
+    from onceflow.security.acl import AccessControlEntry, AclBinding, ResourcePattern
 
 _Resource = DescribeAclsResponse.DescribeAclsResource
 _Acl = _Resource.AclDescription
 
 
-def _resources(bindings) -> list:
-    grouped: dict = {}
+def _resources(bindings: Iterable[AclBinding]) -> list[_Resource]:
+    grouped: dict[ResourcePattern, list[AccessControlEntry]] = {}
     for binding in bindings:
         grouped.setdefault(binding.pattern, []).append(binding.entry)
     return [

@@ -43,16 +43,22 @@ from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.describe_configs import DescribeConfigsResponse
 
 if TYPE_CHECKING:
+    from onceflow.broker.configs_view import DescribedConfig
     from onceflow.broker.context import RequestContext
+    from onceflow.broker.state import BrokerState
     from onceflow.protocol.headers import RequestHeader
     from onceflow.protocol.messages.describe_configs import DescribeConfigsRequest
+
+    _Resource = DescribeConfigsRequest.DescribeConfigsResource
 
 _Result = DescribeConfigsResponse.DescribeConfigsResult
 _Entry = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
 _Synonym = _Entry.DescribeConfigsSynonym
 
 
-def _result(resource, error: ErrorCode, message: str | None, configs) -> _Result:
+def _result(
+    resource: _Resource, error: ErrorCode, message: str | None, configs: list[_Entry]
+) -> _Result:
     return _Result(
         error_code=error,
         error_message=message,
@@ -62,7 +68,9 @@ def _result(resource, error: ErrorCode, message: str | None, configs) -> _Result
     )
 
 
-def _entries(broker, resource):
+def _entries(
+    broker: BrokerState, resource: _Resource
+) -> tuple[ErrorCode, str | None, list[DescribedConfig]]:
     if resource.resource_type == ConfigResourceType.TOPIC:
         info = broker.logs.topic(resource.resource_name)
         if info is None:

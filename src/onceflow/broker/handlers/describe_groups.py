@@ -58,7 +58,7 @@ async def handle_describe_groups(
     ]
     asked = header.request_api_version >= 3 and request.include_authorized_operations
 
-    def operations(d) -> int:
+    def operations(d: GroupSummary) -> int:
         if asked and d.error == ErrorCode.NONE:
             return authorized_operations(ctx, ResourceType.GROUP, d.group_id)
         return AUTHORIZED_OPERATIONS_OMITTED

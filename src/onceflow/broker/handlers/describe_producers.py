@@ -26,6 +26,7 @@ from onceflow.protocol.messages.describe_producers import DescribeProducersRespo
 
 if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
+    from onceflow.broker.state import BrokerState
     from onceflow.protocol.headers import RequestHeader
     from onceflow.protocol.messages.describe_producers import DescribeProducersRequest
 
@@ -40,7 +41,7 @@ def _error(index: int, error: ErrorCode) -> _PartitionResponse:
     )
 
 
-def _describe(broker, topic: str, index: int) -> _PartitionResponse:
+def _describe(broker: BrokerState, topic: str, index: int) -> _PartitionResponse:
     partition_log = broker.get_log(topic, index)
     if partition_log is None:
         return _PartitionResponse(

@@ -25,6 +25,7 @@ Deviations: none known.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from onceflow.broker.authorization import denied_names
@@ -40,6 +41,7 @@ from onceflow.security.acl import ResourceType
 
 if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
+    from onceflow.broker.state import BrokerState
     from onceflow.protocol.headers import RequestHeader
     from onceflow.protocol.messages.describe_topic_partitions import DescribeTopicPartitionsRequest
 
@@ -62,7 +64,13 @@ def _partitions(node: int, first: int, end: int) -> list[_Partition]:
     ]  # fmt: skip
 
 
-def _describe(broker, names: list[str], start_of, limit: int, all_topics: bool) -> Response:
+def _describe(
+    broker: BrokerState,
+    names: list[str],
+    start_of: Callable[[str], int],
+    limit: int,
+    all_topics: bool,
+) -> Response:
     """Kafka's `getTopicMetadataForDescribeTopicResponse`: `names` in order, `limit`
     partitions at most, `start_of(name)` the first partition of each."""
     response = Response(throttle_time_ms=0, topics=[], next_cursor=None)

@@ -60,7 +60,7 @@ def _refused(transactional_id: str) -> _State:
     )
 
 
-def _describe(ctx: RequestContext, transactional_ids) -> DescribeTransactionsResponse:
+def _describe(ctx: RequestContext, transactional_ids: list[str]) -> DescribeTransactionsResponse:
     transactions = ctx.broker.transactions
     not_ready = transactions.not_ready_error()
     if not_ready is not None:

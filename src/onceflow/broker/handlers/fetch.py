@@ -86,8 +86,9 @@ def _end_offset(records: bytes | memoryview) -> int:
     while end - pos >= LOG_OVERHEAD:
         last = pos
         pos += LOG_OVERHEAD + _INT32.unpack_from(records, pos + LENGTH_OFFSET)[0]
-    base = _INT64.unpack_from(records, last)[0]
-    return base + _INT32.unpack_from(records, last + LAST_OFFSET_DELTA_OFFSET)[0] + 1
+    base: int = _INT64.unpack_from(records, last)[0]
+    delta: int = _INT32.unpack_from(records, last + LAST_OFFSET_DELTA_OFFSET)[0]
+    return base + delta + 1
 
 
 def _aborted(

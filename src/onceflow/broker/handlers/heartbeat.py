@@ -26,9 +26,12 @@ if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
     from onceflow.protocol.headers import RequestHeader
     from onceflow.protocol.messages.heartbeat import HeartbeatRequest
+    from onceflow.protocol.messages.sync_group import SyncGroupRequest
 
 
-def member_identity(request, version: int) -> tuple[str, int, str, str | None]:
+def member_identity(
+    request: HeartbeatRequest | SyncGroupRequest, version: int
+) -> tuple[str, int, str, str | None]:
     """Who a Heartbeat or SyncGroup comes from: group id, generation id, member id and group
     instance id (both APIs carry the instance id from v3)."""
     instance_id = request.group_instance_id if version >= 3 else None

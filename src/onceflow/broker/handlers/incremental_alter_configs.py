@@ -25,14 +25,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from onceflow.broker.authorization import denied_config
-from onceflow.broker.config_changes import alter_all
+from onceflow.broker.config_changes import Change, alter_all
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsResponse
 
 if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
+    from onceflow.protocol.errors import ErrorCode
     from onceflow.protocol.headers import RequestHeader
     from onceflow.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
+
+    _Resource = IncrementalAlterConfigsRequest.AlterConfigsResource
 
 _Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 
@@ -42,10 +45,10 @@ async def handle_incremental_alter_configs(
 ) -> IncrementalAlterConfigsResponse:
     """Apply SET/DELETE/APPEND/SUBTRACT to topic overrides (validated, durable)."""
 
-    def changes_of(r):
+    def changes_of(r: _Resource) -> list[Change]:
         return [(c.name, c.config_operation, c.value) for c in r.configs]
 
-    def refused(r):
+    def refused(r: _Resource) -> ErrorCode | None:
         return denied_config(
             ctx, ApiKey.INCREMENTAL_ALTER_CONFIGS, r.resource_type, r.resource_name
         )

@@ -62,7 +62,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("onceflow.broker.init_producer_id")
 
 
-def _answer(error: ErrorCode, producer_id: int = -1, producer_epoch: int = -1):
+def _answer(
+    error: ErrorCode, producer_id: int = -1, producer_epoch: int = -1
+) -> InitProducerIdResponse:
     return InitProducerIdResponse(
         throttle_time_ms=0,
         error_code=error,
@@ -71,7 +73,9 @@ def _answer(error: ErrorCode, producer_id: int = -1, producer_epoch: int = -1):
     )
 
 
-async def _init_transactional(ctx: RequestContext, header, request) -> InitProducerIdResponse:
+async def _init_transactional(
+    ctx: RequestContext, header: RequestHeader, request: InitProducerIdRequest
+) -> InitProducerIdResponse:
     """InitProducerId of a transactional producer, answered by the transaction coordinator."""
     version = header.request_api_version
     transactional_id = request.transactional_id

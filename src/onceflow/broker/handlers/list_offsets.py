@@ -35,6 +35,7 @@ from onceflow.protocol.messages.list_offsets import ListOffsetsResponse
 
 if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
+    from onceflow.broker.state import BrokerState
     from onceflow.protocol.headers import RequestHeader
     from onceflow.protocol.messages.list_offsets import ListOffsetsRequest
 
@@ -47,7 +48,9 @@ EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 
 
-def _answer(index: int, error: ErrorCode, timestamp: int = -1, offset: int = -1, epoch: int = -1):
+def _answer(
+    index: int, error: ErrorCode, timestamp: int = -1, offset: int = -1, epoch: int = -1
+) -> _PartitionResponse:
     return _PartitionResponse(
         partition_index=index,
         error_code=error,
@@ -58,7 +61,14 @@ def _answer(index: int, error: ErrorCode, timestamp: int = -1, offset: int = -1,
     )
 
 
-def _list_offset(broker, topic: str, index: int, timestamp: int, read_committed: bool, version):
+def _list_offset(
+    broker: BrokerState,
+    topic: str,
+    index: int,
+    timestamp: int,
+    read_committed: bool,
+    version: int,
+) -> _PartitionResponse:
     partition_log = broker.get_log(topic, index)
     if partition_log is None:
         return _answer(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

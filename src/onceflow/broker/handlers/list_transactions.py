@@ -19,6 +19,7 @@ Deviations: patterns use Python's `re` syntax, close to Java's for ordinary patt
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from onceflow.broker.authorization import allowed_names
@@ -34,7 +35,11 @@ if TYPE_CHECKING:
 _State = ListTransactionsResponse.TransactionState
 
 
-def _answer(error: ErrorCode, unknown=(), states=()) -> ListTransactionsResponse:
+def _answer(
+    error: ErrorCode,
+    unknown: Iterable[str] = (),
+    states: Iterable[ListTransactionsResponse.TransactionState] = (),
+) -> ListTransactionsResponse:
     return ListTransactionsResponse(
         throttle_time_ms=0,
         error_code=error,

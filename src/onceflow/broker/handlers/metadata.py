@@ -48,14 +48,17 @@ from onceflow.security.acl import ResourceType
 
 if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
+    from onceflow.broker.state import BrokerState
+    from onceflow.log.manager import TopicInfo
     from onceflow.protocol.headers import RequestHeader
     from onceflow.protocol.messages.metadata import MetadataRequest
 
 _ZERO_UUID = uuid.UUID(int=0)
+_Topic = MetadataResponse.MetadataResponseTopic
 _TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
-def _topic_response(broker, info) -> MetadataResponse.MetadataResponseTopic:
+def _topic_response(broker: BrokerState, info: TopicInfo) -> _Topic:
     node = broker.node_id
     partitions = [
         MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
@@ -79,9 +82,7 @@ def _topic_response(broker, info) -> MetadataResponse.MetadataResponseTopic:
     )
 
 
-def _topic_error(
-    name, error: ErrorCode, topic_id=_ZERO_UUID
-) -> MetadataResponse.MetadataResponseTopic:
+def _topic_error(name: str | None, error: ErrorCode, topic_id: uuid.UUID = _ZERO_UUID) -> _Topic:
     return MetadataResponse.MetadataResponseTopic(
         error_code=error,
         name=name,
@@ -92,7 +93,9 @@ def _topic_error(
     )
 
 
-def _lookup(broker, name: str, may_create: bool, create_refused: bool = False):
+def _lookup(
+    broker: BrokerState, name: str, may_create: bool, create_refused: bool = False
+) -> _Topic:
     logs = broker.logs
     info = logs.topic(name)
     if info is not None:
@@ -104,16 +107,17 @@ def _lookup(broker, name: str, may_create: bool, create_refused: bool = False):
     if create_refused:
         return _topic_error(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     result = broker.auto_create_topic(name)
-    if result.error != ErrorCode.NONE:
-        return _topic_error(name, ErrorCode(result.error))
-    return _topic_response(broker, logs.topic(name))
+    created = logs.topic(name) if result.error == ErrorCode.NONE else None
+    if created is None:
+        return _topic_error(name, ErrorCode(result.error or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+    return _topic_response(broker, created)
 
 
-def _by_id(topic) -> bool:
+def _by_id(topic: MetadataRequest.MetadataRequestTopic) -> bool:
     return topic.name is None or topic.topic_id != _ZERO_UUID
 
 
-def _lookup_by_id(broker, topic_id: uuid.UUID):
+def _lookup_by_id(broker: BrokerState, topic_id: uuid.UUID) -> _Topic:
     info = broker.topic_by_id(topic_id)
     if info is not None:
         return _topic_response(broker, info)

@@ -26,7 +26,8 @@ not supported: the generation field is always a classic generation.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from onceflow.broker.authorization import denied, denied_names
 from onceflow.common import TopicPartition
@@ -37,6 +38,7 @@ from onceflow.protocol.messages.offset_commit import OffsetCommitResponse
 
 if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
+    from onceflow.broker.state import BrokerState
     from onceflow.protocol.headers import RequestHeader
     from onceflow.protocol.messages.offset_commit import OffsetCommitRequest
 
@@ -44,23 +46,90 @@ _Topic = OffsetCommitResponse.OffsetCommitResponseTopic
 _Partition = _Topic.OffsetCommitResponsePartition
 
 
-def partition_exists(broker, topic: str, partition: int) -> bool:
+class PartitionOfRequest(Protocol):
+    """A partition of an offsets request (OffsetCommit, TxnOffsetCommit, OffsetDelete)."""
+
+    @property
+    def partition_index(self) -> int: ...
+
+
+class TopicOfRequest(Protocol):
+    """A topic of an offsets request."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def partitions(self) -> Sequence[PartitionOfRequest]: ...
+
+
+class CommittedPartition(PartitionOfRequest, Protocol):
+    """A partition of a commit request (OffsetCommit, TxnOffsetCommit)."""
+
+    @property
+    def committed_offset(self) -> int: ...
+
+    @property
+    def committed_leader_epoch(self) -> int: ...
+
+    @property
+    def committed_metadata(self) -> str | None: ...
+
+
+class CommitTopic(Protocol):
+    """A topic of a commit request."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def partitions(self) -> Sequence[CommittedPartition]: ...
+
+
+class OffsetsRequest(Protocol):
+    """An offsets request: its topics."""
+
+    @property
+    def topics(self) -> Sequence[TopicOfRequest]: ...
+
+
+_P = TypeVar("_P")
+_T_co = TypeVar("_T_co", covariant=True)
+_P_co = TypeVar("_P_co", covariant=True)
+
+
+class PartitionAnswer(Protocol[_P_co]):
+    """The generated class of one partition's answer."""
+
+    def __call__(self, *, partition_index: int, error_code: int) -> _P_co: ...
+
+
+class TopicAnswer(Protocol[_T_co, _P]):
+    """The generated class of one topic's answer, holding partition answers `_P`."""
+
+    def __call__(self, *, name: str, partitions: list[_P]) -> _T_co: ...
+
+
+def partition_exists(broker: BrokerState, topic: str, partition: int) -> bool:
     """True when `topic` exists and has `partition`."""
     return broker.get_log(topic, partition) is not None
 
 
-def partitions_of(topics) -> list[TopicPartition]:
+def partitions_of(topics: Iterable[TopicOfRequest]) -> list[TopicPartition]:
     """Every partition of an offsets request's topics."""
     return [TopicPartition(t.name, p.partition_index) for t in topics for p in t.partitions]
 
 
-def topic_names(request) -> list[str]:
+def topic_names(request: OffsetsRequest) -> list[str]:
     """The topic names of an offsets request."""
     return [t.name for t in request.topics]
 
 
 def collect_offsets(
-    broker, topics, with_leader_epoch: bool, unauthorized: frozenset[str] = frozenset()
+    broker: BrokerState,
+    topics: Iterable[CommitTopic],
+    with_leader_epoch: bool,
+    unauthorized: frozenset[str] = frozenset(),
 ) -> tuple[dict[TopicPartition, ErrorCode], dict[TopicPartition, CommittedOffset]]:
     """Split a commit request's partitions into errors Kafka's API layer answers (topics in
     `unauthorized`: TOPIC_AUTHORIZATION_FAILED; missing ones: UNKNOWN_TOPIC_OR_PARTITION) and
@@ -81,7 +150,12 @@ def collect_offsets(
     return errors, offsets
 
 
-def partition_responses(topics, errors, topic_cls, partition_cls) -> list:
+def partition_responses(
+    topics: Iterable[TopicOfRequest],
+    errors: Mapping[TopicPartition, ErrorCode],
+    topic_cls: TopicAnswer[_T_co, _P],
+    partition_cls: PartitionAnswer[_P],
+) -> list[_T_co]:
     """The response topics of an offsets request (OffsetCommit, TxnOffsetCommit, OffsetDelete):
     every requested partition, in request order, with its error (NONE when none was set)."""
     return [

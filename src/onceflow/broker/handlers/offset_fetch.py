@@ -23,8 +23,8 @@ Deviations: v10 (topic ids) is not served.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from onceflow.broker.authorization import allowed_names, denied, denied_names, enabled
 from onceflow.common import TopicPartition
@@ -45,14 +45,47 @@ _GroupTopic = _Group.OffsetFetchResponseTopics
 _GroupPartition = _GroupTopic.OffsetFetchResponsePartitions
 
 
-def _requested(topics) -> list[TopicPartition] | None:
+class _RequestedTopic(Protocol):
+    """A topic of an OffsetFetch request (of the one-group or the per-group form)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def partition_indexes(self) -> Sequence[int]: ...
+
+
+_P = TypeVar("_P")
+_T_co = TypeVar("_T_co", covariant=True)
+_P_co = TypeVar("_P_co", covariant=True)
+
+
+class _PartitionAnswer(Protocol[_P_co]):
+    def __call__(
+        self,
+        *,
+        partition_index: int,
+        committed_offset: int,
+        committed_leader_epoch: int,
+        metadata: str | None,
+        error_code: int,
+    ) -> _P_co: ...
+
+
+class _TopicAnswer(Protocol[_T_co, _P]):
+    def __call__(self, *, name: str, partitions: list[_P]) -> _T_co: ...
+
+
+def _requested(topics: Sequence[_RequestedTopic] | None) -> list[TopicPartition] | None:
     if topics is None:
         return None
     return [TopicPartition(t.name, p) for t in topics for p in t.partition_indexes]
 
 
-def _by_topic(items: Iterable) -> dict[str, list]:
-    out: dict[str, list] = {}
+def _by_topic(
+    items: Iterable[tuple[TopicPartition, PartitionOffset]],
+) -> dict[str, list[tuple[int, PartitionOffset]]]:
+    out: dict[str, list[tuple[int, PartitionOffset]]] = {}
     for tp, offset in items:
         out.setdefault(tp.topic, []).append((tp.partition, offset))
     return out
@@ -63,7 +96,10 @@ _TOPIC_DENIED = PartitionOffset(error=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 
 async def _fetch_one(
-    ctx: RequestContext, group_id: str, topics, require_stable: bool
+    ctx: RequestContext,
+    group_id: str,
+    topics: Sequence[_RequestedTopic] | None,
+    require_stable: bool,
 ) -> OffsetFetchResult:
     """One group's offsets, as far as the caller may see them."""
     refused = denied(ctx, _API, "group", group_id)
@@ -102,8 +138,8 @@ async def handle_offset_fetch(
         groups = []
         for group in request.groups:
             result = await _fetch_one(ctx, group.group_id, group.topics, require_stable)
-            topics = _topics(result.partitions.items(), _GroupTopic, _GroupPartition)
-            groups.append(_Group(group_id=group.group_id, error_code=result.error, topics=topics))
+            answered = _topics(result.partitions.items(), _GroupTopic, _GroupPartition)
+            groups.append(_Group(group_id=group.group_id, error_code=result.error, topics=answered))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
     result = await _fetch_one(ctx, request.group_id, request.topics, require_stable)
     if version < 2 and result.error != ErrorCode.NONE:
@@ -116,7 +152,11 @@ async def handle_offset_fetch(
     return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=result.error)
 
 
-def _topics(items: Iterable[tuple[TopicPartition, PartitionOffset]], topic_cls, partition_cls):
+def _topics(
+    items: Iterable[tuple[TopicPartition, PartitionOffset]],
+    topic_cls: _TopicAnswer[_T_co, _P],
+    partition_cls: _PartitionAnswer[_P],
+) -> list[_T_co]:
     """The answer's topics (of the one-group or the per-group form) for `items`."""
     return [
         topic_cls(

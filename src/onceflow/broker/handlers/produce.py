@@ -83,11 +83,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
 from onceflow.broker.authorization import denied, denied_names, enabled
 from onceflow.broker.producer_binding import produce_refusal
-from onceflow.common import wall_clock_ms
+from onceflow.common import BytesLike, wall_clock_ms
 from onceflow.coordinator.internal_topics import TopicOperation, internal_topic_refusal
 from onceflow.log.validator import ACCEPTED, Rejection, stored_form, validate_produced
 from onceflow.protocol.api_keys import ApiKey
@@ -105,6 +106,7 @@ from onceflow.records.errors import CorruptRecordError
 
 if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
+    from onceflow.log.partition import PartitionLog
     from onceflow.protocol.headers import RequestHeader
     from onceflow.protocol.messages.produce import ProduceRequest
 
@@ -117,7 +119,10 @@ _ZSTD = 4
 
 
 def _error(
-    index: int, error: ErrorCode, message: str | None = None, record_errors=()
+    index: int,
+    error: ErrorCode,
+    message: str | None = None,
+    record_errors: Iterable[tuple[int, str]] = (),
 ) -> _PartitionResponse:
     return _PartitionResponse(
         index=index,
@@ -145,7 +150,7 @@ def _refused(error: ErrorCode, message: str) -> _Checked:
     return _Checked(Rejection(error, message))
 
 
-def _parse(records, version: int) -> _Checked:
+def _parse(records: BytesLike | None, version: int) -> _Checked:
     """Split the record set (the produce path's one parse) and check the request's shape, as
     Kafka's `ProduceRequest.validateRecords`: exactly one v2 batch, zstd only from v7."""
     view = memoryview(records) if records is not None else memoryview(b"")
@@ -177,12 +182,14 @@ def _parse(records, version: int) -> _Checked:
     return _Checked(ACCEPTED, header, batch)
 
 
-def _check(partition_log, records, version: int, acks: int) -> _Checked:
+def _check(
+    partition_log: PartitionLog, records: BytesLike | None, version: int, acks: int
+) -> _Checked:
     """Every check of one partition's record set, in Kafka's order: the request's shape
     (`_parse`), the log's validator (`log.validator.validate_produced`), then acks=all against
     min.insync.replicas."""
     checked = _parse(records, version)
-    if checked.header is None:
+    if checked.header is None or checked.batch is None:  # both or neither
         return checked
     now = wall_clock_ms()
     config = partition_log.config
@@ -192,7 +199,7 @@ def _check(partition_log, records, version: int, acks: int) -> _Checked:
     return checked._replace(rejection=rejection)
 
 
-def _not_enough_replicas(partition_log, acks: int) -> Rejection:
+def _not_enough_replicas(partition_log: PartitionLog, acks: int) -> Rejection:
     """acks=all to a topic whose min.insync.replicas exceeds this node's one replica."""
     required = partition_log.config.min_insync_replicas
     if acks != -1 or required <= 1:
@@ -204,7 +211,7 @@ def _not_enough_replicas(partition_log, acks: int) -> Rejection:
     )
 
 
-def _is_transactional(records) -> bool:
+def _is_transactional(records: BytesLike | None) -> bool:
     """Does the record set start with a transactional v2 batch? (the attributes' low byte)"""
     return (
         records is not None
@@ -214,7 +221,7 @@ def _is_transactional(records) -> bool:
     )
 
 
-def _request_refusal(ctx: RequestContext, request) -> ErrorCode | None:
+def _request_refusal(ctx: RequestContext, request: ProduceRequest) -> ErrorCode | None:
     """Kafka's whole-request check: a request with a transactional batch needs WRITE on its
     transactional id (a null id is refused), so an unauthorized client cannot open a
     transaction that holds back the last stable offset."""
@@ -224,7 +231,7 @@ def _request_refusal(ctx: RequestContext, request) -> ErrorCode | None:
 
 
 def _refuse_all(
-    ctx, request, error: ErrorCode, message: str | None = None
+    ctx: RequestContext, request: ProduceRequest, error: ErrorCode, message: str | None = None
 ) -> ProduceResponse | None:
     """Every partition answered `error` (and `message`); nothing is appended."""
     why = f" ({message})" if message else ""
@@ -265,7 +272,7 @@ async def handle_produce(
     acks = request.acks
     transactional_id = request.transactional_id
     topics: list[ProduceResponse.TopicProduceResponse] = []
-    waits: list[tuple[_PartitionResponse, object, int]] = []
+    waits: list[tuple[_PartitionResponse, PartitionLog, int]] = []
     failures: list[str] = []
     for topic_data in request.topic_data:
         name = topic_data.name
@@ -279,6 +286,7 @@ async def handle_produce(
                 partitions.append(_error(index, ErrorCode.INVALID_REQUIRED_ACKS))
                 metrics.produce_errors[ErrorCode.INVALID_REQUIRED_ACKS] += 1
                 continue
+            refusal: tuple[ErrorCode, str] | None
             if name in unauthorized:
                 refusal = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"no WRITE on topic {name}")
             else:
@@ -297,14 +305,15 @@ async def handle_produce(
             checked = _check(partition_log, data.records, header.request_api_version, acks)
             rejection = checked.rejection
             error, message = rejection.error, rejection.message
-            if error == ErrorCode.NONE and transactional_id is not None:
+            batch_header, batch = checked.header, checked.batch  # both set when accepted
+            if batch_header is None or batch is None:  # refused (with its error): no batch
+                error = error if error != ErrorCode.NONE else ErrorCode.CORRUPT_MESSAGE
+            elif error == ErrorCode.NONE and transactional_id is not None:
                 error, message = broker.transactions.verify_produce(
-                    transactional_id, checked.header, name, index, header.request_api_version
+                    transactional_id, batch_header, name, index, header.request_api_version
                 )
-            if error == ErrorCode.NONE:
-                stored_header, stored = stored_form(
-                    checked.header, checked.batch, partition_log.config
-                )
+            if error == ErrorCode.NONE and batch_header is not None and batch is not None:
+                stored_header, stored = stored_form(batch_header, batch, partition_log.config)
                 result = partition_log.append(stored, headers=(stored_header,))
                 error = ErrorCode(result.error)
                 if error != ErrorCode.NONE:

@@ -39,6 +39,7 @@ from onceflow.protocol.messages.write_txn_markers import WriteTxnMarkersResponse
 
 if TYPE_CHECKING:
     from onceflow.broker.context import RequestContext
+    from onceflow.broker.state import BrokerState
     from onceflow.protocol.headers import RequestHeader
     from onceflow.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
 
@@ -59,7 +60,9 @@ def is_loopback_peer(peer: str) -> bool:
         return False
 
 
-async def _abort(broker, marker, tp: TopicPartition) -> ErrorCode:
+async def _abort(
+    broker: BrokerState, marker: WriteTxnMarkersRequest.WritableTxnMarker, tp: TopicPartition
+) -> ErrorCode:
     error = await broker.transactions.coordinator.abort_hanging_transaction(
         tp, marker.producer_id, marker.producer_epoch, marker.coordinator_epoch
     )

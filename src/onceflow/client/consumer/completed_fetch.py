@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
+from onceflow.client.errors import IllegalStateError
+from onceflow.common import BytesLike
 from onceflow.records.batch import BatchHeader, TimestampType, split_complete_batches, verify_crc
 from onceflow.records.control import ControlRecordType, parse_control_record
 from onceflow.records.errors import CorruptRecordError
-from onceflow.records.record import RecordColumns, decode_batch_columns, decode_records
+from onceflow.records.record import Record, RecordColumns, decode_batch_columns, decode_records
 
 __all__ = ["CompletedFetch", "ConsumerRecord", "FetchedColumns"]
 
@@ -44,7 +46,7 @@ class ConsumerRecord(NamedTuple):
     timestamp_type: int
     key: bytes | None
     value: bytes | None
-    headers: list[tuple[str, bytes | None]]
+    headers: Sequence[tuple[str, bytes | None]]  # a list
     leader_epoch: int
 
 
@@ -59,7 +61,7 @@ class FetchedColumns(NamedTuple):
     timestamp_types: list[int]
     keys: list[bytes | None]
     values: list[bytes | None]
-    headers: list[list[tuple[str, bytes | None]]]
+    headers: list[Sequence[tuple[str, bytes | None]]]  # of lists
 
     @classmethod
     def empty(cls, topic: str, partition: int) -> FetchedColumns:
@@ -100,7 +102,7 @@ class CompletedFetch:
         topic: str,
         partition: int,
         fetch_offset: int,
-        records: bytes | memoryview | None,
+        records: BytesLike | None,
         *,
         isolation_level: int = READ_UNCOMMITTED,
         aborted_transactions: Iterable[tuple[int, int]] = (),
@@ -120,7 +122,7 @@ class CompletedFetch:
         batches, _trailing = split_complete_batches(records) if records else ([], 0)
         self._batches: list[tuple[BatchHeader, memoryview]] = batches
         self._batch_index = 0
-        self._pending: list = []  # decoded records of the current batch not yet handed out
+        self._pending: list[Record] = []  # decoded records of the current batch not yet handed out
         self._pending_index = 0
         self._current: BatchHeader | None = None
         # (first_offset, producer_id), smallest first offset on top
@@ -160,6 +162,8 @@ class CompletedFetch:
 
     def _take_pending(self, out: list[ConsumerRecord], max_records: int) -> None:
         header = self._current
+        if header is None:
+            raise IllegalStateError("decoded records without their batch")
         base_offset = header.base_offset
         log_append = header.timestamp_type == TimestampType.LOG_APPEND_TIME
         timestamp_type = int(header.timestamp_type)

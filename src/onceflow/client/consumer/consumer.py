@@ -28,7 +28,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from onceflow.client.consumer.completed_fetch import CompletedFetch, ConsumerRecord, FetchedColumns
 from onceflow.client.consumer.config import consumer_config
@@ -52,28 +52,52 @@ from onceflow.client.offsets import (
 )
 from onceflow.common import TopicPartition
 
-__all__ = ["Consumer", "ConsumerRecord", "FetchedColumns", "TopicPartition"]
+__all__ = [
+    "Consumer",
+    "ConsumerRecord",
+    "FetchedColumns",
+    "PartitionRef",
+    "PartitionSpec",
+    "TopicPartition",
+]
 
 log = logging.getLogger(__name__)
 _ids = itertools.count(1)
 
 
 # (fetch, max records) -> (items for the caller, how many records they hold)
-_Take = Callable[[CompletedFetch, int], tuple[list, int]]
+_I = TypeVar("_I", ConsumerRecord, FetchedColumns)
+_Take = Callable[[CompletedFetch, int], tuple[list[_I], int]]
 
 
-def _take_records(fetch: CompletedFetch, limit: int) -> tuple[list, int]:
+def _take_records(fetch: CompletedFetch, limit: int) -> tuple[list[ConsumerRecord], int]:
     records = fetch.take(limit)
     return records, len(records)
 
 
-def _take_columns(fetch: CompletedFetch, limit: int) -> tuple[list, int]:
+def _take_columns(fetch: CompletedFetch, limit: int) -> tuple[list[FetchedColumns], int]:
     columns = fetch.take_columns(limit)
     n = len(columns.offsets)
     return ([columns] if n else []), n
 
 
-def _normalize(item: Any) -> tuple[TopicPartition, int | None]:
+class PartitionRef(Protocol):
+    """A partition named by attributes (confluent-kafka's TopicPartition, with an optional
+    `offset`)."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+
+# what the partition arguments accept: (topic, partition[, offset]) tuples or a PartitionRef
+# (onceflow's TopicPartition is both)
+PartitionSpec = TopicPartition | tuple[str, int] | tuple[str, int, int] | PartitionRef
+
+
+def _normalize(item: PartitionSpec) -> tuple[TopicPartition, int | None]:
     """TopicPartition / admin TopicPartition / (topic, partition[, offset]) -> (tp, offset)."""
     if isinstance(item, tuple) and not isinstance(item, TopicPartition):
         if len(item) == 3:
@@ -169,7 +193,7 @@ class Consumer:
         return group.commit(normalized, asynchronous, timeout)
 
     def committed(
-        self, partitions: Iterable[Any], timeout: float | None = None
+        self, partitions: Iterable[PartitionSpec], timeout: float | None = None
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """The group's committed offset of each partition (None when none). With
         isolation.level=read_committed, offsets of a pending transaction are waited for."""
@@ -185,7 +209,7 @@ class Consumer:
 
     # ------------------------------------------------------------------ assignment
 
-    def assign(self, partitions: Iterable[Any]) -> None:
+    def assign(self, partitions: Iterable[PartitionSpec]) -> None:
         """Replace the assignment. Items: `TopicPartition`, `(topic, partition)` or
         `(topic, partition, offset)`; a partition already assigned keeps its position, a new
         one without an offset starts at the group's committed offset when the consumer has a
@@ -207,7 +231,7 @@ class Consumer:
     def assignment(self) -> set[TopicPartition]:
         return set(self.subscriptions.assignment)
 
-    def seek(self, partition: Any, offset: int | None = None) -> None:
+    def seek(self, partition: PartitionSpec, offset: int | None = None) -> None:
         """Set the next offset to read (-2: beginning, -1: end). Accepts a TopicPartition with
         an offset attribute (confluent-kafka style) when `offset` is None."""
         self._check_open()
@@ -218,34 +242,34 @@ class Consumer:
         self.subscriptions.seek(tp, target)
         self._io.wakeup()
 
-    def seek_to_beginning(self, partitions: Iterable[Any] | None = None) -> None:
+    def seek_to_beginning(self, partitions: Iterable[PartitionSpec] | None = None) -> None:
         for tp in self._targets(partitions):
             self.subscriptions.seek(tp, -2)
         self._io.wakeup()
 
-    def seek_to_end(self, partitions: Iterable[Any] | None = None) -> None:
+    def seek_to_end(self, partitions: Iterable[PartitionSpec] | None = None) -> None:
         for tp in self._targets(partitions):
             self.subscriptions.seek(tp, -1)
         self._io.wakeup()
 
-    def _targets(self, partitions: Iterable[Any] | None) -> list[TopicPartition]:
+    def _targets(self, partitions: Iterable[PartitionSpec] | None) -> list[TopicPartition]:
         self._check_open()
         if partitions is None:
             return list(self.subscriptions.assignment)
         return [_normalize(p)[0] for p in partitions]
 
-    def pause(self, partitions: Iterable[Any]) -> None:
+    def pause(self, partitions: Iterable[PartitionSpec]) -> None:
         with self.subscriptions.lock:
             for tp in self._targets(partitions):
                 self.subscriptions.state(tp).paused = True
 
-    def resume(self, partitions: Iterable[Any]) -> None:
+    def resume(self, partitions: Iterable[PartitionSpec]) -> None:
         with self.subscriptions.lock:
             for tp in self._targets(partitions):
                 self.subscriptions.state(tp).paused = False
         self._io.wakeup()
 
-    def position(self, partition: Any, timeout: float | None = None) -> int:
+    def position(self, partition: PartitionSpec, timeout: float | None = None) -> int:
         """The offset of the next record `poll` returns for the partition, resolving
         auto.offset.reset first if needed (bounded by `timeout`, default.api.timeout.ms)."""
         self._check_open()
@@ -303,7 +327,7 @@ class Consumer:
         call may return up to one batch more than `max_records`."""
         return self._poll(timeout, max_records, _take_columns)
 
-    def _poll(self, timeout: float, max_records: int | None, take: _Take) -> list:
+    def _poll(self, timeout: float, max_records: int | None, take: _Take[_I]) -> list[_I]:
         self._check_open()
         group = self._group
         if not self.subscriptions.assignment and (group is None or group.subscription is None):
@@ -344,10 +368,10 @@ class Consumer:
                     return []
                 subs.changed.wait(remaining)
 
-    def _drain(self, limit: int, take: _Take) -> list:
+    def _drain(self, limit: int, take: _Take[_I]) -> list[_I]:
         """Take up to `limit` records from the buffered fetches, advancing positions."""
         subs = self.subscriptions
-        out: list = []
+        out: list[_I] = []
         count = 0
         while count < limit:
             with subs.lock:
@@ -382,7 +406,7 @@ class Consumer:
         self.metadata.wait_for_topic(topic, timeout, self._io.wakeup)
         return sorted(self.metadata.cluster.topics[topic].partitions)
 
-    def highwater(self, partition: Any) -> int:
+    def highwater(self, partition: PartitionSpec) -> int:
         """The high watermark from the last fetch of the partition (-1 before one)."""
         tp = _normalize(partition)[0]
         with self.subscriptions.lock:

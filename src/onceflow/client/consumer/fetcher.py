@@ -18,6 +18,7 @@ the same way, per node. An answer resets the node's count.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from typing import Any
@@ -28,7 +29,7 @@ from onceflow.client.consumer.completed_fetch import (
     READ_UNCOMMITTED,
     CompletedFetch,
 )
-from onceflow.client.consumer.subscription import SubscriptionState
+from onceflow.client.consumer.subscription import PartitionState, SubscriptionState
 from onceflow.client.errors import (
     BrokerResponseError,
     KafkaError,
@@ -45,14 +46,15 @@ from onceflow.client.net.tasks import BackgroundTasks
 from onceflow.common import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode, error_name
-from onceflow.protocol.messages.fetch import FetchRequest
-from onceflow.protocol.messages.list_offsets import ListOffsetsRequest
+from onceflow.protocol.messages.fetch import FetchRequest, FetchResponse
+from onceflow.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 
 __all__ = ["Fetcher"]
 
 log = logging.getLogger(__name__)
 _FETCH_TOPIC_ID_VERSION = 13  # Fetch v13+ names topics by id only
 _RESET_TIMESTAMPS = {"earliest": -2, "latest": -1}
+_ListedOffset = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
 _TRANSPORT_ERRORS = (OSError, KafkaTimeoutError, BrokerResponseError, UnsupportedVersionError)
 
 
@@ -78,7 +80,7 @@ class Fetcher:
         self.max_bytes = config["fetch.max.bytes"]
         self.partition_max_bytes = config["max.partition.fetch.bytes"]
         self.request_timeout_s = config["request.timeout.ms"] / 1000
-        self.retry_backoff_s = config["retry.backoff.ms"] / 1000
+        self.retry_backoff_s: float = config["retry.backoff.ms"] / 1000
         self.fetch_backoff = FailureBackoff(retry_backoff(config))  # per node
         self.list_offsets_backoff = FailureBackoff(retry_backoff(config))  # per node
         self.running = True
@@ -126,14 +128,15 @@ class Fetcher:
         by_node: dict[int, list[tuple[TopicPartition, int, int]]] = {}
         with self.subs.lock:
             for tp, state in self.subs.assignment.items():
-                if not state.fetchable:
+                position = state.fetch_position
+                if not state.fetchable or position is None:  # fetchable: a position is known
                     continue
                 leader = self._leader_of(cluster, tp)
                 if leader is None:
                     continue
                 if leader in self._nodes_in_flight or self._node_backoff.get(leader, 0) > now:
                     continue
-                by_node.setdefault(leader, []).append((tp, state.fetch_position, state.generation))
+                by_node.setdefault(leader, []).append((tp, position, state.generation))
         for node, partitions in by_node.items():
             conn = self.network.connection(node)
             if conn is None:
@@ -149,10 +152,11 @@ class Fetcher:
         cls = FetchRequest
         version = conn.api_version(ApiKey.FETCH)
         cluster = self.metadata.cluster
-        if version >= _FETCH_TOPIC_ID_VERSION and any(
-            cluster.topic_id(tp.topic) is None for tp, _o, _g in partitions
-        ):
-            version = _FETCH_TOPIC_ID_VERSION - 1
+        ids = None
+        if version >= _FETCH_TOPIC_ID_VERSION:
+            ids = cluster.topic_ids(tp.topic for tp, _o, _g in partitions)
+            if ids is None:
+                version = _FETCH_TOPIC_ID_VERSION - 1
         topics: dict[str, list[Any]] = {}
         for tp, offset, _generation in partitions:
             topics.setdefault(tp.topic, []).append(
@@ -163,8 +167,8 @@ class Fetcher:
                 )
             )
         fetch_topics = [
-            cls.FetchTopic(topic_id=cluster.topic_id(name), partitions=parts)
-            if version >= _FETCH_TOPIC_ID_VERSION
+            cls.FetchTopic(topic_id=ids[name], partitions=parts)
+            if ids is not None
             else cls.FetchTopic(topic=name, partitions=parts)
             for name, parts in topics.items()
         ]
@@ -189,7 +193,7 @@ class Fetcher:
 
     def _on_fetch(
         self,
-        future: asyncio.Future,
+        future: asyncio.Future[Any],
         node: int,
         partitions: list[tuple[TopicPartition, int, int]],
         version: int,
@@ -215,6 +219,8 @@ class Fetcher:
                 name = (
                     topic.topic if version < _FETCH_TOPIC_ID_VERSION else names.get(topic.topic_id)
                 )
+                if name is None:  # a topic id this client does not know: nothing asked for it
+                    continue
                 for p in topic.partitions:
                     data[TopicPartition(name, p.partition_index)] = p
         with self.subs.lock:
@@ -230,7 +236,14 @@ class Fetcher:
             self.subs.changed.notify_all()
         self._wake()
 
-    def _apply_partition(self, tp, state, offset: int, generation: int, p: Any) -> None:
+    def _apply_partition(
+        self,
+        tp: TopicPartition,
+        state: PartitionState,
+        offset: int,
+        generation: int,
+        p: FetchResponse.FetchableTopicResponse.PartitionData,
+    ) -> None:
         code = p.error_code
         if code == ErrorCode.NONE:
             state.high_watermark = p.high_watermark
@@ -298,7 +311,7 @@ class Fetcher:
                 self.tasks.spawn(
                     self._list_offsets(conn, partitions),
                     "ListOffsets",
-                    lambda exc, parts=partitions: self._list_offsets_crashed(parts, exc),
+                    functools.partial(self._list_offsets_crashed, partitions),
                 )
 
     def _list_offsets_crashed(
@@ -337,12 +350,12 @@ class Fetcher:
             for tp, _s, _g in partitions:
                 if tp in self.subs.assignment:
                     self.subs.assignment[tp].reset_in_flight = True
-        offsets: dict[TopicPartition, Any] = {}
+        offsets: dict[TopicPartition, _ListedOffset] = {}
         try:
             response = await conn.send(request, timeout_s=self.request_timeout_s)
             for topic in response.topics:
-                for p in topic.partitions:
-                    offsets[TopicPartition(topic.name, p.partition_index)] = p
+                for listed in topic.partitions:
+                    offsets[TopicPartition(topic.name, listed.partition_index)] = listed
             self.list_offsets_backoff.succeeded(conn.node_id)
         except _TRANSPORT_ERRORS as exc:
             log.debug("ListOffsets failed: %s", exc)

@@ -7,12 +7,15 @@ into (error code, node id, host, port); `find_coordinator` sends one on a connec
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from onceflow.client.net.network import AsyncBrokerConnection
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
-from onceflow.protocol.messages.find_coordinator import FindCoordinatorRequest
+from onceflow.protocol.messages.find_coordinator import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
 
 __all__ = [
     "FIND_COORDINATOR_MAX",
@@ -29,15 +32,14 @@ FIND_COORDINATOR_MAX: Final = 5
 _BATCHED_FIND_VERSION = 4  # FindCoordinator v4+ takes a list of keys (KIP-699)
 
 
-def find_coordinator_request(version: int, key_type: int, key: str) -> Any:
+def find_coordinator_request(version: int, key_type: int, key: str) -> FindCoordinatorRequest:
     """A FindCoordinator request for `key` at `version`."""
-    cls: Any = FindCoordinatorRequest  # generated constructors are not annotated (issue 21)
     if version >= _BATCHED_FIND_VERSION:
-        return cls(key_type=key_type, coordinator_keys=[key])
-    return cls(key=key, key_type=key_type)
+        return FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key])
+    return FindCoordinatorRequest(key=key, key_type=key_type)
 
 
-def parse_coordinator(response: Any, version: int) -> tuple[int, int, str, int]:
+def parse_coordinator(response: FindCoordinatorResponse, version: int) -> tuple[int, int, str, int]:
     """A FindCoordinator answer for one key: (error code, node id, host, port)."""
     if version >= _BATCHED_FIND_VERSION:
         if not response.coordinators:

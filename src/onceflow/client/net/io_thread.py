@@ -13,13 +13,16 @@ import concurrent.futures
 import logging
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, TypeVar, TypeVarTuple
 
 from onceflow.client.errors import KafkaTimeoutError
 
 __all__ = ["IOThread"]
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+_Ts = TypeVarTuple("_Ts")
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -33,7 +36,7 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 class IOThread:
     """Runs `main(io)` on a private event loop in a daemon thread."""
 
-    def __init__(self, name: str, main: Callable[[IOThread], Coroutine[Any, Any, None]]):
+    def __init__(self, name: str, main: Callable[[IOThread], Coroutine[Any, Any, None]]) -> None:
         self.name = name
         self._main = main
         self.loop = _new_loop()
@@ -87,6 +90,8 @@ class IOThread:
     async def wait(self, timeout_s: float) -> None:
         """In the loop: wait for a wake-up or `timeout_s`, then clear the event."""
         event = self.wake_event
+        if event is None:
+            raise RuntimeError(f"{self.name}: wait() outside the running I/O loop")
         if not event.is_set() and timeout_s > 0:
             try:
                 await asyncio.wait_for(event.wait(), timeout_s)
@@ -94,7 +99,7 @@ class IOThread:
                 pass
         event.clear()
 
-    def call(self, coro: Coroutine[Any, Any, Any], timeout_s: float | None = None) -> Any:
+    def call(self, coro: Coroutine[Any, Any, _T], timeout_s: float | None = None) -> _T:
         """Run `coro` on the loop and wait for its result (from another thread)."""
         future = asyncio.run_coroutine_threadsafe(coro, self.loop)
         try:
@@ -103,7 +108,7 @@ class IOThread:
             future.cancel()
             raise KafkaTimeoutError(f"operation did not complete within {timeout_s} s") from None
 
-    def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
+    def call_soon(self, fn: Callable[[*_Ts], object], *args: *_Ts) -> None:
         """Schedule `fn(*args)` on the loop (thread-safe)."""
         self.loop.call_soon_threadsafe(fn, *args)
 

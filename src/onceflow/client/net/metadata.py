@@ -14,12 +14,13 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterable
-from typing import Any, Final, NamedTuple
+from collections.abc import Callable, Iterable
+from typing import Final, NamedTuple
 
 from onceflow.client.errors import KafkaTimeoutError, error_for_code
 from onceflow.client.net.backoff import ExponentialBackoff, FailureBackoff
 from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.messages.metadata import MetadataResponse
 
 __all__ = [
     "STALE_METADATA",
@@ -66,11 +67,12 @@ class PartitionInfo(NamedTuple):
 
 
 class TopicInfo(NamedTuple):
-    """One topic: error code (NONE when known), topic id, partitions by index."""
+    """One topic: error code (NONE when known), topic id (None before Metadata v10),
+    partitions by index."""
 
     name: str
     error_code: int
-    topic_id: uuid.UUID
+    topic_id: uuid.UUID | None
     partitions: dict[int, PartitionInfo]
 
     @property
@@ -88,7 +90,7 @@ class Cluster:
         topics: dict[str, TopicInfo] | None = None,
         controller_id: int = -1,
         cluster_id: str | None = None,
-    ):
+    ) -> None:
         self.brokers = brokers or {}
         self.topics = topics or {}
         self.controller_id = controller_id
@@ -96,7 +98,7 @@ class Cluster:
         self.topic_names = {t.topic_id: t.name for t in self.topics.values() if t.topic_id}
 
     @classmethod
-    def from_response(cls, response: Any) -> Cluster:
+    def from_response(cls, response: MetadataResponse) -> Cluster:
         """Build a snapshot from a decoded MetadataResponse."""
         brokers = {b.node_id: BrokerNode(b.node_id, b.host, b.port) for b in response.brokers}
         topics = {}
@@ -109,13 +111,12 @@ class Cluster:
                 )
                 for p in topic.partitions
             }
-            topic_id = getattr(topic, "topic_id", ZERO_UUID)
-            topic_id = None if topic_id == ZERO_UUID else topic_id
+            topic_id = None if topic.topic_id == ZERO_UUID else topic.topic_id
             topics[topic.name] = TopicInfo(topic.name, topic.error_code, topic_id, partitions)
         return cls(
             brokers,
             topics,
-            getattr(response, "controller_id", -1),
+            response.controller_id,
             getattr(response, "cluster_id", None),
         )
 
@@ -138,6 +139,17 @@ class Cluster:
     def topic_id(self, topic: str) -> uuid.UUID | None:
         info = self.topics.get(topic)
         return info.topic_id if info is not None else None
+
+    def topic_ids(self, topics: Iterable[str]) -> dict[str, uuid.UUID] | None:
+        """The ids of `topics`; None when one of them has no known id (a request must then
+        name topics, not ids)."""
+        ids = {}
+        for name in topics:
+            topic_id = self.topic_id(name)
+            if topic_id is None:
+                return None
+            ids[name] = topic_id
+        return ids
 
 
 class Metadata:
@@ -241,7 +253,9 @@ class Metadata:
                 ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"Not authorized to access topics: {denied}"
             )
 
-    def wait_for_topic(self, topic: str, timeout_s: float, request_update) -> int:
+    def wait_for_topic(
+        self, topic: str, timeout_s: float, request_update: Callable[[], None]
+    ) -> int:
         """Block until `topic` has partitions; returns the count. `request_update()` asks the
         I/O thread for a refresh. Raises the topic's error or `KafkaTimeoutError`."""
         deadline = time.monotonic() + timeout_s

@@ -32,7 +32,7 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal, TypeVar, overload
 
 from onceflow.client.errors import (
     AuthenticationError,
@@ -51,6 +51,7 @@ from onceflow.client.net.security import PLAINTEXT, ClientSecurity, ssl_authenti
 from onceflow.client.net.tasks import BackgroundTasks
 from onceflow.client.net.wire import WireConnection
 from onceflow.protocol.api_keys import ApiKey
+from onceflow.protocol.message import Message, Request
 from onceflow.protocol.messages.metadata import MetadataRequest
 from onceflow.security.sasl import SaslAuthenticationError
 
@@ -62,6 +63,9 @@ COORDINATOR_ID_BASE = 1 << 30  # connection ids of coordinators: base + node id 
 AUTH_RETRY_BACKOFF_S = 5.0  # after a failed SASL login, instead of reconnect.backoff.ms
 # SASL refused or unsupported, TLS handshake failed; a SASL exchange out of order
 AUTHENTICATION_ERRORS = (AuthenticationError, IllegalSaslStateError)
+
+
+_R = TypeVar("_R", bound=Message)
 
 
 class AsyncBrokerConnection(asyncio.Protocol):
@@ -81,7 +85,7 @@ class AsyncBrokerConnection(asyncio.Protocol):
         self._wire = WireConnection(client_id, security.sasl())
         self._transport: asyncio.Transport | None = None
         self._closed_error: BaseException | None = None
-        self._handshake_step: asyncio.Future | None = None
+        self._handshake_step: asyncio.Future[None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -90,12 +94,17 @@ class AsyncBrokerConnection(asyncio.Protocol):
         TimeoutError when a handshake response is late by `timeout_s`)."""
         loop = asyncio.get_running_loop()
         await self._prepare_sasl(loop, timeout_s)
-        tls = {}
-        if self.ssl_context is not None:
-            tls = {"ssl": self.ssl_context, "server_hostname": self.host}
+        tls = self.ssl_context
         try:
             await asyncio.wait_for(
-                loop.create_connection(lambda: self, self.host, self.port, **tls), timeout_s
+                loop.create_connection(
+                    lambda: self,
+                    self.host,
+                    self.port,
+                    ssl=tls,
+                    server_hostname=self.host if tls is not None else None,
+                ),
+                timeout_s,
             )
         except TimeoutError as exc:
             raise KafkaTimeoutError(f"connecting to {self.host}:{self.port} timed out") from exc
@@ -203,18 +212,38 @@ class AsyncBrokerConnection(asyncio.Protocol):
 
     # ------------------------------------------------------------------ requests
 
+    @overload
     def send(
         self,
-        request: Any,
+        request: Request[_R],
+        version: int | None = None,
+        *,
+        timeout_s: float = 30.0,
+        expect_response: Literal[True] = True,
+    ) -> asyncio.Future[_R]: ...
+
+    @overload
+    def send(
+        self,
+        request: Request[_R],
+        version: int | None = None,
+        *,
+        timeout_s: float = 30.0,
+        expect_response: bool,
+    ) -> asyncio.Future[_R | None]: ...
+
+    def send(
+        self,
+        request: Request[_R],
         version: int | None = None,
         *,
         timeout_s: float = 30.0,
         expect_response: bool = True,
-    ) -> asyncio.Future:
+    ) -> asyncio.Future[Any]:
         """Write a request now; the future resolves to the decoded response (None when
         `expect_response` is false, e.g. Produce with acks=0)."""
         loop = asyncio.get_running_loop()
-        future = loop.create_future()
+        future: asyncio.Future[Any] = loop.create_future()  # the overloads say of what
         if self._transport is None:
             future.set_exception(
                 self._closed_error or KafkaConnectionError(f"not connected to {self.host}")
@@ -274,7 +303,7 @@ class NetworkClient:
         self.reconnect_backoff = FailureBackoff(reconnect_backoff(config))
         self.bootstrap = [_parse_address(a) for a in config["bootstrap.servers"]]
         self._conns: dict[int, AsyncBrokerConnection] = {}
-        self._connecting: dict[int, asyncio.Task] = {}
+        self._connecting: dict[int, asyncio.Task[AsyncBrokerConnection | None]] = {}
         self._last_warning: dict[int, float] = {}  # node id -> when a failure was last logged
         self._reconnect_at: dict[int, float] = {}  # node id -> no connection attempt before
         self._bootstrap_index = 0

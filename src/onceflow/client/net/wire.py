@@ -40,7 +40,7 @@ import itertools
 import math
 import struct
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from types import MappingProxyType
@@ -55,11 +55,13 @@ from onceflow.client.errors import (
     error_for_code,
 )
 from onceflow.client.net.sasl import SaslClient
+from onceflow.common import BytesLike
 from onceflow.protocol import messages
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.codec import DecodeError, skip_tagged_fields
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.headers import RequestHeader, response_header_version
+from onceflow.protocol.message import Message
 from onceflow.protocol.messages.api_versions import ApiVersionsRequest
 from onceflow.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from onceflow.protocol.messages.sasl_handshake import SaslHandshakeRequest
@@ -126,8 +128,8 @@ class PendingRequest:
     correlation_id: int
     api_key: int
     api_version: int
-    context: Any
-    deadline: Any
+    context: Any  # the caller's, handed back with the response (a future, for the network)
+    deadline: float
     handshake: bool
 
     def __repr__(self) -> str:
@@ -168,7 +170,7 @@ class WireConnection:
     """One connection's protocol state. It starts NEGOTIATING with an ApiVersions request
     waiting in `data_to_send()`; with `sasl` it authenticates before it is READY."""
 
-    def __init__(self, client_id: str | None = "onceflow", sasl: SaslClient | None = None):
+    def __init__(self, client_id: str | None = "onceflow", sasl: SaslClient | None = None) -> None:
         self.client_id = client_id
         self.sasl = sasl
         self.session_lifetime_ms = 0  # from the last SaslAuthenticate response (v1+)
@@ -176,7 +178,7 @@ class WireConnection:
         self._state = WireState.NEGOTIATING
         self._correlation_ids = itertools.count(1)
         self._pending: deque[PendingRequest] = deque()
-        self._outbox: list = []
+        self._outbox: list[BytesLike] = []
         self._chunks: list[bytes] = []  # received, not yet a whole frame
         self._buffered = 0
         self._need = _SIZE_BYTES  # bytes the next step waits for: a size prefix, or a frame
@@ -241,7 +243,7 @@ class WireConnection:
 
     def send_request(
         self,
-        request: Any,
+        request: Message,
         version: int | None = None,
         *,
         expect_response: bool = True,
@@ -257,7 +259,15 @@ class WireConnection:
             )
         return self._send(request, version, expect_response, context, deadline, handshake=False)
 
-    def _send(self, request, version, expect_response, context, deadline, handshake) -> int:
+    def _send(
+        self,
+        request: Message,
+        version: int | None,
+        expect_response: bool,
+        context: Any,
+        deadline: float,
+        handshake: bool,
+    ) -> int:
         api_key = int(request.API_KEY)
         if version is None:
             version = self.api_version(api_key)
@@ -274,7 +284,7 @@ class WireConnection:
             )
         return correlation_id
 
-    def data_to_send(self) -> list:
+    def data_to_send(self) -> list[BytesLike]:
         """The bytes-like parts queued since the last call, in order (possibly none)."""
         out, self._outbox = self._outbox, []
         return out
@@ -400,12 +410,12 @@ class WireConnection:
             enabled = ", ".join(response.mechanisms or ()) or "none"
             raise self._broken(
                 UnsupportedSaslMechanismError(
-                    f"the broker does not enable {self.sasl.mechanism} (enabled: {enabled})"
+                    f"the broker does not enable {self._sasl.mechanism} (enabled: {enabled})"
                 )
             )
         if response.error_code != ErrorCode.NONE:
             raise self._broken(error_for_code(response.error_code, "SaslHandshake"))
-        self._sasl_step(self.sasl.first_token)
+        self._sasl_step(self._sasl.first_token)
 
     def _on_sasl_authenticate(self, event: Response) -> None:
         if event.error is not None:
@@ -416,11 +426,19 @@ class WireConnection:
                 error_for_code(response.error_code, response.error_message or "SaslAuthenticate")
             )
         self.session_lifetime_ms = response.session_lifetime_ms or 0
-        token = self._sasl_step(lambda: self.sasl.next_token(response.auth_bytes or b""))
+        sasl = self._sasl
+        token = self._sasl_step(lambda: sasl.next_token(response.auth_bytes or b""))
         if token is None:
             self._transition(WireState.READY)
 
-    def _sasl_step(self, make_token) -> bytes | None:
+    @property
+    def _sasl(self) -> SaslClient:
+        """The mechanism, in the SASL steps of the handshake (which only run with one)."""
+        if self.sasl is None:
+            raise IllegalStateError("a SASL step on a connection without SASL")
+        return self.sasl
+
+    def _sasl_step(self, make_token: Callable[[], bytes | None]) -> bytes | None:
         """Send the SaslAuthenticate the mechanism's next token makes (None: it is done)."""
         try:
             token = make_token()

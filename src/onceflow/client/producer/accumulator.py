@@ -20,7 +20,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 from onceflow.client.errors import IllegalStateError, KafkaTimeoutError
 from onceflow.client.net.backoff import ExponentialBackoff
@@ -84,7 +84,7 @@ class ProducerBatch:
 
     def __init__(
         self, tp: tuple[str, int], compression: int, created_ms: int, transactional: bool = False
-    ):
+    ) -> None:
         self.tp = tp
         self.attributes = int(compression) | (TRANSACTIONAL_MASK if transactional else 0)
         self.builder: RecordBatchWriter | None = RecordBatchWriter(compression)
@@ -104,6 +104,13 @@ class ProducerBatch:
     @property
     def done(self) -> bool:
         return self.result.done
+
+    @property
+    def open_builder(self) -> RecordBatchWriter:
+        """The builder of a batch still taking records (before `close`)."""
+        if self.builder is None:
+            raise IllegalStateError(f"the batch for {self.tp} is closed")
+        return self.builder
 
     @property
     def has_sequence(self) -> bool:
@@ -133,7 +140,7 @@ class ProducerBatch:
     def close(self) -> bytearray:
         """Build the v2 batch (once) and return its bytes."""
         if self.buffer is None:
-            self.buffer = self.builder.build(
+            self.buffer = self.open_builder.build(
                 self.producer_id, self.producer_epoch, self.base_sequence, self.attributes
             )
             self.builder = None
@@ -193,6 +200,28 @@ class RecordAccumulator:
 
     # ------------------------------------------------------------------ appending
 
+    @overload
+    def append(
+        self,
+        tp: tuple[str, int],
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes | None]] = (),
+        abort_on_new_batch: Literal[False] = False,
+    ) -> FutureRecordMetadata: ...
+
+    @overload
+    def append(
+        self,
+        tp: tuple[str, int],
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes | None]],
+        abort_on_new_batch: bool,
+    ) -> FutureRecordMetadata | None: ...
+
     def append(
         self,
         tp: tuple[str, int],
@@ -224,14 +253,19 @@ class RecordAccumulator:
                 queue = self._queues[tp] = deque()
             batch = queue[-1] if queue else None
             writer = batch.builder if batch is not None else None
-            if writer is None or batch.full or len(writer.records) + estimate > self._room:
+            if (
+                batch is None
+                or writer is None
+                or batch.full
+                or len(writer.records) + estimate > self._room
+            ):
                 if abort_on_new_batch:
                     self._buffered -= estimate
                     return None
-                if writer is not None:
+                if batch is not None and writer is not None:
                     batch.full = True
                 batch = ProducerBatch(tp, self.compression, now_ms(), self.transactional)
-                writer = batch.builder
+                writer = batch.open_builder
                 queue.append(batch)
                 self._incomplete.add(batch)
                 wake = True

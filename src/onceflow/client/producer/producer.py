@@ -32,13 +32,12 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from onceflow.client.config import producer_config
 from onceflow.client.errors import (
     IllegalStateError,
-    KafkaError,
     KafkaTimeoutError,
     MessageTooLargeError,
 )
@@ -62,10 +61,15 @@ log = logging.getLogger(__name__)
 _ids = itertools.count(1)
 _time_ns = time.time_ns
 
-DeliveryCallback = Callable[[KafkaError | None, RecordMetadata | None], Any]
+DeliveryCallback = Callable[[BaseException | None, RecordMetadata | None], Any]
 
 
-def _to_bytes(data: Any, what: str) -> bytes | None:
+# a record's key, value or header value: bytes, or str (sent as UTF-8)
+RecordData = bytes | bytearray | memoryview | str
+Headers = Mapping[str, RecordData | None] | Iterable[tuple[str, RecordData | None]]
+
+
+def _to_bytes(data: object, what: str) -> bytes | None:
     if data is None or isinstance(data, bytes):
         return data
     if isinstance(data, str):
@@ -75,7 +79,7 @@ def _to_bytes(data: Any, what: str) -> bytes | None:
     raise TypeError(f"record {what} must be bytes, str or None, not {type(data).__name__}")
 
 
-def _headers(headers: Any) -> Sequence[tuple[str, bytes | None]]:
+def _headers(headers: Headers) -> Sequence[tuple[str, bytes | None]]:
     if not headers:
         return ()
     items = headers.items() if isinstance(headers, Mapping) else headers
@@ -135,10 +139,10 @@ class Producer:
     def send(
         self,
         topic: str,
-        value: Any = None,
-        key: Any = None,
+        value: RecordData | None = None,
+        key: RecordData | None = None,
         partition: int | None = None,
-        headers: Any = None,
+        headers: Headers | None = None,
         timestamp: int | None = None,
         on_delivery: DeliveryCallback | None = None,
     ) -> FutureRecordMetadata:
@@ -151,15 +155,13 @@ class Producer:
             raise IllegalStateError("Cannot perform operation after producer has been closed")
         txn = self.txn
         add_partition = None
-        if self.transactional_id is not None:
+        if isinstance(txn, TxnManager):  # transactional.id set
             add_partition = txn.maybe_add_partition
             txn.check_call(TxnApi.SEND)  # raises unless a transaction is open
         elif txn is not None and txn.last_error is not None:
             raise txn.last_error
-        if key is not None and type(key) is not bytes:
-            key = _to_bytes(key, "key")
-        if value is not None and type(value) is not bytes:
-            value = _to_bytes(value, "value")
+        key_bytes = key if key is None or type(key) is bytes else _to_bytes(key, "key")
+        value_bytes = value if value is None or type(value) is bytes else _to_bytes(value, "value")
         record_headers = _headers(headers) if headers else ()
         if timestamp is None:
             timestamp = _time_ns() // 1_000_000
@@ -170,9 +172,9 @@ class Producer:
         num_partitions = self._partition_counts.get(topic)
         if num_partitions is None or self._metadata_version != self.metadata.version:
             num_partitions = self._partition_count(topic)
-        size = RECORD_OVERHEAD + HEADER_SIZE + (len(value) if value is not None else 0)
-        if key is not None:
-            size += len(key)
+        size = RECORD_OVERHEAD + HEADER_SIZE + (len(value_bytes) if value_bytes is not None else 0)
+        if key_bytes is not None:
+            size += len(key_bytes)
         if record_headers:
             size += sum(len(k) + len(v or b"") for k, v in record_headers)
         if size > self._max_request_size:
@@ -190,23 +192,28 @@ class Producer:
                 )
             if add_partition is not None:
                 add_partition((topic, partition))
-            future = append((topic, partition), timestamp, key, value, record_headers)
-        elif key is not None and not self._ignore_keys:
-            partition = default_partition(key, num_partitions)
+            future = append((topic, partition), timestamp, key_bytes, value_bytes, record_headers)
+        elif key_bytes is not None and not self._ignore_keys:
+            partition = default_partition(key_bytes, num_partitions)
             if add_partition is not None:
                 add_partition((topic, partition))
-            future = append((topic, partition), timestamp, key, value, record_headers)
+            future = append((topic, partition), timestamp, key_bytes, value_bytes, record_headers)
         else:
             available = self.metadata.cluster.topics[topic].available_partitions
             partition = self._sticky.partition(topic, num_partitions, available)
             if add_partition is not None:
                 add_partition((topic, partition))
-            future = append((topic, partition), timestamp, key, value, record_headers, True)
-            if future is None:  # a new batch would open: move the sticky partition (KIP-480)
+            queued = append(
+                (topic, partition), timestamp, key_bytes, value_bytes, record_headers, True
+            )
+            if queued is None:  # a new batch would open: move the sticky partition (KIP-480)
                 partition = self._sticky.next_partition(topic, num_partitions, available, partition)
                 if add_partition is not None:
                     add_partition((topic, partition))
-                future = append((topic, partition), timestamp, key, value, record_headers)
+                queued = append(
+                    (topic, partition), timestamp, key_bytes, value_bytes, record_headers
+                )
+            future = queued
         if on_delivery is not None:
             future.add_delivery_callback(on_delivery)
         return future
@@ -287,7 +294,10 @@ class Producer:
         self._txn_manager("begin_transaction").begin_transaction()
 
     def send_offsets_to_transaction(
-        self, offsets: Any, group_metadata: Any, timeout: float | None = None
+        self,
+        offsets: Any,
+        group_metadata: ConsumerGroupMetadata | str,
+        timeout: float | None = None,
     ) -> None:
         """Commit a consumer group's offsets as part of the transaction (KIP-98, KIP-447).
 
@@ -361,7 +371,7 @@ class Producer:
         return self.txn.producer_epoch if self.txn is not None else -1
 
 
-def _group(group_metadata: Any) -> ConsumerGroupMetadata:
+def _group(group_metadata: object) -> ConsumerGroupMetadata:
     if isinstance(group_metadata, ConsumerGroupMetadata):
         return group_metadata
     if isinstance(group_metadata, str):

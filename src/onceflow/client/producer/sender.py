@@ -41,7 +41,7 @@ from onceflow.client.errors import (
 from onceflow.client.net.backoff import FailureBackoff, retry_backoff
 from onceflow.client.net.io_thread import IOThread
 from onceflow.client.net.metadata import STALE_METADATA
-from onceflow.client.net.network import NetworkClient
+from onceflow.client.net.network import AsyncBrokerConnection, NetworkClient
 from onceflow.client.net.tasks import BackgroundTasks
 from onceflow.client.producer.accumulator import ProducerBatch, RecordAccumulator, now_ms
 from onceflow.client.producer.idempotence import ProduceAction, TransactionManager
@@ -52,7 +52,7 @@ from onceflow.client.producer.txn.sender import TxnRequestSender
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode, error_name
 from onceflow.protocol.messages.init_producer_id import InitProducerIdRequest
-from onceflow.protocol.messages.produce import ProduceRequest
+from onceflow.protocol.messages.produce import ProduceRequest, ProduceResponse
 
 __all__ = ["Sender"]
 
@@ -60,10 +60,12 @@ log = logging.getLogger(__name__)
 _E = ErrorCode
 
 # non-idempotent producer: the action per error class (retriable codes retry)
-PLAIN_ACTIONS: Final[Mapping[ErrorCode, ProduceAction]] = MappingProxyType(
+PLAIN_ACTIONS: Final[Mapping[int, ProduceAction]] = MappingProxyType(
     {_E.NONE: ProduceAction.COMPLETE, _E.DUPLICATE_SEQUENCE_NUMBER: ProduceAction.COMPLETE}
 )
 _PRODUCE_TOPIC_ID_VERSION = 13  # Produce v13+ names topics by id only
+_PartitionData = ProduceRequest.TopicProduceData.PartitionProduceData
+_PartitionResponse = ProduceResponse.TopicProduceResponse.PartitionProduceResponse
 
 
 class Sender:
@@ -75,7 +77,7 @@ class Sender:
         accumulator: RecordAccumulator,
         network: NetworkClient,
         txn: TransactionManager | None,
-    ):
+    ) -> None:
         self.config = config
         self.accumulator = accumulator
         self.network = network
@@ -95,10 +97,11 @@ class Sender:
         self._init_not_before = 0.0
         self._commit_flushing = False
         self.txn_sender: TxnRequestSender | None = None
+        self.txn_manager = txn if isinstance(txn, TxnManager) else None  # transactional
         self.tasks = BackgroundTasks(log)
-        if isinstance(txn, TxnManager):
+        if self.txn_manager is not None:
             self.txn_sender = TxnRequestSender(
-                txn, network, accumulator, self.request_timeout_ms, self._wake
+                self.txn_manager, network, accumulator, self.request_timeout_ms, self._wake
             )
 
     # ------------------------------------------------------------------ loop
@@ -124,23 +127,23 @@ class Sender:
         """One pass; returns seconds to sleep unless woken."""
         self.network.check_timeouts()
         delay = self.network.maybe_refresh_metadata()
-        if self.txn is not None:
-            if self.txn.is_fatal:
-                self.fail_everything(self.txn.last_error)
+        txn = self.txn
+        if txn is not None:
+            if txn.is_fatal:
+                self.fail_everything(self._fatal_error(txn))
                 return delay
-            if self.txn_sender is not None:
-                self.maybe_complete_transaction()
+            if self.txn_sender is not None and self.txn_manager is not None:
+                self.maybe_complete_transaction(self.txn_manager)
                 delay = min(delay, self.txn_sender.run_once())
             else:
-                self.maybe_init_producer_id()
-                if not self.txn.has_producer_id or self.txn.epoch_bump_required:
+                self.maybe_init_producer_id(txn)
+                if not txn.has_producer_id or txn.epoch_bump_required:
                     delay = min(delay, max(self._init_not_before - time.monotonic(), 0.005))
         self.expire_batches()
         return min(delay, self.send_produce_data())
 
-    def maybe_complete_transaction(self) -> None:
+    def maybe_complete_transaction(self, txn: TxnManager) -> None:
         """Flush everything while committing; drop queued batches when aborting."""
-        txn = self.txn
         committing = txn.state is ProducerState.COMMITTING_TRANSACTION
         if committing and not self._commit_flushing:
             self.accumulator.begin_flush()
@@ -182,16 +185,19 @@ class Sender:
 
     # ------------------------------------------------------------------ produce
 
-    def send_produce_request(self, conn: Any, batches: list[ProducerBatch]) -> None:
+    def send_produce_request(
+        self, conn: AsyncBrokerConnection, batches: list[ProducerBatch]
+    ) -> None:
         cls = ProduceRequest
         in_transaction = self.txn is not None and self.txn.transactional_id is not None
         version = conn.api_version(ApiKey.PRODUCE, PRODUCE_TV1_MAX if in_transaction else None)
         cluster = self.metadata.cluster
-        if version >= _PRODUCE_TOPIC_ID_VERSION and any(
-            cluster.topic_id(b.tp[0]) is None for b in batches
-        ):
-            version = _PRODUCE_TOPIC_ID_VERSION - 1
-        by_topic: dict[str, list[Any]] = {}
+        ids = None
+        if version >= _PRODUCE_TOPIC_ID_VERSION:
+            ids = cluster.topic_ids(b.tp[0] for b in batches)
+            if ids is None:
+                version = _PRODUCE_TOPIC_ID_VERSION - 1
+        by_topic: dict[str, list[_PartitionData]] = {}
         for batch in batches:
             by_topic.setdefault(batch.tp[0], []).append(
                 cls.TopicProduceData.PartitionProduceData(index=batch.tp[1], records=batch.buffer)
@@ -202,10 +208,8 @@ class Sender:
                 batch.outstanding = True
         topic_data = []
         for topic, partitions in by_topic.items():
-            if version >= _PRODUCE_TOPIC_ID_VERSION:
-                item = cls.TopicProduceData(
-                    topic_id=cluster.topic_id(topic), partition_data=partitions
-                )
+            if ids is not None:
+                item = cls.TopicProduceData(topic_id=ids[topic], partition_data=partitions)
             else:
                 item = cls.TopicProduceData(name=topic, partition_data=partitions)
             topic_data.append(item)
@@ -224,11 +228,11 @@ class Sender:
         future.add_done_callback(lambda f: self.on_produce_response(f, batches, version))
 
     def on_produce_response(
-        self, future: asyncio.Future, batches: list[ProducerBatch], version: int
+        self, future: asyncio.Future[Any], batches: list[ProducerBatch], version: int
     ) -> None:
         """Apply a Produce answer (or its transport failure) to each batch."""
         try:
-            response = future.result()
+            response: ProduceResponse | None = future.result()
         except (OSError, KafkaTimeoutError, BrokerResponseError) as exc:
             code = _E.REQUEST_TIMED_OUT if isinstance(exc, TimeoutError) else _E.NETWORK_EXCEPTION
             log.debug("produce to %d partitions failed: %s", len(batches), exc)
@@ -241,12 +245,12 @@ class Sender:
                 self.handle_batch(batch, _E.NONE, -1, -1, None)
             self._wake()
             return
-        results: dict[tuple[str, int], Any] = {}
+        results: dict[tuple[str | None, int], _PartitionResponse] = {}
         names = self.metadata.cluster.topic_names
         for topic in response.responses:
             name = topic.name if version < _PRODUCE_TOPIC_ID_VERSION else names.get(topic.topic_id)
-            for p in topic.partition_responses:
-                results[(name, p.index)] = p
+            for answer in topic.partition_responses:
+                results[(name, answer.index)] = answer
         for batch in batches:
             p = results.get(batch.tp)
             if p is None:
@@ -254,8 +258,9 @@ class Sender:
                     batch, _E.UNKNOWN_SERVER_ERROR, -1, -1, "partition missing from response"
                 )
             else:
-                message = getattr(p, "error_message", None)
-                self.handle_batch(batch, p.error_code, p.base_offset, p.log_append_time_ms, message)
+                self.handle_batch(
+                    batch, p.error_code, p.base_offset, p.log_append_time_ms, p.error_message
+                )
         self._wake()
 
     def handle_batch(
@@ -279,8 +284,10 @@ class Sender:
             action, failed = decision.action, decision.failed or failed
         else:
             batch.outstanding = False
-            action = PLAIN_ACTIONS.get(code)
-            if action is None:
+            plain = PLAIN_ACTIONS.get(code)
+            if plain is not None:
+                action = plain
+            else:
                 known = ErrorCode.of(code)
                 retriable = isinstance(known, ErrorCode) and known.retriable
                 action = ProduceAction.RETRY if retriable else ProduceAction.FAIL
@@ -303,12 +310,13 @@ class Sender:
                     f"{batch.tp[1]} at sequence {batch.base_sequence}; "
                     f"batch with sequence {failed_batch.base_sequence} failed with it"
                 )
-                if self.txn_sender is not None:
-                    self.txn.handle_failed_batch(failed_batch, error)
+                if self.txn_manager is not None:
+                    self.txn_manager.handle_failed_batch(failed_batch, error)
                 self.complete(failed_batch, -1, -1, error)
         elif action is ProduceAction.FATAL:
-            self.complete(batch, -1, -1, self.txn.last_error)
-            self.fail_everything(self.txn.last_error)
+            fatal = self._fatal_error(self.txn)
+            self.complete(batch, -1, -1, fatal)
+            self.fail_everything(fatal)
         else:
             self.fail(batch, error_for_code(code, message))
 
@@ -328,8 +336,8 @@ class Sender:
     def fail(self, batch: ProducerBatch, error: BaseException) -> None:
         if self.txn is not None:
             self.txn.fail_batch(batch)
-            if self.txn_sender is not None:
-                self.txn.handle_failed_batch(batch, error)
+        if self.txn_manager is not None:
+            self.txn_manager.handle_failed_batch(batch, error)
         self.complete(batch, -1, -1, error)
 
     def fail_everything(self, error: BaseException) -> None:
@@ -354,33 +362,35 @@ class Sender:
 
     # ------------------------------------------------------------------ producer id
 
-    def maybe_init_producer_id(self) -> None:
+    def maybe_init_producer_id(self, txn: TransactionManager) -> None:
         if time.monotonic() < self._init_not_before:
             return
-        plan = self.txn.prepare_init_producer_id()
+        plan = txn.prepare_init_producer_id()
         if plan is not None:
             self.tasks.spawn(
-                self._init_producer_id(plan.producer_id, plan.producer_epoch),
+                self._init_producer_id(txn, plan.producer_id, plan.producer_epoch),
                 "InitProducerId",
-                self._init_producer_id_crashed,
+                lambda exc: self._init_producer_id_crashed(txn, exc),
             )
 
-    def _init_producer_id_crashed(self, exc: BaseException) -> None:
+    def _init_producer_id_crashed(self, txn: TransactionManager, exc: BaseException) -> None:
         """The InitProducerId task raised unexpectedly: the producer fails with the error
         (every later send raises it) instead of waiting for an id forever."""
         error = KafkaError(f"InitProducerId failed unexpectedly: {exc!r}")
         error.__cause__ = exc
-        self.txn.fail_init_producer_id()
-        self.txn.transition_to_fatal(error)
+        txn.fail_init_producer_id()
+        txn.transition_to_fatal(error)
         self._wake()
 
-    async def _init_producer_id(self, producer_id: int, producer_epoch: int) -> None:
+    async def _init_producer_id(
+        self, txn: TransactionManager, producer_id: int, producer_epoch: int
+    ) -> None:
         retry = True
         try:
             conn = await self.network.any_connection()
             if not conn.supports(ApiKey.INIT_PRODUCER_ID):
-                self.txn.fail_init_producer_id()
-                self.txn.transition_to_fatal(
+                txn.fail_init_producer_id()
+                txn.transition_to_fatal(
                     UnsupportedVersionError(
                         "The broker does not support InitProducerId, which the idempotent "
                         "producer needs; set enable.idempotence=false"
@@ -395,22 +405,29 @@ class Sender:
             if version >= 3:  # KIP-360: bump the current epoch
                 request.producer_id, request.producer_epoch = producer_id, producer_epoch
             response = await conn.send(request, version, timeout_s=self.request_timeout_ms / 1000)
-            retry = self.txn.complete_init_producer_id(
+            retry = txn.complete_init_producer_id(
                 response.error_code, response.producer_id, response.producer_epoch
             )
-            if not retry and not self.txn.is_fatal:
-                log.info("producer id %d, epoch %d", self.txn.producer_id, self.txn.producer_epoch)
+            if not retry and not txn.is_fatal:
+                log.info("producer id %d, epoch %d", txn.producer_id, txn.producer_epoch)
         except (OSError, KafkaTimeoutError, BrokerResponseError) as exc:
             log.debug("InitProducerId failed: %s", exc)
-            self.txn.fail_init_producer_id()
+            txn.fail_init_producer_id()
         finally:
-            if retry and not self.txn.is_fatal:
+            if retry and not txn.is_fatal:
                 self._init_not_before = time.monotonic() + self.init_backoff.failed()
             elif not retry:
                 self.init_backoff.succeeded()
             self._wake()
 
     # ------------------------------------------------------------------ helpers
+
+    @staticmethod
+    def _fatal_error(txn: TransactionManager | None) -> BaseException:
+        """The error that made the idempotence manager fatal (a FATAL action or state comes
+        only from it)."""
+        error = txn.last_error if txn is not None else None
+        return error or KafkaError("the producer is in a fatal state")
 
     def _wake(self) -> None:
         if self.io is not None and self.io.wake_event is not None:

@@ -19,8 +19,10 @@ import logging
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
-from onceflow.common import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TopicPartition
+from onceflow.common import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, BytesLike, TopicPartition
+from onceflow.coordinator.group.member import MemberMetadata
 from onceflow.coordinator.group.offsets import CommittedOffset
 from onceflow.protocol.codec import DecodeError
 from onceflow.protocol.internal import (
@@ -29,6 +31,7 @@ from onceflow.protocol.internal import (
     OffsetCommitKey,
     OffsetCommitValue,
 )
+from onceflow.protocol.message import Message
 from onceflow.records.batch import NO_SEQUENCE
 from onceflow.records.builder import BatchBuilder
 
@@ -106,14 +109,18 @@ def encode_group_metadata(value: GroupMetadataValue) -> bytes:
     return _INT16.pack(version) + value.encode(version)
 
 
-def _split_version(data, what: str) -> tuple[int, memoryview]:
+def _split_version(data: BytesLike | None, what: str) -> tuple[int, memoryview]:
     if data is None or len(data) < 2:
         raise CorruptOffsetsRecord(f"{what} shorter than its version")
+    version: int
     (version,) = _INT16.unpack_from(data, 0)
     return version, memoryview(data)[2:]
 
 
-def _decode(cls, body, version: int, what: str):
+_M = TypeVar("_M", bound=Message)
+
+
+def _decode(cls: type[_M], body: BytesLike, version: int, what: str) -> _M:
     low, high = cls.VALID_VERSIONS
     if version < low:
         raise CorruptOffsetsRecord(f"{what}: unknown version {version}")
@@ -123,36 +130,48 @@ def _decode(cls, body, version: int, what: str):
         raise CorruptOffsetsRecord(f"{what} version {version}: {exc}") from exc
 
 
-def parse_record(key, value, record_offset: int) -> OffsetRecord | GroupRecord | None:
+def parse_record(
+    key: BytesLike | None, value: BytesLike | None, record_offset: int
+) -> OffsetRecord | GroupRecord | None:
     """Decode one record; None for a key version of a record kind we do not know.
 
     Raises `CorruptOffsetsRecord` for undecodable data.
     """
     key_version, key_body = _split_version(key, "key")
     if key_version in (0, 1):
-        k = _decode(OffsetCommitKey, key_body, key_version, "offset commit key")
-        tp = TopicPartition(k.topic, k.partition)
-        if value is None:
-            return OffsetRecord(k.group, tp, None)
-        value_version, value_body = _split_version(value, "offset commit value")
-        v = _decode(OffsetCommitValue, value_body, value_version, "offset commit value")
-        expire = v.expire_timestamp if value_version == 1 else -1
-        offset = CommittedOffset(
-            v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, expire, record_offset
-        )
-        return OffsetRecord(k.group, tp, offset)
+        return _offset_record(key_body, key_version, value, record_offset)
     if key_version == GROUP_METADATA_KEY_VERSION:
-        k = _decode(GroupMetadataKey, key_body, key_version, "group metadata key")
-        if value is None:
-            return GroupRecord(k.group, None)
-        value_version, value_body = _split_version(value, "group metadata value")
-        v = _decode(GroupMetadataValue, value_body, value_version, "group metadata value")
-        if value_version == 0:  # no rebalance timeout before v1: Kafka uses the session timeout
-            for member in v.members:
-                member.rebalance_timeout = member.session_timeout
-        return GroupRecord(k.group, v)
+        return _group_record(key_body, key_version, value)
     log.debug("skipping __consumer_offsets record with key version %d", key_version)
     return None
+
+
+def _offset_record(
+    key_body: memoryview, key_version: int, value: BytesLike | None, record_offset: int
+) -> OffsetRecord:
+    k = _decode(OffsetCommitKey, key_body, key_version, "offset commit key")
+    tp = TopicPartition(k.topic, k.partition)
+    if value is None:
+        return OffsetRecord(k.group, tp, None)
+    value_version, value_body = _split_version(value, "offset commit value")
+    v = _decode(OffsetCommitValue, value_body, value_version, "offset commit value")
+    expire = v.expire_timestamp if value_version == 1 else -1
+    offset = CommittedOffset(
+        v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, expire, record_offset
+    )
+    return OffsetRecord(k.group, tp, offset)
+
+
+def _group_record(key_body: memoryview, key_version: int, value: BytesLike | None) -> GroupRecord:
+    k = _decode(GroupMetadataKey, key_body, key_version, "group metadata key")
+    if value is None:
+        return GroupRecord(k.group, None)
+    value_version, value_body = _split_version(value, "group metadata value")
+    v = _decode(GroupMetadataValue, value_body, value_version, "group metadata value")
+    if value_version == 0:  # no rebalance timeout before v1: Kafka uses the session timeout
+        for member in v.members:
+            member.rebalance_timeout = member.session_timeout
+    return GroupRecord(k.group, v)
 
 
 class OffsetsBatchWriter:
@@ -201,7 +220,7 @@ class OffsetsBatchWriter:
 
 
 def member_records(
-    members: Sequence, assignment: Mapping[str, bytes], protocol: str | None
+    members: Sequence[MemberMetadata], assignment: Mapping[str, bytes], protocol: str | None
 ) -> list[GroupMetadataValue.MemberMetadata]:
     """`GroupMetadataValue.MemberMetadata` of each member, with its assignment."""
     return [

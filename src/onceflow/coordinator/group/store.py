@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, TypeVar
 
 from onceflow.common import wall_clock_ms
 from onceflow.coordinator.group.config import GroupConfig
@@ -31,6 +32,8 @@ from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.internal import GroupMetadataValue
 
 __all__ = ["GroupStore"]
+
+_T = TypeVar("_T")
 
 logger = logging.getLogger("onceflow.coordinator.group")
 
@@ -46,7 +49,7 @@ class GroupStore:
         self.storage: OffsetsTopic | None = None
         self.loaded = False
         self.closed = False
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()  # of any result type
 
     def now_ms(self) -> int:
         """Wall-clock milliseconds (injectable for tests)."""
@@ -115,14 +118,14 @@ class GroupStore:
 
     # -- writes --------------------------------------------------------------------------------
 
-    def spawn(self, coro: Awaitable) -> asyncio.Task:
+    def spawn(self, coro: Coroutine[Any, Any, _T]) -> asyncio.Task[_T]:
         """Run a background completion (a durable write's follow-up) tracked for shutdown."""
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
         return task
 
-    def _task_done(self, task: asyncio.Task) -> None:
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             logger.error("group coordinator task failed", exc_info=task.exception())

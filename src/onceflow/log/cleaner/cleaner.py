@@ -31,13 +31,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from onceflow.common import NO_PRODUCER_ID
 from onceflow.log.cleaner.batch_rewrite import rebuild_batch
 from onceflow.log.cleaner.offset_map import OffsetMap, build_offset_map, iter_batches_of
 from onceflow.log.cleaner.throttler import Throttler
 from onceflow.log.cleaner.transactions import CleanedTransactions
 from onceflow.log.config import MAX_INT32, LogConfig
 from onceflow.log.segment import BatchInfo, LogSegment
-from onceflow.records.batch import NO_PRODUCER_ID, BatchHeader
+from onceflow.records.batch import BatchHeader
 from onceflow.records.record_scan import ScannedRecords, scan_batch
 
 CLEANED_SUFFIX = ".cleaned"

@@ -16,9 +16,10 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
 
+from onceflow.common import NO_PRODUCER_ID
 from onceflow.log.cleaner.transactions import CleanedTransactions
 from onceflow.log.segment import LogSegment
-from onceflow.records.batch import NO_PRODUCER_ID, BatchHeader
+from onceflow.records.batch import BatchHeader
 from onceflow.records.record_scan import scan_batch
 
 

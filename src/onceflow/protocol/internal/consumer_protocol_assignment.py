@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -74,7 +77,7 @@ class ConsumerProtocolAssignment(_Message):
         __slots__ = ('topic', 'partitions')
         _FIELDS = __slots__
 
-        def __init__(self, *, topic='', partitions=_UNSET):
+        def __init__(self, *, topic: str = '', partitions: list[int] | _Unset = _UNSET) -> None:
             self.topic = topic
             self.partitions = [] if partitions is _UNSET else partitions
 
@@ -86,7 +89,7 @@ class ConsumerProtocolAssignment(_Message):
     __slots__ = ('assigned_partitions', 'user_data')
     _FIELDS = __slots__
 
-    def __init__(self, *, assigned_partitions=_UNSET, user_data=None):
+    def __init__(self, *, assigned_partitions: list[ConsumerProtocolAssignment.TopicPartition] | _Unset = _UNSET, user_data: bytes | None = None) -> None:
         self.assigned_partitions = [] if assigned_partitions is _UNSET else assigned_partitions
         self.user_data = user_data
 
@@ -95,7 +98,7 @@ _C_Data = ConsumerProtocolAssignment
 _C_Data_TopicPartition = ConsumerProtocolAssignment.TopicPartition
 
 
-def _d_Data_TopicPartition_v0(buf, pos):
+def _d_Data_TopicPartition_v0(buf: memoryview, pos: int) -> tuple[ConsumerProtocolAssignment.TopicPartition, int]:
     o = _new(_C_Data_TopicPartition)
     o.topic, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
@@ -106,42 +109,42 @@ def _d_Data_TopicPartition_v0(buf, pos):
     return o, pos
 
 
-def _d_Data_v0(buf, pos):
+def _d_Data_v0(buf: memoryview, pos: int) -> tuple[ConsumerProtocolAssignment, int]:
     o = _new(_C_Data)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field assigned_partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_assigned_partitions: list[ConsumerProtocolAssignment.TopicPartition] = []
+        ap_assigned_partitions = l_assigned_partitions.append
         for _ in range(n):
-            e, pos = _d_Data_TopicPartition_v0(buf, pos)
-            ap(e)
-        o.assigned_partitions = l
+            e_assigned_partitions, pos = _d_Data_TopicPartition_v0(buf, pos)
+            ap_assigned_partitions(e_assigned_partitions)
+        o.assigned_partitions = l_assigned_partitions
     o.user_data, pos = _r_nbytes(buf, pos)
     return o, pos
 
 
-def _e_Data_TopicPartition_v0(o, out):
+def _e_Data_TopicPartition_v0(o: ConsumerProtocolAssignment.TopicPartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        ap(_e_fixed(l, 'i'))
+        ap(_P_i(len(l_partitions)))
+        ap(_e_fixed(l_partitions, 'i'))
 
 
-def _e_Data_v0(o, out):
+def _e_Data_v0(o: ConsumerProtocolAssignment, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.assigned_partitions
-    if l is None:
+    l_assigned_partitions = o.assigned_partitions
+    if l_assigned_partitions is None:
         raise ValueError('non-nullable field assigned_partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Data_TopicPartition_v0(e, out)
+        ap(_P_i(len(l_assigned_partitions)))
+        for e_assigned_partitions in l_assigned_partitions:
+            _e_Data_TopicPartition_v0(e_assigned_partitions, out)
     ap(_e_nbytes(o.user_data))
 
 

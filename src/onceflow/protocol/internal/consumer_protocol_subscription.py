@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -77,7 +80,7 @@ class ConsumerProtocolSubscription(_Message):
         __slots__ = ('topic', 'partitions')
         _FIELDS = __slots__
 
-        def __init__(self, *, topic='', partitions=_UNSET):
+        def __init__(self, *, topic: str = '', partitions: list[int] | _Unset = _UNSET) -> None:
             self.topic = topic
             self.partitions = [] if partitions is _UNSET else partitions
 
@@ -92,7 +95,7 @@ class ConsumerProtocolSubscription(_Message):
     __slots__ = ('topics', 'user_data', 'owned_partitions', 'generation_id', 'rack_id')
     _FIELDS = __slots__
 
-    def __init__(self, *, topics=_UNSET, user_data=None, owned_partitions=_UNSET, generation_id=-1, rack_id=None):
+    def __init__(self, *, topics: list[str] | _Unset = _UNSET, user_data: bytes | None = None, owned_partitions: list[ConsumerProtocolSubscription.TopicPartition] | _Unset = _UNSET, generation_id: int = -1, rack_id: str | None = None) -> None:
         self.topics = [] if topics is _UNSET else topics
         self.user_data = user_data
         self.owned_partitions = [] if owned_partitions is _UNSET else owned_partitions
@@ -104,7 +107,7 @@ _C_Data = ConsumerProtocolSubscription
 _C_Data_TopicPartition = ConsumerProtocolSubscription.TopicPartition
 
 
-def _d_Data_v0(buf, pos):
+def _d_Data_v0(buf: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
     o = _new(_C_Data)
     o.owned_partitions = []
     o.generation_id = -1
@@ -113,29 +116,29 @@ def _d_Data_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[str] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _r_str(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _r_str(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.user_data, pos = _r_nbytes(buf, pos)
     return o, pos
 
 
-def _e_Data_v0(o, out):
+def _e_Data_v0(o: ConsumerProtocolSubscription, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            ap(_e_str(e))
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            ap(_e_str(e_topics))
     ap(_e_nbytes(o.user_data))
 
 
-def _d_Data_TopicPartition_v1(buf, pos):
+def _d_Data_TopicPartition_v1(buf: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription.TopicPartition, int]:
     o = _new(_C_Data_TopicPartition)
     o.topic, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
@@ -146,7 +149,7 @@ def _d_Data_TopicPartition_v1(buf, pos):
     return o, pos
 
 
-def _d_Data_v1(buf, pos):
+def _d_Data_v1(buf: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
     o = _new(_C_Data)
     o.generation_id = -1
     o.rack_id = None
@@ -154,151 +157,151 @@ def _d_Data_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[str] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _r_str(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _r_str(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.user_data, pos = _r_nbytes(buf, pos)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field owned_partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_owned_partitions: list[ConsumerProtocolSubscription.TopicPartition] = []
+        ap_owned_partitions = l_owned_partitions.append
         for _ in range(n):
-            e, pos = _d_Data_TopicPartition_v1(buf, pos)
-            ap(e)
-        o.owned_partitions = l
+            e_owned_partitions, pos = _d_Data_TopicPartition_v1(buf, pos)
+            ap_owned_partitions(e_owned_partitions)
+        o.owned_partitions = l_owned_partitions
     return o, pos
 
 
-def _e_Data_TopicPartition_v1(o, out):
+def _e_Data_TopicPartition_v1(o: ConsumerProtocolSubscription.TopicPartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        ap(_e_fixed(l, 'i'))
+        ap(_P_i(len(l_partitions)))
+        ap(_e_fixed(l_partitions, 'i'))
 
 
-def _e_Data_v1(o, out):
+def _e_Data_v1(o: ConsumerProtocolSubscription, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            ap(_e_str(e))
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            ap(_e_str(e_topics))
     ap(_e_nbytes(o.user_data))
-    l = o.owned_partitions
-    if l is None:
+    l_owned_partitions = o.owned_partitions
+    if l_owned_partitions is None:
         raise ValueError('non-nullable field owned_partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Data_TopicPartition_v1(e, out)
+        ap(_P_i(len(l_owned_partitions)))
+        for e_owned_partitions in l_owned_partitions:
+            _e_Data_TopicPartition_v1(e_owned_partitions, out)
 
 
-def _d_Data_v2(buf, pos):
+def _d_Data_v2(buf: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
     o = _new(_C_Data)
     o.rack_id = None
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[str] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _r_str(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _r_str(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.user_data, pos = _r_nbytes(buf, pos)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field owned_partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_owned_partitions: list[ConsumerProtocolSubscription.TopicPartition] = []
+        ap_owned_partitions = l_owned_partitions.append
         for _ in range(n):
-            e, pos = _d_Data_TopicPartition_v1(buf, pos)
-            ap(e)
-        o.owned_partitions = l
+            e_owned_partitions, pos = _d_Data_TopicPartition_v1(buf, pos)
+            ap_owned_partitions(e_owned_partitions)
+        o.owned_partitions = l_owned_partitions
     o.generation_id, = _U_i(buf, pos)
     pos += 4
     return o, pos
 
 
-def _e_Data_v2(o, out):
+def _e_Data_v2(o: ConsumerProtocolSubscription, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            ap(_e_str(e))
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            ap(_e_str(e_topics))
     ap(_e_nbytes(o.user_data))
-    l = o.owned_partitions
-    if l is None:
+    l_owned_partitions = o.owned_partitions
+    if l_owned_partitions is None:
         raise ValueError('non-nullable field owned_partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Data_TopicPartition_v1(e, out)
+        ap(_P_i(len(l_owned_partitions)))
+        for e_owned_partitions in l_owned_partitions:
+            _e_Data_TopicPartition_v1(e_owned_partitions, out)
     ap(_P_i(o.generation_id))
 
 
-def _d_Data_v3(buf, pos):
+def _d_Data_v3(buf: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
     o = _new(_C_Data)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[str] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _r_str(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _r_str(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.user_data, pos = _r_nbytes(buf, pos)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field owned_partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_owned_partitions: list[ConsumerProtocolSubscription.TopicPartition] = []
+        ap_owned_partitions = l_owned_partitions.append
         for _ in range(n):
-            e, pos = _d_Data_TopicPartition_v1(buf, pos)
-            ap(e)
-        o.owned_partitions = l
+            e_owned_partitions, pos = _d_Data_TopicPartition_v1(buf, pos)
+            ap_owned_partitions(e_owned_partitions)
+        o.owned_partitions = l_owned_partitions
     o.generation_id, = _U_i(buf, pos)
     pos += 4
     o.rack_id, pos = _r_nstr(buf, pos)
     return o, pos
 
 
-def _e_Data_v3(o, out):
+def _e_Data_v3(o: ConsumerProtocolSubscription, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            ap(_e_str(e))
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            ap(_e_str(e_topics))
     ap(_e_nbytes(o.user_data))
-    l = o.owned_partitions
-    if l is None:
+    l_owned_partitions = o.owned_partitions
+    if l_owned_partitions is None:
         raise ValueError('non-nullable field owned_partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Data_TopicPartition_v1(e, out)
+        ap(_P_i(len(l_owned_partitions)))
+        for e_owned_partitions in l_owned_partitions:
+            _e_Data_TopicPartition_v1(e_owned_partitions, out)
     ap(_P_i(o.generation_id))
     ap(_e_nstr(o.rack_id))
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -67,20 +70,20 @@ class GroupMetadataKey(_Message):
     __slots__ = ('group',)
     _FIELDS = __slots__
 
-    def __init__(self, *, group=''):
+    def __init__(self, *, group: str = '') -> None:
         self.group = group
 
 
 _C_Data = GroupMetadataKey
 
 
-def _d_Data_v2(buf, pos):
+def _d_Data_v2(buf: memoryview, pos: int) -> tuple[GroupMetadataKey, int]:
     o = _new(_C_Data)
     o.group, pos = _r_str(buf, pos)
     return o, pos
 
 
-def _e_Data_v2(o, out):
+def _e_Data_v2(o: GroupMetadataKey, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.group))
 

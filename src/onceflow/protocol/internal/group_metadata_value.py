@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -94,7 +97,7 @@ class GroupMetadataValue(_Message):
         __slots__ = ('member_id', 'group_instance_id', 'client_id', 'client_host', 'rebalance_timeout', 'session_timeout', 'subscription', 'assignment')
         _FIELDS = __slots__
 
-        def __init__(self, *, member_id='', group_instance_id=None, client_id='', client_host='', rebalance_timeout=0, session_timeout=0, subscription=b'', assignment=b''):
+        def __init__(self, *, member_id: str = '', group_instance_id: str | None = None, client_id: str = '', client_host: str = '', rebalance_timeout: int = 0, session_timeout: int = 0, subscription: bytes = b'', assignment: bytes = b'') -> None:
             self.member_id = member_id
             self.group_instance_id = group_instance_id
             self.client_id = client_id
@@ -116,7 +119,7 @@ class GroupMetadataValue(_Message):
     __slots__ = ('protocol_type', 'generation', 'protocol', 'leader', 'current_state_timestamp', 'members')
     _FIELDS = __slots__
 
-    def __init__(self, *, protocol_type='', generation=0, protocol='', leader='', current_state_timestamp=-1, members=_UNSET):
+    def __init__(self, *, protocol_type: str = '', generation: int = 0, protocol: str | None = '', leader: str | None = '', current_state_timestamp: int = -1, members: list[GroupMetadataValue.MemberMetadata] | _Unset = _UNSET) -> None:
         self.protocol_type = protocol_type
         self.generation = generation
         self.protocol = protocol
@@ -129,7 +132,7 @@ _C_Data = GroupMetadataValue
 _C_Data_MemberMetadata = GroupMetadataValue.MemberMetadata
 
 
-def _d_Data_MemberMetadata_v0(buf, pos):
+def _d_Data_MemberMetadata_v0(buf: memoryview, pos: int) -> tuple[GroupMetadataValue.MemberMetadata, int]:
     o = _new(_C_Data_MemberMetadata)
     o.group_instance_id = None
     o.rebalance_timeout = 0
@@ -143,7 +146,7 @@ def _d_Data_MemberMetadata_v0(buf, pos):
     return o, pos
 
 
-def _d_Data_v0(buf, pos):
+def _d_Data_v0(buf: memoryview, pos: int) -> tuple[GroupMetadataValue, int]:
     o = _new(_C_Data)
     o.current_state_timestamp = -1
     o.protocol_type, pos = _r_str(buf, pos)
@@ -155,16 +158,16 @@ def _d_Data_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field members is null')
     else:
-        l = []
-        ap = l.append
+        l_members: list[GroupMetadataValue.MemberMetadata] = []
+        ap_members = l_members.append
         for _ in range(n):
-            e, pos = _d_Data_MemberMetadata_v0(buf, pos)
-            ap(e)
-        o.members = l
+            e_members, pos = _d_Data_MemberMetadata_v0(buf, pos)
+            ap_members(e_members)
+        o.members = l_members
     return o, pos
 
 
-def _e_Data_MemberMetadata_v0(o, out):
+def _e_Data_MemberMetadata_v0(o: GroupMetadataValue.MemberMetadata, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.member_id))
     ap(_e_str(o.client_id))
@@ -174,22 +177,22 @@ def _e_Data_MemberMetadata_v0(o, out):
     ap(_e_bytes(o.assignment))
 
 
-def _e_Data_v0(o, out):
+def _e_Data_v0(o: GroupMetadataValue, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.protocol_type))
     ap(_P_i(o.generation))
     ap(_e_nstr(o.protocol))
     ap(_e_nstr(o.leader))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Data_MemberMetadata_v0(e, out)
+        ap(_P_i(len(l_members)))
+        for e_members in l_members:
+            _e_Data_MemberMetadata_v0(e_members, out)
 
 
-def _d_Data_MemberMetadata_v1(buf, pos):
+def _d_Data_MemberMetadata_v1(buf: memoryview, pos: int) -> tuple[GroupMetadataValue.MemberMetadata, int]:
     o = _new(_C_Data_MemberMetadata)
     o.group_instance_id = None
     o.member_id, pos = _r_str(buf, pos)
@@ -202,7 +205,7 @@ def _d_Data_MemberMetadata_v1(buf, pos):
     return o, pos
 
 
-def _d_Data_v1(buf, pos):
+def _d_Data_v1(buf: memoryview, pos: int) -> tuple[GroupMetadataValue, int]:
     o = _new(_C_Data)
     o.current_state_timestamp = -1
     o.protocol_type, pos = _r_str(buf, pos)
@@ -214,16 +217,16 @@ def _d_Data_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field members is null')
     else:
-        l = []
-        ap = l.append
+        l_members: list[GroupMetadataValue.MemberMetadata] = []
+        ap_members = l_members.append
         for _ in range(n):
-            e, pos = _d_Data_MemberMetadata_v1(buf, pos)
-            ap(e)
-        o.members = l
+            e_members, pos = _d_Data_MemberMetadata_v1(buf, pos)
+            ap_members(e_members)
+        o.members = l_members
     return o, pos
 
 
-def _e_Data_MemberMetadata_v1(o, out):
+def _e_Data_MemberMetadata_v1(o: GroupMetadataValue.MemberMetadata, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.member_id))
     ap(_e_str(o.client_id))
@@ -233,22 +236,22 @@ def _e_Data_MemberMetadata_v1(o, out):
     ap(_e_bytes(o.assignment))
 
 
-def _e_Data_v1(o, out):
+def _e_Data_v1(o: GroupMetadataValue, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.protocol_type))
     ap(_P_i(o.generation))
     ap(_e_nstr(o.protocol))
     ap(_e_nstr(o.leader))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Data_MemberMetadata_v1(e, out)
+        ap(_P_i(len(l_members)))
+        for e_members in l_members:
+            _e_Data_MemberMetadata_v1(e_members, out)
 
 
-def _d_Data_v2(buf, pos):
+def _d_Data_v2(buf: memoryview, pos: int) -> tuple[GroupMetadataValue, int]:
     o = _new(_C_Data)
     o.protocol_type, pos = _r_str(buf, pos)
     o.generation, = _U_i(buf, pos)
@@ -261,32 +264,32 @@ def _d_Data_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field members is null')
     else:
-        l = []
-        ap = l.append
+        l_members: list[GroupMetadataValue.MemberMetadata] = []
+        ap_members = l_members.append
         for _ in range(n):
-            e, pos = _d_Data_MemberMetadata_v1(buf, pos)
-            ap(e)
-        o.members = l
+            e_members, pos = _d_Data_MemberMetadata_v1(buf, pos)
+            ap_members(e_members)
+        o.members = l_members
     return o, pos
 
 
-def _e_Data_v2(o, out):
+def _e_Data_v2(o: GroupMetadataValue, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.protocol_type))
     ap(_P_i(o.generation))
     ap(_e_nstr(o.protocol))
     ap(_e_nstr(o.leader))
     ap(_P_q(o.current_state_timestamp))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Data_MemberMetadata_v1(e, out)
+        ap(_P_i(len(l_members)))
+        for e_members in l_members:
+            _e_Data_MemberMetadata_v1(e_members, out)
 
 
-def _d_Data_MemberMetadata_v3(buf, pos):
+def _d_Data_MemberMetadata_v3(buf: memoryview, pos: int) -> tuple[GroupMetadataValue.MemberMetadata, int]:
     o = _new(_C_Data_MemberMetadata)
     o.member_id, pos = _r_str(buf, pos)
     o.group_instance_id, pos = _r_nstr(buf, pos)
@@ -299,7 +302,7 @@ def _d_Data_MemberMetadata_v3(buf, pos):
     return o, pos
 
 
-def _d_Data_v3(buf, pos):
+def _d_Data_v3(buf: memoryview, pos: int) -> tuple[GroupMetadataValue, int]:
     o = _new(_C_Data)
     o.protocol_type, pos = _r_str(buf, pos)
     o.generation, = _U_i(buf, pos)
@@ -312,16 +315,16 @@ def _d_Data_v3(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field members is null')
     else:
-        l = []
-        ap = l.append
+        l_members: list[GroupMetadataValue.MemberMetadata] = []
+        ap_members = l_members.append
         for _ in range(n):
-            e, pos = _d_Data_MemberMetadata_v3(buf, pos)
-            ap(e)
-        o.members = l
+            e_members, pos = _d_Data_MemberMetadata_v3(buf, pos)
+            ap_members(e_members)
+        o.members = l_members
     return o, pos
 
 
-def _e_Data_MemberMetadata_v3(o, out):
+def _e_Data_MemberMetadata_v3(o: GroupMetadataValue.MemberMetadata, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.member_id))
     ap(_e_nstr(o.group_instance_id))
@@ -332,23 +335,23 @@ def _e_Data_MemberMetadata_v3(o, out):
     ap(_e_bytes(o.assignment))
 
 
-def _e_Data_v3(o, out):
+def _e_Data_v3(o: GroupMetadataValue, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.protocol_type))
     ap(_P_i(o.generation))
     ap(_e_nstr(o.protocol))
     ap(_e_nstr(o.leader))
     ap(_P_q(o.current_state_timestamp))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Data_MemberMetadata_v3(e, out)
+        ap(_P_i(len(l_members)))
+        for e_members in l_members:
+            _e_Data_MemberMetadata_v3(e_members, out)
 
 
-def _d_Data_MemberMetadata_v4(buf, pos):
+def _d_Data_MemberMetadata_v4(buf: memoryview, pos: int) -> tuple[GroupMetadataValue.MemberMetadata, int]:
     o = _new(_C_Data_MemberMetadata)
     o.member_id, pos = _r_cstr(buf, pos)
     o.group_instance_id, pos = _r_cnstr(buf, pos)
@@ -365,7 +368,7 @@ def _d_Data_MemberMetadata_v4(buf, pos):
     return o, pos
 
 
-def _d_Data_v4(buf, pos):
+def _d_Data_v4(buf: memoryview, pos: int) -> tuple[GroupMetadataValue, int]:
     o = _new(_C_Data)
     o.protocol_type, pos = _r_cstr(buf, pos)
     o.generation, = _U_i(buf, pos)
@@ -378,12 +381,12 @@ def _d_Data_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field members is null')
     else:
-        l = []
-        ap = l.append
+        l_members: list[GroupMetadataValue.MemberMetadata] = []
+        ap_members = l_members.append
         for _ in range(n):
-            e, pos = _d_Data_MemberMetadata_v4(buf, pos)
-            ap(e)
-        o.members = l
+            e_members, pos = _d_Data_MemberMetadata_v4(buf, pos)
+            ap_members(e_members)
+        o.members = l_members
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -391,7 +394,7 @@ def _d_Data_v4(buf, pos):
     return o, pos
 
 
-def _e_Data_MemberMetadata_v4(o, out):
+def _e_Data_MemberMetadata_v4(o: GroupMetadataValue.MemberMetadata, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.member_id))
     ap(_e_cnstr(o.group_instance_id))
@@ -403,20 +406,20 @@ def _e_Data_MemberMetadata_v4(o, out):
     ap(b'\x00')
 
 
-def _e_Data_v4(o, out):
+def _e_Data_v4(o: GroupMetadataValue, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.protocol_type))
     ap(_P_i(o.generation))
     ap(_e_cnstr(o.protocol))
     ap(_e_cnstr(o.leader))
     ap(_P_q(o.current_state_timestamp))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Data_MemberMetadata_v4(e, out)
+        ap(_uv(len(l_members) + 1))
+        for e_members in l_members:
+            _e_Data_MemberMetadata_v4(e_members, out)
     ap(b'\x00')
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -71,7 +74,7 @@ class OffsetCommitKey(_Message):
     __slots__ = ('group', 'topic', 'partition')
     _FIELDS = __slots__
 
-    def __init__(self, *, group='', topic='', partition=0):
+    def __init__(self, *, group: str = '', topic: str = '', partition: int = 0) -> None:
         self.group = group
         self.topic = topic
         self.partition = partition
@@ -80,7 +83,7 @@ class OffsetCommitKey(_Message):
 _C_Data = OffsetCommitKey
 
 
-def _d_Data_v0(buf, pos):
+def _d_Data_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitKey, int]:
     o = _new(_C_Data)
     o.group, pos = _r_str(buf, pos)
     o.topic, pos = _r_str(buf, pos)
@@ -89,7 +92,7 @@ def _d_Data_v0(buf, pos):
     return o, pos
 
 
-def _e_Data_v0(o, out):
+def _e_Data_v0(o: OffsetCommitKey, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.group))
     ap(_e_str(o.topic))

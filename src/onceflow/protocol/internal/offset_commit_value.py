@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -81,7 +84,7 @@ class OffsetCommitValue(_Message):
     __slots__ = ('offset', 'leader_epoch', 'metadata', 'commit_timestamp', 'expire_timestamp')
     _FIELDS = __slots__
 
-    def __init__(self, *, offset=0, leader_epoch=-1, metadata='', commit_timestamp=0, expire_timestamp=-1):
+    def __init__(self, *, offset: int = 0, leader_epoch: int = -1, metadata: str = '', commit_timestamp: int = 0, expire_timestamp: int = -1) -> None:
         self.offset = offset
         self.leader_epoch = leader_epoch
         self.metadata = metadata
@@ -92,7 +95,7 @@ class OffsetCommitValue(_Message):
 _C_Data = OffsetCommitValue
 
 
-def _d_Data_v0(buf, pos):
+def _d_Data_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitValue, int]:
     o = _new(_C_Data)
     o.leader_epoch = -1
     o.expire_timestamp = -1
@@ -104,14 +107,14 @@ def _d_Data_v0(buf, pos):
     return o, pos
 
 
-def _e_Data_v0(o, out):
+def _e_Data_v0(o: OffsetCommitValue, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_q(o.offset))
     ap(_e_str(o.metadata))
     ap(_P_q(o.commit_timestamp))
 
 
-def _d_Data_v1(buf, pos):
+def _d_Data_v1(buf: memoryview, pos: int) -> tuple[OffsetCommitValue, int]:
     o = _new(_C_Data)
     o.leader_epoch = -1
     o.offset, = _U_q(buf, pos)
@@ -122,14 +125,14 @@ def _d_Data_v1(buf, pos):
     return o, pos
 
 
-def _e_Data_v1(o, out):
+def _e_Data_v1(o: OffsetCommitValue, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_q(o.offset))
     ap(_e_str(o.metadata))
     ap(_P_qq(o.commit_timestamp, o.expire_timestamp))
 
 
-def _d_Data_v3(buf, pos):
+def _d_Data_v3(buf: memoryview, pos: int) -> tuple[OffsetCommitValue, int]:
     o = _new(_C_Data)
     o.expire_timestamp = -1
     o.offset, o.leader_epoch = _U_qi(buf, pos)
@@ -140,14 +143,14 @@ def _d_Data_v3(buf, pos):
     return o, pos
 
 
-def _e_Data_v3(o, out):
+def _e_Data_v3(o: OffsetCommitValue, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_qi(o.offset, o.leader_epoch))
     ap(_e_str(o.metadata))
     ap(_P_q(o.commit_timestamp))
 
 
-def _d_Data_v4(buf, pos):
+def _d_Data_v4(buf: memoryview, pos: int) -> tuple[OffsetCommitValue, int]:
     o = _new(_C_Data)
     o.expire_timestamp = -1
     o.offset, o.leader_epoch = _U_qi(buf, pos)
@@ -162,7 +165,7 @@ def _d_Data_v4(buf, pos):
     return o, pos
 
 
-def _e_Data_v4(o, out):
+def _e_Data_v4(o: OffsetCommitValue, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_qi(o.offset, o.leader_epoch))
     ap(_e_cstr(o.metadata))

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -67,20 +70,20 @@ class TransactionLogKey(_Message):
     __slots__ = ('transactional_id',)
     _FIELDS = __slots__
 
-    def __init__(self, *, transactional_id=''):
+    def __init__(self, *, transactional_id: str = '') -> None:
         self.transactional_id = transactional_id
 
 
 _C_Data = TransactionLogKey
 
 
-def _d_Data_v0(buf, pos):
+def _d_Data_v0(buf: memoryview, pos: int) -> tuple[TransactionLogKey, int]:
     o = _new(_C_Data)
     o.transactional_id, pos = _r_str(buf, pos)
     return o, pos
 
 
-def _e_Data_v0(o, out):
+def _e_Data_v0(o: TransactionLogKey, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.transactional_id))
 

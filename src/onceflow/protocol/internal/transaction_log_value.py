@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -91,7 +94,7 @@ class TransactionLogValue(_Message):
         __slots__ = ('topic', 'partition_ids')
         _FIELDS = __slots__
 
-        def __init__(self, *, topic='', partition_ids=_UNSET):
+        def __init__(self, *, topic: str = '', partition_ids: list[int] | _Unset = _UNSET) -> None:
             self.topic = topic
             self.partition_ids = [] if partition_ids is _UNSET else partition_ids
 
@@ -112,7 +115,7 @@ class TransactionLogValue(_Message):
     __slots__ = ('producer_id', 'previous_producer_id', 'next_producer_id', 'producer_epoch', 'client_transaction_version', 'last_producer_epoch', 'transaction_timeout_ms', 'transaction_status', 'transaction_partitions', 'transaction_last_update_timestamp_ms', 'transaction_start_timestamp_ms')
     _FIELDS = __slots__
 
-    def __init__(self, *, producer_id=0, previous_producer_id=-1, next_producer_id=-1, producer_epoch=0, client_transaction_version=0, last_producer_epoch=-1, transaction_timeout_ms=0, transaction_status=0, transaction_partitions=_UNSET, transaction_last_update_timestamp_ms=0, transaction_start_timestamp_ms=0):
+    def __init__(self, *, producer_id: int = 0, previous_producer_id: int = -1, next_producer_id: int = -1, producer_epoch: int = 0, client_transaction_version: int = 0, last_producer_epoch: int = -1, transaction_timeout_ms: int = 0, transaction_status: int = 0, transaction_partitions: list[TransactionLogValue.PartitionsSchema] | None | _Unset = _UNSET, transaction_last_update_timestamp_ms: int = 0, transaction_start_timestamp_ms: int = 0) -> None:
         self.producer_id = producer_id
         self.previous_producer_id = previous_producer_id
         self.next_producer_id = next_producer_id
@@ -130,7 +133,7 @@ _C_Data = TransactionLogValue
 _C_Data_PartitionsSchema = TransactionLogValue.PartitionsSchema
 
 
-def _d_Data_PartitionsSchema_v0(buf, pos):
+def _d_Data_PartitionsSchema_v0(buf: memoryview, pos: int) -> tuple[TransactionLogValue.PartitionsSchema, int]:
     o = _new(_C_Data_PartitionsSchema)
     o.topic, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
@@ -141,7 +144,7 @@ def _d_Data_PartitionsSchema_v0(buf, pos):
     return o, pos
 
 
-def _d_Data_v0(buf, pos):
+def _d_Data_v0(buf: memoryview, pos: int) -> tuple[TransactionLogValue, int]:
     o = _new(_C_Data)
     o.previous_producer_id = -1
     o.next_producer_id = -1
@@ -153,29 +156,29 @@ def _d_Data_v0(buf, pos):
     if n < 0:
         o.transaction_partitions = None
     else:
-        l = []
-        ap = l.append
+        l_transaction_partitions: list[TransactionLogValue.PartitionsSchema] = []
+        ap_transaction_partitions = l_transaction_partitions.append
         for _ in range(n):
-            e, pos = _d_Data_PartitionsSchema_v0(buf, pos)
-            ap(e)
-        o.transaction_partitions = l
+            e_transaction_partitions, pos = _d_Data_PartitionsSchema_v0(buf, pos)
+            ap_transaction_partitions(e_transaction_partitions)
+        o.transaction_partitions = l_transaction_partitions
     o.transaction_last_update_timestamp_ms, o.transaction_start_timestamp_ms = _U_qq(buf, pos)
     pos += 16
     return o, pos
 
 
-def _e_Data_PartitionsSchema_v0(o, out):
+def _e_Data_PartitionsSchema_v0(o: TransactionLogValue.PartitionsSchema, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.topic))
-    l = o.partition_ids
-    if l is None:
+    l_partition_ids = o.partition_ids
+    if l_partition_ids is None:
         raise ValueError('non-nullable field partition_ids is None')
     else:
-        ap(_P_i(len(l)))
-        ap(_e_fixed(l, 'i'))
+        ap(_P_i(len(l_partition_ids)))
+        ap(_e_fixed(l_partition_ids, 'i'))
 
 
-def _e_Data_v0(o, out):
+def _e_Data_v0(o: TransactionLogValue, out: list[_Bytes]) -> None:
     ap = out.append
     if o.previous_producer_id != -1:
         raise _UnsupportedVersionError('attempted to write a non-default previous_producer_id at version 0')
@@ -186,17 +189,17 @@ def _e_Data_v0(o, out):
     if o.last_producer_epoch != -1:
         raise _UnsupportedVersionError('attempted to write a non-default last_producer_epoch at version 0')
     ap(_P_qhib(o.producer_id, o.producer_epoch, o.transaction_timeout_ms, o.transaction_status))
-    l = o.transaction_partitions
-    if l is None:
+    l_transaction_partitions = o.transaction_partitions
+    if l_transaction_partitions is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Data_PartitionsSchema_v0(e, out)
+        ap(_P_i(len(l_transaction_partitions)))
+        for e_transaction_partitions in l_transaction_partitions:
+            _e_Data_PartitionsSchema_v0(e_transaction_partitions, out)
     ap(_P_qq(o.transaction_last_update_timestamp_ms, o.transaction_start_timestamp_ms))
 
 
-def _d_Data_PartitionsSchema_v1(buf, pos):
+def _d_Data_PartitionsSchema_v1(buf: memoryview, pos: int) -> tuple[TransactionLogValue.PartitionsSchema, int]:
     o = _new(_C_Data_PartitionsSchema)
     o.topic, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
@@ -211,7 +214,7 @@ def _d_Data_PartitionsSchema_v1(buf, pos):
     return o, pos
 
 
-def _d_Data_v1(buf, pos):
+def _d_Data_v1(buf: memoryview, pos: int) -> tuple[TransactionLogValue, int]:
     o = _new(_C_Data)
     o.previous_producer_id = -1
     o.next_producer_id = -1
@@ -223,12 +226,12 @@ def _d_Data_v1(buf, pos):
     if n < 0:
         o.transaction_partitions = None
     else:
-        l = []
-        ap = l.append
+        l_transaction_partitions: list[TransactionLogValue.PartitionsSchema] = []
+        ap_transaction_partitions = l_transaction_partitions.append
         for _ in range(n):
-            e, pos = _d_Data_PartitionsSchema_v1(buf, pos)
-            ap(e)
-        o.transaction_partitions = l
+            e_transaction_partitions, pos = _d_Data_PartitionsSchema_v1(buf, pos)
+            ap_transaction_partitions(e_transaction_partitions)
+        o.transaction_partitions = l_transaction_partitions
     o.transaction_last_update_timestamp_ms, o.transaction_start_timestamp_ms = _U_qq(buf, pos)
     pos += 16
     nt, pos = _r_uv(buf, pos)
@@ -260,63 +263,63 @@ def _d_Data_v1(buf, pos):
     return o, pos
 
 
-def _e_Data_PartitionsSchema_v1(o, out):
+def _e_Data_PartitionsSchema_v1(o: TransactionLogValue.PartitionsSchema, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.topic))
-    l = o.partition_ids
-    if l is None:
+    l_partition_ids = o.partition_ids
+    if l_partition_ids is None:
         raise ValueError('non-nullable field partition_ids is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
+        ap(_uv(len(l_partition_ids) + 1))
+        ap(_e_fixed(l_partition_ids, 'i'))
     ap(b'\x00')
 
 
-def _e_Data_v1(o, out):
+def _e_Data_v1(o: TransactionLogValue, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_qhib(o.producer_id, o.producer_epoch, o.transaction_timeout_ms, o.transaction_status))
-    l = o.transaction_partitions
-    if l is None:
+    l_transaction_partitions = o.transaction_partitions
+    if l_transaction_partitions is None:
         ap(_NULL_UV)
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Data_PartitionsSchema_v1(e, out)
+        ap(_uv(len(l_transaction_partitions) + 1))
+        for e_transaction_partitions in l_transaction_partitions:
+            _e_Data_PartitionsSchema_v1(e_transaction_partitions, out)
     ap(_P_qq(o.transaction_last_update_timestamp_ms, o.transaction_start_timestamp_ms))
     tc = 0
-    tp = []
-    v = o.previous_producer_id
-    if v != -1:
-        t = []
-        t.append(_P_q(v))
-        d = b''.join(t)
+    tp: list[_Bytes] = []
+    v_previous_producer_id = o.previous_producer_id
+    if v_previous_producer_id != -1:
+        t_previous_producer_id: list[_Bytes] = []
+        t_previous_producer_id.append(_P_q(v_previous_producer_id))
+        d = b''.join(t_previous_producer_id)
         tp.append(_uv(0))
         tp.append(_uv(len(d)))
         tp.append(d)
         tc += 1
-    v = o.next_producer_id
-    if v != -1:
-        t = []
-        t.append(_P_q(v))
-        d = b''.join(t)
+    v_next_producer_id = o.next_producer_id
+    if v_next_producer_id != -1:
+        t_next_producer_id: list[_Bytes] = []
+        t_next_producer_id.append(_P_q(v_next_producer_id))
+        d = b''.join(t_next_producer_id)
         tp.append(_uv(1))
         tp.append(_uv(len(d)))
         tp.append(d)
         tc += 1
-    v = o.client_transaction_version
-    if v != 0:
-        t = []
-        t.append(_P_h(v))
-        d = b''.join(t)
+    v_client_transaction_version = o.client_transaction_version
+    if v_client_transaction_version != 0:
+        t_client_transaction_version: list[_Bytes] = []
+        t_client_transaction_version.append(_P_h(v_client_transaction_version))
+        d = b''.join(t_client_transaction_version)
         tp.append(_uv(2))
         tp.append(_uv(len(d)))
         tp.append(d)
         tc += 1
-    v = o.last_producer_epoch
-    if v != -1:
-        t = []
-        t.append(_P_h(v))
-        d = b''.join(t)
+    v_last_producer_epoch = o.last_producer_epoch
+    if v_last_producer_epoch != -1:
+        t_last_producer_epoch: list[_Bytes] = []
+        t_last_producer_epoch.append(_P_h(v_last_producer_epoch))
+        d = b''.join(t_last_producer_epoch)
         tp.append(_uv(3))
         tp.append(_uv(len(d)))
         tp.append(d)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,7 +60,30 @@ _P_qh = _S('>qh').pack
 __all__ = ['AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse']
 
 
-class AddOffsetsToTxnRequest(_Message):
+class AddOffsetsToTxnResponse(_Message):
+    """AddOffsetsToTxnResponse: API key 25, versions 0-4, flexible 3+.
+
+    Fields (versions):
+        throttle_time_ms: int32 (0+)
+        error_code: int16 (0+)
+    """
+
+    API_KEY = 25
+    API_NAME = 'AddOffsetsToTxn'
+    VALID_VERSIONS = (0, 4)
+    FLEXIBLE_MIN = 3
+    LATEST_VERSION_UNSTABLE = False
+    throttle_time_ms: int
+    error_code: int
+    __slots__ = ('throttle_time_ms', 'error_code')
+    _FIELDS = __slots__
+
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+
+
+class AddOffsetsToTxnRequest(_Request[AddOffsetsToTxnResponse]):
     """AddOffsetsToTxnRequest: API key 25, versions 0-4, flexible 3+.
 
     Fields (versions):
@@ -79,41 +105,18 @@ class AddOffsetsToTxnRequest(_Message):
     __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'group_id')
     _FIELDS = __slots__
 
-    def __init__(self, *, transactional_id='', producer_id=0, producer_epoch=0, group_id=''):
+    def __init__(self, *, transactional_id: str = '', producer_id: int = 0, producer_epoch: int = 0, group_id: str = '') -> None:
         self.transactional_id = transactional_id
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.group_id = group_id
 
 
-class AddOffsetsToTxnResponse(_Message):
-    """AddOffsetsToTxnResponse: API key 25, versions 0-4, flexible 3+.
-
-    Fields (versions):
-        throttle_time_ms: int32 (0+)
-        error_code: int16 (0+)
-    """
-
-    API_KEY = 25
-    API_NAME = 'AddOffsetsToTxn'
-    VALID_VERSIONS = (0, 4)
-    FLEXIBLE_MIN = 3
-    LATEST_VERSION_UNSTABLE = False
-    throttle_time_ms: int
-    error_code: int
-    __slots__ = ('throttle_time_ms', 'error_code')
-    _FIELDS = __slots__
-
-    def __init__(self, *, throttle_time_ms=0, error_code=0):
-        self.throttle_time_ms = throttle_time_ms
-        self.error_code = error_code
-
-
 _C_Request = AddOffsetsToTxnRequest
 _C_Response = AddOffsetsToTxnResponse
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[AddOffsetsToTxnRequest, int]:
     o = _new(_C_Request)
     o.transactional_id, pos = _r_str(buf, pos)
     o.producer_id, o.producer_epoch = _U_qh(buf, pos)
@@ -122,14 +125,14 @@ def _d_Request_v0(buf, pos):
     return o, pos
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: AddOffsetsToTxnRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.transactional_id))
     ap(_P_qh(o.producer_id, o.producer_epoch))
     ap(_e_str(o.group_id))
 
 
-def _d_Request_v3(buf, pos):
+def _d_Request_v3(buf: memoryview, pos: int) -> tuple[AddOffsetsToTxnRequest, int]:
     o = _new(_C_Request)
     o.transactional_id, pos = _r_cstr(buf, pos)
     o.producer_id, o.producer_epoch = _U_qh(buf, pos)
@@ -142,7 +145,7 @@ def _d_Request_v3(buf, pos):
     return o, pos
 
 
-def _e_Request_v3(o, out):
+def _e_Request_v3(o: AddOffsetsToTxnRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.transactional_id))
     ap(_P_qh(o.producer_id, o.producer_epoch))
@@ -150,19 +153,19 @@ def _e_Request_v3(o, out):
     ap(b'\x00')
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[AddOffsetsToTxnResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
     return o, pos
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: AddOffsetsToTxnResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
 
 
-def _d_Response_v3(buf, pos):
+def _d_Response_v3(buf: memoryview, pos: int) -> tuple[AddOffsetsToTxnResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -173,7 +176,7 @@ def _d_Response_v3(buf, pos):
     return o, pos
 
 
-def _e_Response_v3(o, out):
+def _e_Response_v3(o: AddOffsetsToTxnResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     ap(b'\x00')

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -59,7 +62,87 @@ _P_qhz = _S('>qh?').pack
 __all__ = ['AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse']
 
 
-class AddPartitionsToTxnRequest(_Message):
+class AddPartitionsToTxnResponse(_Message):
+    """AddPartitionsToTxnResponse: API key 24, versions 0-5, flexible 3+.
+
+    Fields (versions):
+        throttle_time_ms: int32 (0+)
+        error_code: int16 (4+)
+        results_by_transaction: []AddPartitionsToTxnResult (4+)
+        results_by_topic_v3_and_below: []AddPartitionsToTxnTopicResult (0-3)
+    """
+
+    class AddPartitionsToTxnResult(_Struct):
+        """AddPartitionsToTxnResult
+
+        Fields (versions):
+            transactional_id: string (4+)
+            topic_results: []AddPartitionsToTxnTopicResult (4+)
+        """
+
+        transactional_id: str
+        topic_results: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult]
+        __slots__ = ('transactional_id', 'topic_results')
+        _FIELDS = __slots__
+
+        def __init__(self, *, transactional_id: str = '', topic_results: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult] | _Unset = _UNSET) -> None:
+            self.transactional_id = transactional_id
+            self.topic_results = [] if topic_results is _UNSET else topic_results
+
+    class AddPartitionsToTxnTopicResult(_Struct):
+        """AddPartitionsToTxnTopicResult
+
+        Fields (versions):
+            name: string (0+)
+            results_by_partition: []AddPartitionsToTxnPartitionResult (0+)
+        """
+
+        name: str
+        results_by_partition: list[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult]
+        __slots__ = ('name', 'results_by_partition')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', results_by_partition: list[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult] | _Unset = _UNSET) -> None:
+            self.name = name
+            self.results_by_partition = [] if results_by_partition is _UNSET else results_by_partition
+
+    class AddPartitionsToTxnPartitionResult(_Struct):
+        """AddPartitionsToTxnPartitionResult
+
+        Fields (versions):
+            partition_index: int32 (0+)
+            partition_error_code: int16 (0+)
+        """
+
+        partition_index: int
+        partition_error_code: int
+        __slots__ = ('partition_index', 'partition_error_code')
+        _FIELDS = __slots__
+
+        def __init__(self, *, partition_index: int = 0, partition_error_code: int = 0) -> None:
+            self.partition_index = partition_index
+            self.partition_error_code = partition_error_code
+
+    API_KEY = 24
+    API_NAME = 'AddPartitionsToTxn'
+    VALID_VERSIONS = (0, 5)
+    FLEXIBLE_MIN = 3
+    LATEST_VERSION_UNSTABLE = False
+    throttle_time_ms: int
+    error_code: int
+    results_by_transaction: list[AddPartitionsToTxnResponse.AddPartitionsToTxnResult]
+    results_by_topic_v3_and_below: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult]
+    __slots__ = ('throttle_time_ms', 'error_code', 'results_by_transaction', 'results_by_topic_v3_and_below')
+    _FIELDS = __slots__
+
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, results_by_transaction: list[AddPartitionsToTxnResponse.AddPartitionsToTxnResult] | _Unset = _UNSET, results_by_topic_v3_and_below: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult] | _Unset = _UNSET) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.results_by_transaction = [] if results_by_transaction is _UNSET else results_by_transaction
+        self.results_by_topic_v3_and_below = [] if results_by_topic_v3_and_below is _UNSET else results_by_topic_v3_and_below
+
+
+class AddPartitionsToTxnRequest(_Request[AddPartitionsToTxnResponse]):
     """AddPartitionsToTxnRequest: API key 24, versions 0-5, flexible 3+.
 
     Fields (versions):
@@ -89,7 +172,7 @@ class AddPartitionsToTxnRequest(_Message):
         __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'verify_only', 'topics')
         _FIELDS = __slots__
 
-        def __init__(self, *, transactional_id='', producer_id=0, producer_epoch=0, verify_only=False, topics=_UNSET):
+        def __init__(self, *, transactional_id: str = '', producer_id: int = 0, producer_epoch: int = 0, verify_only: bool = False, topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] | _Unset = _UNSET) -> None:
             self.transactional_id = transactional_id
             self.producer_id = producer_id
             self.producer_epoch = producer_epoch
@@ -109,7 +192,7 @@ class AddPartitionsToTxnRequest(_Message):
         __slots__ = ('name', 'partitions')
         _FIELDS = __slots__
 
-        def __init__(self, *, name='', partitions=_UNSET):
+        def __init__(self, *, name: str = '', partitions: list[int] | _Unset = _UNSET) -> None:
             self.name = name
             self.partitions = [] if partitions is _UNSET else partitions
 
@@ -126,92 +209,12 @@ class AddPartitionsToTxnRequest(_Message):
     __slots__ = ('transactions', 'v3_and_below_transactional_id', 'v3_and_below_producer_id', 'v3_and_below_producer_epoch', 'v3_and_below_topics')
     _FIELDS = __slots__
 
-    def __init__(self, *, transactions=_UNSET, v3_and_below_transactional_id='', v3_and_below_producer_id=0, v3_and_below_producer_epoch=0, v3_and_below_topics=_UNSET):
+    def __init__(self, *, transactions: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction] | _Unset = _UNSET, v3_and_below_transactional_id: str = '', v3_and_below_producer_id: int = 0, v3_and_below_producer_epoch: int = 0, v3_and_below_topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] | _Unset = _UNSET) -> None:
         self.transactions = [] if transactions is _UNSET else transactions
         self.v3_and_below_transactional_id = v3_and_below_transactional_id
         self.v3_and_below_producer_id = v3_and_below_producer_id
         self.v3_and_below_producer_epoch = v3_and_below_producer_epoch
         self.v3_and_below_topics = [] if v3_and_below_topics is _UNSET else v3_and_below_topics
-
-
-class AddPartitionsToTxnResponse(_Message):
-    """AddPartitionsToTxnResponse: API key 24, versions 0-5, flexible 3+.
-
-    Fields (versions):
-        throttle_time_ms: int32 (0+)
-        error_code: int16 (4+)
-        results_by_transaction: []AddPartitionsToTxnResult (4+)
-        results_by_topic_v3_and_below: []AddPartitionsToTxnTopicResult (0-3)
-    """
-
-    class AddPartitionsToTxnResult(_Struct):
-        """AddPartitionsToTxnResult
-
-        Fields (versions):
-            transactional_id: string (4+)
-            topic_results: []AddPartitionsToTxnTopicResult (4+)
-        """
-
-        transactional_id: str
-        topic_results: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult]
-        __slots__ = ('transactional_id', 'topic_results')
-        _FIELDS = __slots__
-
-        def __init__(self, *, transactional_id='', topic_results=_UNSET):
-            self.transactional_id = transactional_id
-            self.topic_results = [] if topic_results is _UNSET else topic_results
-
-    class AddPartitionsToTxnTopicResult(_Struct):
-        """AddPartitionsToTxnTopicResult
-
-        Fields (versions):
-            name: string (0+)
-            results_by_partition: []AddPartitionsToTxnPartitionResult (0+)
-        """
-
-        name: str
-        results_by_partition: list[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult]
-        __slots__ = ('name', 'results_by_partition')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name='', results_by_partition=_UNSET):
-            self.name = name
-            self.results_by_partition = [] if results_by_partition is _UNSET else results_by_partition
-
-    class AddPartitionsToTxnPartitionResult(_Struct):
-        """AddPartitionsToTxnPartitionResult
-
-        Fields (versions):
-            partition_index: int32 (0+)
-            partition_error_code: int16 (0+)
-        """
-
-        partition_index: int
-        partition_error_code: int
-        __slots__ = ('partition_index', 'partition_error_code')
-        _FIELDS = __slots__
-
-        def __init__(self, *, partition_index=0, partition_error_code=0):
-            self.partition_index = partition_index
-            self.partition_error_code = partition_error_code
-
-    API_KEY = 24
-    API_NAME = 'AddPartitionsToTxn'
-    VALID_VERSIONS = (0, 5)
-    FLEXIBLE_MIN = 3
-    LATEST_VERSION_UNSTABLE = False
-    throttle_time_ms: int
-    error_code: int
-    results_by_transaction: list[AddPartitionsToTxnResponse.AddPartitionsToTxnResult]
-    results_by_topic_v3_and_below: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult]
-    __slots__ = ('throttle_time_ms', 'error_code', 'results_by_transaction', 'results_by_topic_v3_and_below')
-    _FIELDS = __slots__
-
-    def __init__(self, *, throttle_time_ms=0, error_code=0, results_by_transaction=_UNSET, results_by_topic_v3_and_below=_UNSET):
-        self.throttle_time_ms = throttle_time_ms
-        self.error_code = error_code
-        self.results_by_transaction = [] if results_by_transaction is _UNSET else results_by_transaction
-        self.results_by_topic_v3_and_below = [] if results_by_topic_v3_and_below is _UNSET else results_by_topic_v3_and_below
 
 
 _C_Request = AddPartitionsToTxnRequest
@@ -223,7 +226,7 @@ _C_Response_AddPartitionsToTxnTopicResult = AddPartitionsToTxnResponse.AddPartit
 _C_Response_AddPartitionsToTxnPartitionResult = AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult
 
 
-def _d_Request_AddPartitionsToTxnTopic_v0(buf, pos):
+def _d_Request_AddPartitionsToTxnTopic_v0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic, int]:
     o = _new(_C_Request_AddPartitionsToTxnTopic)
     o.name, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
@@ -234,7 +237,7 @@ def _d_Request_AddPartitionsToTxnTopic_v0(buf, pos):
     return o, pos
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnRequest, int]:
     o = _new(_C_Request)
     o.transactions = []
     o.v3_and_below_transactional_id, pos = _r_str(buf, pos)
@@ -244,72 +247,72 @@ def _d_Request_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field v3_and_below_topics is null')
     else:
-        l = []
-        ap = l.append
+        l_v3_and_below_topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] = []
+        ap_v3_and_below_topics = l_v3_and_below_topics.append
         for _ in range(n):
-            e, pos = _d_Request_AddPartitionsToTxnTopic_v0(buf, pos)
-            ap(e)
-        o.v3_and_below_topics = l
+            e_v3_and_below_topics, pos = _d_Request_AddPartitionsToTxnTopic_v0(buf, pos)
+            ap_v3_and_below_topics(e_v3_and_below_topics)
+        o.v3_and_below_topics = l_v3_and_below_topics
     return o, pos
 
 
-def _e_Request_AddPartitionsToTxnTopic_v0(o, out):
+def _e_Request_AddPartitionsToTxnTopic_v0(o: AddPartitionsToTxnRequest.AddPartitionsToTxnTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        ap(_e_fixed(l, 'i'))
+        ap(_P_i(len(l_partitions)))
+        ap(_e_fixed(l_partitions, 'i'))
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: AddPartitionsToTxnRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.transactions is None or len(o.transactions) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default transactions at version 0')
     ap(_e_str(o.v3_and_below_transactional_id))
     ap(_P_qh(o.v3_and_below_producer_id, o.v3_and_below_producer_epoch))
-    l = o.v3_and_below_topics
-    if l is None:
+    l_v3_and_below_topics = o.v3_and_below_topics
+    if l_v3_and_below_topics is None:
         raise ValueError('non-nullable field v3_and_below_topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_AddPartitionsToTxnTopic_v0(e, out)
+        ap(_P_i(len(l_v3_and_below_topics)))
+        for e_v3_and_below_topics in l_v3_and_below_topics:
+            _e_Request_AddPartitionsToTxnTopic_v0(e_v3_and_below_topics, out)
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: AddPartitionsToTxnRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.transactions is None or len(o.transactions) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default transactions at version 1')
     ap(_e_str(o.v3_and_below_transactional_id))
     ap(_P_qh(o.v3_and_below_producer_id, o.v3_and_below_producer_epoch))
-    l = o.v3_and_below_topics
-    if l is None:
+    l_v3_and_below_topics = o.v3_and_below_topics
+    if l_v3_and_below_topics is None:
         raise ValueError('non-nullable field v3_and_below_topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_AddPartitionsToTxnTopic_v0(e, out)
+        ap(_P_i(len(l_v3_and_below_topics)))
+        for e_v3_and_below_topics in l_v3_and_below_topics:
+            _e_Request_AddPartitionsToTxnTopic_v0(e_v3_and_below_topics, out)
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: AddPartitionsToTxnRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.transactions is None or len(o.transactions) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default transactions at version 2')
     ap(_e_str(o.v3_and_below_transactional_id))
     ap(_P_qh(o.v3_and_below_producer_id, o.v3_and_below_producer_epoch))
-    l = o.v3_and_below_topics
-    if l is None:
+    l_v3_and_below_topics = o.v3_and_below_topics
+    if l_v3_and_below_topics is None:
         raise ValueError('non-nullable field v3_and_below_topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_AddPartitionsToTxnTopic_v0(e, out)
+        ap(_P_i(len(l_v3_and_below_topics)))
+        for e_v3_and_below_topics in l_v3_and_below_topics:
+            _e_Request_AddPartitionsToTxnTopic_v0(e_v3_and_below_topics, out)
 
 
-def _d_Request_AddPartitionsToTxnTopic_v3(buf, pos):
+def _d_Request_AddPartitionsToTxnTopic_v3(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic, int]:
     o = _new(_C_Request_AddPartitionsToTxnTopic)
     o.name, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
@@ -324,7 +327,7 @@ def _d_Request_AddPartitionsToTxnTopic_v3(buf, pos):
     return o, pos
 
 
-def _d_Request_v3(buf, pos):
+def _d_Request_v3(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnRequest, int]:
     o = _new(_C_Request)
     o.transactions = []
     o.v3_and_below_transactional_id, pos = _r_cstr(buf, pos)
@@ -334,12 +337,12 @@ def _d_Request_v3(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field v3_and_below_topics is null')
     else:
-        l = []
-        ap = l.append
+        l_v3_and_below_topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] = []
+        ap_v3_and_below_topics = l_v3_and_below_topics.append
         for _ in range(n):
-            e, pos = _d_Request_AddPartitionsToTxnTopic_v3(buf, pos)
-            ap(e)
-        o.v3_and_below_topics = l
+            e_v3_and_below_topics, pos = _d_Request_AddPartitionsToTxnTopic_v3(buf, pos)
+            ap_v3_and_below_topics(e_v3_and_below_topics)
+        o.v3_and_below_topics = l_v3_and_below_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -347,35 +350,35 @@ def _d_Request_v3(buf, pos):
     return o, pos
 
 
-def _e_Request_AddPartitionsToTxnTopic_v3(o, out):
+def _e_Request_AddPartitionsToTxnTopic_v3(o: AddPartitionsToTxnRequest.AddPartitionsToTxnTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
+        ap(_uv(len(l_partitions) + 1))
+        ap(_e_fixed(l_partitions, 'i'))
     ap(b'\x00')
 
 
-def _e_Request_v3(o, out):
+def _e_Request_v3(o: AddPartitionsToTxnRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.transactions is None or len(o.transactions) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default transactions at version 3')
     ap(_e_cstr(o.v3_and_below_transactional_id))
     ap(_P_qh(o.v3_and_below_producer_id, o.v3_and_below_producer_epoch))
-    l = o.v3_and_below_topics
-    if l is None:
+    l_v3_and_below_topics = o.v3_and_below_topics
+    if l_v3_and_below_topics is None:
         raise ValueError('non-nullable field v3_and_below_topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_AddPartitionsToTxnTopic_v3(e, out)
+        ap(_uv(len(l_v3_and_below_topics) + 1))
+        for e_v3_and_below_topics in l_v3_and_below_topics:
+            _e_Request_AddPartitionsToTxnTopic_v3(e_v3_and_below_topics, out)
     ap(b'\x00')
 
 
-def _d_Request_AddPartitionsToTxnTransaction_v4(buf, pos):
+def _d_Request_AddPartitionsToTxnTransaction_v4(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction, int]:
     o = _new(_C_Request_AddPartitionsToTxnTransaction)
     o.transactional_id, pos = _r_cstr(buf, pos)
     o.producer_id, o.producer_epoch, o.verify_only = _U_qhz(buf, pos)
@@ -384,12 +387,12 @@ def _d_Request_AddPartitionsToTxnTransaction_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_AddPartitionsToTxnTopic_v3(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_AddPartitionsToTxnTopic_v3(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -397,7 +400,7 @@ def _d_Request_AddPartitionsToTxnTransaction_v4(buf, pos):
     return o, pos
 
 
-def _d_Request_v4(buf, pos):
+def _d_Request_v4(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnRequest, int]:
     o = _new(_C_Request)
     o.v3_and_below_transactional_id = ''
     o.v3_and_below_producer_id = 0
@@ -407,12 +410,12 @@ def _d_Request_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field transactions is null')
     else:
-        l = []
-        ap = l.append
+        l_transactions: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction] = []
+        ap_transactions = l_transactions.append
         for _ in range(n):
-            e, pos = _d_Request_AddPartitionsToTxnTransaction_v4(buf, pos)
-            ap(e)
-        o.transactions = l
+            e_transactions, pos = _d_Request_AddPartitionsToTxnTransaction_v4(buf, pos)
+            ap_transactions(e_transactions)
+        o.transactions = l_transactions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -420,21 +423,21 @@ def _d_Request_v4(buf, pos):
     return o, pos
 
 
-def _e_Request_AddPartitionsToTxnTransaction_v4(o, out):
+def _e_Request_AddPartitionsToTxnTransaction_v4(o: AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.transactional_id))
     ap(_P_qhz(o.producer_id, o.producer_epoch, o.verify_only))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_AddPartitionsToTxnTopic_v3(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_AddPartitionsToTxnTopic_v3(e_topics, out)
     ap(b'\x00')
 
 
-def _e_Request_v4(o, out):
+def _e_Request_v4(o: AddPartitionsToTxnRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.v3_and_below_transactional_id != '':
         raise _UnsupportedVersionError('attempted to write a non-default v3_and_below_transactional_id at version 4')
@@ -444,17 +447,17 @@ def _e_Request_v4(o, out):
         raise _UnsupportedVersionError('attempted to write a non-default v3_and_below_producer_epoch at version 4')
     if (o.v3_and_below_topics is None or len(o.v3_and_below_topics) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default v3_and_below_topics at version 4')
-    l = o.transactions
-    if l is None:
+    l_transactions = o.transactions
+    if l_transactions is None:
         raise ValueError('non-nullable field transactions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_AddPartitionsToTxnTransaction_v4(e, out)
+        ap(_uv(len(l_transactions) + 1))
+        for e_transactions in l_transactions:
+            _e_Request_AddPartitionsToTxnTransaction_v4(e_transactions, out)
     ap(b'\x00')
 
 
-def _e_Request_v5(o, out):
+def _e_Request_v5(o: AddPartitionsToTxnRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.v3_and_below_transactional_id != '':
         raise _UnsupportedVersionError('attempted to write a non-default v3_and_below_transactional_id at version 5')
@@ -464,40 +467,40 @@ def _e_Request_v5(o, out):
         raise _UnsupportedVersionError('attempted to write a non-default v3_and_below_producer_epoch at version 5')
     if (o.v3_and_below_topics is None or len(o.v3_and_below_topics) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default v3_and_below_topics at version 5')
-    l = o.transactions
-    if l is None:
+    l_transactions = o.transactions
+    if l_transactions is None:
         raise ValueError('non-nullable field transactions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_AddPartitionsToTxnTransaction_v4(e, out)
+        ap(_uv(len(l_transactions) + 1))
+        for e_transactions in l_transactions:
+            _e_Request_AddPartitionsToTxnTransaction_v4(e_transactions, out)
     ap(b'\x00')
 
 
-def _d_Response_AddPartitionsToTxnPartitionResult_v0(buf, pos):
+def _d_Response_AddPartitionsToTxnPartitionResult_v0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult, int]:
     o = _new(_C_Response_AddPartitionsToTxnPartitionResult)
     o.partition_index, o.partition_error_code = _U_ih(buf, pos)
     pos += 6
     return o, pos
 
 
-def _d_Response_AddPartitionsToTxnTopicResult_v0(buf, pos):
+def _d_Response_AddPartitionsToTxnTopicResult_v0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult, int]:
     o = _new(_C_Response_AddPartitionsToTxnTopicResult)
     o.name, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field results_by_partition is null')
     else:
-        l = []
-        ap = l.append
+        l_results_by_partition: list[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult] = []
+        ap_results_by_partition = l_results_by_partition.append
         for _ in range(n):
-            e, pos = _d_Response_AddPartitionsToTxnPartitionResult_v0(buf, pos)
-            ap(e)
-        o.results_by_partition = l
+            e_results_by_partition, pos = _d_Response_AddPartitionsToTxnPartitionResult_v0(buf, pos)
+            ap_results_by_partition(e_results_by_partition)
+        o.results_by_partition = l_results_by_partition
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse, int]:
     o = _new(_C_Response)
     o.error_code = 0
     o.results_by_transaction = []
@@ -507,75 +510,75 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field results_by_topic_v3_and_below is null')
     else:
-        l = []
-        ap = l.append
+        l_results_by_topic_v3_and_below: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult] = []
+        ap_results_by_topic_v3_and_below = l_results_by_topic_v3_and_below.append
         for _ in range(n):
-            e, pos = _d_Response_AddPartitionsToTxnTopicResult_v0(buf, pos)
-            ap(e)
-        o.results_by_topic_v3_and_below = l
+            e_results_by_topic_v3_and_below, pos = _d_Response_AddPartitionsToTxnTopicResult_v0(buf, pos)
+            ap_results_by_topic_v3_and_below(e_results_by_topic_v3_and_below)
+        o.results_by_topic_v3_and_below = l_results_by_topic_v3_and_below
     return o, pos
 
 
-def _e_Response_AddPartitionsToTxnPartitionResult_v0(o, out):
+def _e_Response_AddPartitionsToTxnPartitionResult_v0(o: AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.partition_index, o.partition_error_code))
 
 
-def _e_Response_AddPartitionsToTxnTopicResult_v0(o, out):
+def _e_Response_AddPartitionsToTxnTopicResult_v0(o: AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.results_by_partition
-    if l is None:
+    l_results_by_partition = o.results_by_partition
+    if l_results_by_partition is None:
         raise ValueError('non-nullable field results_by_partition is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_AddPartitionsToTxnPartitionResult_v0(e, out)
+        ap(_P_i(len(l_results_by_partition)))
+        for e_results_by_partition in l_results_by_partition:
+            _e_Response_AddPartitionsToTxnPartitionResult_v0(e_results_by_partition, out)
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: AddPartitionsToTxnResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.results_by_transaction is None or len(o.results_by_transaction) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default results_by_transaction at version 0')
     ap(_P_i(o.throttle_time_ms))
-    l = o.results_by_topic_v3_and_below
-    if l is None:
+    l_results_by_topic_v3_and_below = o.results_by_topic_v3_and_below
+    if l_results_by_topic_v3_and_below is None:
         raise ValueError('non-nullable field results_by_topic_v3_and_below is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_AddPartitionsToTxnTopicResult_v0(e, out)
+        ap(_P_i(len(l_results_by_topic_v3_and_below)))
+        for e_results_by_topic_v3_and_below in l_results_by_topic_v3_and_below:
+            _e_Response_AddPartitionsToTxnTopicResult_v0(e_results_by_topic_v3_and_below, out)
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: AddPartitionsToTxnResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.results_by_transaction is None or len(o.results_by_transaction) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default results_by_transaction at version 1')
     ap(_P_i(o.throttle_time_ms))
-    l = o.results_by_topic_v3_and_below
-    if l is None:
+    l_results_by_topic_v3_and_below = o.results_by_topic_v3_and_below
+    if l_results_by_topic_v3_and_below is None:
         raise ValueError('non-nullable field results_by_topic_v3_and_below is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_AddPartitionsToTxnTopicResult_v0(e, out)
+        ap(_P_i(len(l_results_by_topic_v3_and_below)))
+        for e_results_by_topic_v3_and_below in l_results_by_topic_v3_and_below:
+            _e_Response_AddPartitionsToTxnTopicResult_v0(e_results_by_topic_v3_and_below, out)
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: AddPartitionsToTxnResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.results_by_transaction is None or len(o.results_by_transaction) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default results_by_transaction at version 2')
     ap(_P_i(o.throttle_time_ms))
-    l = o.results_by_topic_v3_and_below
-    if l is None:
+    l_results_by_topic_v3_and_below = o.results_by_topic_v3_and_below
+    if l_results_by_topic_v3_and_below is None:
         raise ValueError('non-nullable field results_by_topic_v3_and_below is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_AddPartitionsToTxnTopicResult_v0(e, out)
+        ap(_P_i(len(l_results_by_topic_v3_and_below)))
+        for e_results_by_topic_v3_and_below in l_results_by_topic_v3_and_below:
+            _e_Response_AddPartitionsToTxnTopicResult_v0(e_results_by_topic_v3_and_below, out)
 
 
-def _d_Response_AddPartitionsToTxnPartitionResult_v3(buf, pos):
+def _d_Response_AddPartitionsToTxnPartitionResult_v3(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult, int]:
     o = _new(_C_Response_AddPartitionsToTxnPartitionResult)
     o.partition_index, o.partition_error_code = _U_ih(buf, pos)
     pos += 6
@@ -586,19 +589,19 @@ def _d_Response_AddPartitionsToTxnPartitionResult_v3(buf, pos):
     return o, pos
 
 
-def _d_Response_AddPartitionsToTxnTopicResult_v3(buf, pos):
+def _d_Response_AddPartitionsToTxnTopicResult_v3(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult, int]:
     o = _new(_C_Response_AddPartitionsToTxnTopicResult)
     o.name, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field results_by_partition is null')
     else:
-        l = []
-        ap = l.append
+        l_results_by_partition: list[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult] = []
+        ap_results_by_partition = l_results_by_partition.append
         for _ in range(n):
-            e, pos = _d_Response_AddPartitionsToTxnPartitionResult_v3(buf, pos)
-            ap(e)
-        o.results_by_partition = l
+            e_results_by_partition, pos = _d_Response_AddPartitionsToTxnPartitionResult_v3(buf, pos)
+            ap_results_by_partition(e_results_by_partition)
+        o.results_by_partition = l_results_by_partition
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -606,7 +609,7 @@ def _d_Response_AddPartitionsToTxnTopicResult_v3(buf, pos):
     return o, pos
 
 
-def _d_Response_v3(buf, pos):
+def _d_Response_v3(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse, int]:
     o = _new(_C_Response)
     o.error_code = 0
     o.results_by_transaction = []
@@ -616,12 +619,12 @@ def _d_Response_v3(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field results_by_topic_v3_and_below is null')
     else:
-        l = []
-        ap = l.append
+        l_results_by_topic_v3_and_below: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult] = []
+        ap_results_by_topic_v3_and_below = l_results_by_topic_v3_and_below.append
         for _ in range(n):
-            e, pos = _d_Response_AddPartitionsToTxnTopicResult_v3(buf, pos)
-            ap(e)
-        o.results_by_topic_v3_and_below = l
+            e_results_by_topic_v3_and_below, pos = _d_Response_AddPartitionsToTxnTopicResult_v3(buf, pos)
+            ap_results_by_topic_v3_and_below(e_results_by_topic_v3_and_below)
+        o.results_by_topic_v3_and_below = l_results_by_topic_v3_and_below
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -629,53 +632,53 @@ def _d_Response_v3(buf, pos):
     return o, pos
 
 
-def _e_Response_AddPartitionsToTxnPartitionResult_v3(o, out):
+def _e_Response_AddPartitionsToTxnPartitionResult_v3(o: AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.partition_index, o.partition_error_code))
     ap(b'\x00')
 
 
-def _e_Response_AddPartitionsToTxnTopicResult_v3(o, out):
+def _e_Response_AddPartitionsToTxnTopicResult_v3(o: AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.results_by_partition
-    if l is None:
+    l_results_by_partition = o.results_by_partition
+    if l_results_by_partition is None:
         raise ValueError('non-nullable field results_by_partition is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_AddPartitionsToTxnPartitionResult_v3(e, out)
+        ap(_uv(len(l_results_by_partition) + 1))
+        for e_results_by_partition in l_results_by_partition:
+            _e_Response_AddPartitionsToTxnPartitionResult_v3(e_results_by_partition, out)
     ap(b'\x00')
 
 
-def _e_Response_v3(o, out):
+def _e_Response_v3(o: AddPartitionsToTxnResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.results_by_transaction is None or len(o.results_by_transaction) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default results_by_transaction at version 3')
     ap(_P_i(o.throttle_time_ms))
-    l = o.results_by_topic_v3_and_below
-    if l is None:
+    l_results_by_topic_v3_and_below = o.results_by_topic_v3_and_below
+    if l_results_by_topic_v3_and_below is None:
         raise ValueError('non-nullable field results_by_topic_v3_and_below is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_AddPartitionsToTxnTopicResult_v3(e, out)
+        ap(_uv(len(l_results_by_topic_v3_and_below) + 1))
+        for e_results_by_topic_v3_and_below in l_results_by_topic_v3_and_below:
+            _e_Response_AddPartitionsToTxnTopicResult_v3(e_results_by_topic_v3_and_below, out)
     ap(b'\x00')
 
 
-def _d_Response_AddPartitionsToTxnResult_v4(buf, pos):
+def _d_Response_AddPartitionsToTxnResult_v4(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse.AddPartitionsToTxnResult, int]:
     o = _new(_C_Response_AddPartitionsToTxnResult)
     o.transactional_id, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field topic_results is null')
     else:
-        l = []
-        ap = l.append
+        l_topic_results: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult] = []
+        ap_topic_results = l_topic_results.append
         for _ in range(n):
-            e, pos = _d_Response_AddPartitionsToTxnTopicResult_v3(buf, pos)
-            ap(e)
-        o.topic_results = l
+            e_topic_results, pos = _d_Response_AddPartitionsToTxnTopicResult_v3(buf, pos)
+            ap_topic_results(e_topic_results)
+        o.topic_results = l_topic_results
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -683,7 +686,7 @@ def _d_Response_AddPartitionsToTxnResult_v4(buf, pos):
     return o, pos
 
 
-def _d_Response_v4(buf, pos):
+def _d_Response_v4(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse, int]:
     o = _new(_C_Response)
     o.results_by_topic_v3_and_below = []
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
@@ -692,12 +695,12 @@ def _d_Response_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field results_by_transaction is null')
     else:
-        l = []
-        ap = l.append
+        l_results_by_transaction: list[AddPartitionsToTxnResponse.AddPartitionsToTxnResult] = []
+        ap_results_by_transaction = l_results_by_transaction.append
         for _ in range(n):
-            e, pos = _d_Response_AddPartitionsToTxnResult_v4(buf, pos)
-            ap(e)
-        o.results_by_transaction = l
+            e_results_by_transaction, pos = _d_Response_AddPartitionsToTxnResult_v4(buf, pos)
+            ap_results_by_transaction(e_results_by_transaction)
+        o.results_by_transaction = l_results_by_transaction
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -705,46 +708,46 @@ def _d_Response_v4(buf, pos):
     return o, pos
 
 
-def _e_Response_AddPartitionsToTxnResult_v4(o, out):
+def _e_Response_AddPartitionsToTxnResult_v4(o: AddPartitionsToTxnResponse.AddPartitionsToTxnResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.transactional_id))
-    l = o.topic_results
-    if l is None:
+    l_topic_results = o.topic_results
+    if l_topic_results is None:
         raise ValueError('non-nullable field topic_results is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_AddPartitionsToTxnTopicResult_v3(e, out)
+        ap(_uv(len(l_topic_results) + 1))
+        for e_topic_results in l_topic_results:
+            _e_Response_AddPartitionsToTxnTopicResult_v3(e_topic_results, out)
     ap(b'\x00')
 
 
-def _e_Response_v4(o, out):
+def _e_Response_v4(o: AddPartitionsToTxnResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.results_by_topic_v3_and_below is None or len(o.results_by_topic_v3_and_below) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default results_by_topic_v3_and_below at version 4')
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l = o.results_by_transaction
-    if l is None:
+    l_results_by_transaction = o.results_by_transaction
+    if l_results_by_transaction is None:
         raise ValueError('non-nullable field results_by_transaction is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_AddPartitionsToTxnResult_v4(e, out)
+        ap(_uv(len(l_results_by_transaction) + 1))
+        for e_results_by_transaction in l_results_by_transaction:
+            _e_Response_AddPartitionsToTxnResult_v4(e_results_by_transaction, out)
     ap(b'\x00')
 
 
-def _e_Response_v5(o, out):
+def _e_Response_v5(o: AddPartitionsToTxnResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.results_by_topic_v3_and_below is None or len(o.results_by_topic_v3_and_below) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default results_by_topic_v3_and_below at version 5')
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l = o.results_by_transaction
-    if l is None:
+    l_results_by_transaction = o.results_by_transaction
+    if l_results_by_transaction is None:
         raise ValueError('non-nullable field results_by_transaction is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_AddPartitionsToTxnResult_v4(e, out)
+        ap(_uv(len(l_results_by_transaction) + 1))
+        for e_results_by_transaction in l_results_by_transaction:
+            _e_Response_AddPartitionsToTxnResult_v4(e_results_by_transaction, out)
     ap(b'\x00')
 
 

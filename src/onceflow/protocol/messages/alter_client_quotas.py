@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -59,83 +62,6 @@ _P_i = _S('>i').pack
 __all__ = ['AlterClientQuotasRequest', 'AlterClientQuotasResponse']
 
 
-class AlterClientQuotasRequest(_Message):
-    """AlterClientQuotasRequest: API key 49, versions 0-1, flexible 1+.
-
-    Fields (versions):
-        entries: []EntryData (0+)
-        validate_only: bool (0+)
-    """
-
-    class EntryData(_Struct):
-        """EntryData
-
-        Fields (versions):
-            entity: []EntityData (0+)
-            ops: []OpData (0+)
-        """
-
-        class EntityData(_Struct):
-            """EntityData
-
-            Fields (versions):
-                entity_type: string (0+)
-                entity_name: string (0+, nullable 0+)
-            """
-
-            entity_type: str
-            entity_name: str | None
-            __slots__ = ('entity_type', 'entity_name')
-            _FIELDS = __slots__
-
-            def __init__(self, *, entity_type='', entity_name=''):
-                self.entity_type = entity_type
-                self.entity_name = entity_name
-
-        class OpData(_Struct):
-            """OpData
-
-            Fields (versions):
-                key: string (0+)
-                value: float64 (0+)
-                remove: bool (0+)
-            """
-
-            key: str
-            value: float
-            remove: bool
-            __slots__ = ('key', 'value', 'remove')
-            _FIELDS = __slots__
-
-            def __init__(self, *, key='', value=0.0, remove=False):
-                self.key = key
-                self.value = value
-                self.remove = remove
-
-        entity: list[AlterClientQuotasRequest.EntryData.EntityData]
-        ops: list[AlterClientQuotasRequest.EntryData.OpData]
-        __slots__ = ('entity', 'ops')
-        _FIELDS = __slots__
-
-        def __init__(self, *, entity=_UNSET, ops=_UNSET):
-            self.entity = [] if entity is _UNSET else entity
-            self.ops = [] if ops is _UNSET else ops
-
-    API_KEY = 49
-    API_NAME = 'AlterClientQuotas'
-    VALID_VERSIONS = (0, 1)
-    FLEXIBLE_MIN = 1
-    LATEST_VERSION_UNSTABLE = False
-    entries: list[AlterClientQuotasRequest.EntryData]
-    validate_only: bool
-    __slots__ = ('entries', 'validate_only')
-    _FIELDS = __slots__
-
-    def __init__(self, *, entries=_UNSET, validate_only=False):
-        self.entries = [] if entries is _UNSET else entries
-        self.validate_only = validate_only
-
-
 class AlterClientQuotasResponse(_Message):
     """AlterClientQuotasResponse: API key 49, versions 0-1, flexible 1+.
 
@@ -166,7 +92,7 @@ class AlterClientQuotasResponse(_Message):
             __slots__ = ('entity_type', 'entity_name')
             _FIELDS = __slots__
 
-            def __init__(self, *, entity_type='', entity_name=''):
+            def __init__(self, *, entity_type: str = '', entity_name: str | None = '') -> None:
                 self.entity_type = entity_type
                 self.entity_name = entity_name
 
@@ -176,7 +102,7 @@ class AlterClientQuotasResponse(_Message):
         __slots__ = ('error_code', 'error_message', 'entity')
         _FIELDS = __slots__
 
-        def __init__(self, *, error_code=0, error_message='', entity=_UNSET):
+        def __init__(self, *, error_code: int = 0, error_message: str | None = '', entity: list[AlterClientQuotasResponse.EntryData.EntityData] | _Unset = _UNSET) -> None:
             self.error_code = error_code
             self.error_message = error_message
             self.entity = [] if entity is _UNSET else entity
@@ -191,9 +117,86 @@ class AlterClientQuotasResponse(_Message):
     __slots__ = ('throttle_time_ms', 'entries')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, entries=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, entries: list[AlterClientQuotasResponse.EntryData] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.entries = [] if entries is _UNSET else entries
+
+
+class AlterClientQuotasRequest(_Request[AlterClientQuotasResponse]):
+    """AlterClientQuotasRequest: API key 49, versions 0-1, flexible 1+.
+
+    Fields (versions):
+        entries: []EntryData (0+)
+        validate_only: bool (0+)
+    """
+
+    class EntryData(_Struct):
+        """EntryData
+
+        Fields (versions):
+            entity: []EntityData (0+)
+            ops: []OpData (0+)
+        """
+
+        class EntityData(_Struct):
+            """EntityData
+
+            Fields (versions):
+                entity_type: string (0+)
+                entity_name: string (0+, nullable 0+)
+            """
+
+            entity_type: str
+            entity_name: str | None
+            __slots__ = ('entity_type', 'entity_name')
+            _FIELDS = __slots__
+
+            def __init__(self, *, entity_type: str = '', entity_name: str | None = '') -> None:
+                self.entity_type = entity_type
+                self.entity_name = entity_name
+
+        class OpData(_Struct):
+            """OpData
+
+            Fields (versions):
+                key: string (0+)
+                value: float64 (0+)
+                remove: bool (0+)
+            """
+
+            key: str
+            value: float
+            remove: bool
+            __slots__ = ('key', 'value', 'remove')
+            _FIELDS = __slots__
+
+            def __init__(self, *, key: str = '', value: float = 0.0, remove: bool = False) -> None:
+                self.key = key
+                self.value = value
+                self.remove = remove
+
+        entity: list[AlterClientQuotasRequest.EntryData.EntityData]
+        ops: list[AlterClientQuotasRequest.EntryData.OpData]
+        __slots__ = ('entity', 'ops')
+        _FIELDS = __slots__
+
+        def __init__(self, *, entity: list[AlterClientQuotasRequest.EntryData.EntityData] | _Unset = _UNSET, ops: list[AlterClientQuotasRequest.EntryData.OpData] | _Unset = _UNSET) -> None:
+            self.entity = [] if entity is _UNSET else entity
+            self.ops = [] if ops is _UNSET else ops
+
+    API_KEY = 49
+    API_NAME = 'AlterClientQuotas'
+    VALID_VERSIONS = (0, 1)
+    FLEXIBLE_MIN = 1
+    LATEST_VERSION_UNSTABLE = False
+    entries: list[AlterClientQuotasRequest.EntryData]
+    validate_only: bool
+    __slots__ = ('entries', 'validate_only')
+    _FIELDS = __slots__
+
+    def __init__(self, *, entries: list[AlterClientQuotasRequest.EntryData] | _Unset = _UNSET, validate_only: bool = False) -> None:
+        self.entries = [] if entries is _UNSET else entries
+        self.validate_only = validate_only
 
 
 _C_Request = AlterClientQuotasRequest
@@ -205,14 +208,14 @@ _C_Response_EntryData = AlterClientQuotasResponse.EntryData
 _C_Response_EntityData = AlterClientQuotasResponse.EntryData.EntityData
 
 
-def _d_Request_EntityData_v0(buf, pos):
+def _d_Request_EntityData_v0(buf: memoryview, pos: int) -> tuple[AlterClientQuotasRequest.EntryData.EntityData, int]:
     o = _new(_C_Request_EntityData)
     o.entity_type, pos = _r_str(buf, pos)
     o.entity_name, pos = _r_nstr(buf, pos)
     return o, pos
 
 
-def _d_Request_OpData_v0(buf, pos):
+def _d_Request_OpData_v0(buf: memoryview, pos: int) -> tuple[AlterClientQuotasRequest.EntryData.OpData, int]:
     o = _new(_C_Request_OpData)
     o.key, pos = _r_str(buf, pos)
     o.value, o.remove = _U_dz(buf, pos)
@@ -220,91 +223,91 @@ def _d_Request_OpData_v0(buf, pos):
     return o, pos
 
 
-def _d_Request_EntryData_v0(buf, pos):
+def _d_Request_EntryData_v0(buf: memoryview, pos: int) -> tuple[AlterClientQuotasRequest.EntryData, int]:
     o = _new(_C_Request_EntryData)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field entity is null')
     else:
-        l = []
-        ap = l.append
+        l_entity: list[AlterClientQuotasRequest.EntryData.EntityData] = []
+        ap_entity = l_entity.append
         for _ in range(n):
-            e, pos = _d_Request_EntityData_v0(buf, pos)
-            ap(e)
-        o.entity = l
+            e_entity, pos = _d_Request_EntityData_v0(buf, pos)
+            ap_entity(e_entity)
+        o.entity = l_entity
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field ops is null')
     else:
-        l = []
-        ap = l.append
+        l_ops: list[AlterClientQuotasRequest.EntryData.OpData] = []
+        ap_ops = l_ops.append
         for _ in range(n):
-            e, pos = _d_Request_OpData_v0(buf, pos)
-            ap(e)
-        o.ops = l
+            e_ops, pos = _d_Request_OpData_v0(buf, pos)
+            ap_ops(e_ops)
+        o.ops = l_ops
     return o, pos
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[AlterClientQuotasRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field entries is null')
     else:
-        l = []
-        ap = l.append
+        l_entries: list[AlterClientQuotasRequest.EntryData] = []
+        ap_entries = l_entries.append
         for _ in range(n):
-            e, pos = _d_Request_EntryData_v0(buf, pos)
-            ap(e)
-        o.entries = l
+            e_entries, pos = _d_Request_EntryData_v0(buf, pos)
+            ap_entries(e_entries)
+        o.entries = l_entries
     o.validate_only, = _U_z(buf, pos)
     pos += 1
     return o, pos
 
 
-def _e_Request_EntityData_v0(o, out):
+def _e_Request_EntityData_v0(o: AlterClientQuotasRequest.EntryData.EntityData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.entity_type))
     ap(_e_nstr(o.entity_name))
 
 
-def _e_Request_OpData_v0(o, out):
+def _e_Request_OpData_v0(o: AlterClientQuotasRequest.EntryData.OpData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.key))
     ap(_P_dz(o.value, o.remove))
 
 
-def _e_Request_EntryData_v0(o, out):
+def _e_Request_EntryData_v0(o: AlterClientQuotasRequest.EntryData, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.entity
-    if l is None:
+    l_entity = o.entity
+    if l_entity is None:
         raise ValueError('non-nullable field entity is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_EntityData_v0(e, out)
-    l = o.ops
-    if l is None:
+        ap(_P_i(len(l_entity)))
+        for e_entity in l_entity:
+            _e_Request_EntityData_v0(e_entity, out)
+    l_ops = o.ops
+    if l_ops is None:
         raise ValueError('non-nullable field ops is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_OpData_v0(e, out)
+        ap(_P_i(len(l_ops)))
+        for e_ops in l_ops:
+            _e_Request_OpData_v0(e_ops, out)
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: AlterClientQuotasRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.entries
-    if l is None:
+    l_entries = o.entries
+    if l_entries is None:
         raise ValueError('non-nullable field entries is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_EntryData_v0(e, out)
+        ap(_P_i(len(l_entries)))
+        for e_entries in l_entries:
+            _e_Request_EntryData_v0(e_entries, out)
     ap(_P_z(o.validate_only))
 
 
-def _d_Request_EntityData_v1(buf, pos):
+def _d_Request_EntityData_v1(buf: memoryview, pos: int) -> tuple[AlterClientQuotasRequest.EntryData.EntityData, int]:
     o = _new(_C_Request_EntityData)
     o.entity_type, pos = _r_cstr(buf, pos)
     o.entity_name, pos = _r_cnstr(buf, pos)
@@ -315,7 +318,7 @@ def _d_Request_EntityData_v1(buf, pos):
     return o, pos
 
 
-def _d_Request_OpData_v1(buf, pos):
+def _d_Request_OpData_v1(buf: memoryview, pos: int) -> tuple[AlterClientQuotasRequest.EntryData.OpData, int]:
     o = _new(_C_Request_OpData)
     o.key, pos = _r_cstr(buf, pos)
     o.value, o.remove = _U_dz(buf, pos)
@@ -327,28 +330,28 @@ def _d_Request_OpData_v1(buf, pos):
     return o, pos
 
 
-def _d_Request_EntryData_v1(buf, pos):
+def _d_Request_EntryData_v1(buf: memoryview, pos: int) -> tuple[AlterClientQuotasRequest.EntryData, int]:
     o = _new(_C_Request_EntryData)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field entity is null')
     else:
-        l = []
-        ap = l.append
+        l_entity: list[AlterClientQuotasRequest.EntryData.EntityData] = []
+        ap_entity = l_entity.append
         for _ in range(n):
-            e, pos = _d_Request_EntityData_v1(buf, pos)
-            ap(e)
-        o.entity = l
+            e_entity, pos = _d_Request_EntityData_v1(buf, pos)
+            ap_entity(e_entity)
+        o.entity = l_entity
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field ops is null')
     else:
-        l = []
-        ap = l.append
+        l_ops: list[AlterClientQuotasRequest.EntryData.OpData] = []
+        ap_ops = l_ops.append
         for _ in range(n):
-            e, pos = _d_Request_OpData_v1(buf, pos)
-            ap(e)
-        o.ops = l
+            e_ops, pos = _d_Request_OpData_v1(buf, pos)
+            ap_ops(e_ops)
+        o.ops = l_ops
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -356,18 +359,18 @@ def _d_Request_EntryData_v1(buf, pos):
     return o, pos
 
 
-def _d_Request_v1(buf, pos):
+def _d_Request_v1(buf: memoryview, pos: int) -> tuple[AlterClientQuotasRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field entries is null')
     else:
-        l = []
-        ap = l.append
+        l_entries: list[AlterClientQuotasRequest.EntryData] = []
+        ap_entries = l_entries.append
         for _ in range(n):
-            e, pos = _d_Request_EntryData_v1(buf, pos)
-            ap(e)
-        o.entries = l
+            e_entries, pos = _d_Request_EntryData_v1(buf, pos)
+            ap_entries(e_entries)
+        o.entries = l_entries
     o.validate_only, = _U_z(buf, pos)
     pos += 1
     if buf[pos]:
@@ -377,60 +380,60 @@ def _d_Request_v1(buf, pos):
     return o, pos
 
 
-def _e_Request_EntityData_v1(o, out):
+def _e_Request_EntityData_v1(o: AlterClientQuotasRequest.EntryData.EntityData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.entity_type))
     ap(_e_cnstr(o.entity_name))
     ap(b'\x00')
 
 
-def _e_Request_OpData_v1(o, out):
+def _e_Request_OpData_v1(o: AlterClientQuotasRequest.EntryData.OpData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.key))
     ap(_P_dz(o.value, o.remove))
     ap(b'\x00')
 
 
-def _e_Request_EntryData_v1(o, out):
+def _e_Request_EntryData_v1(o: AlterClientQuotasRequest.EntryData, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.entity
-    if l is None:
+    l_entity = o.entity
+    if l_entity is None:
         raise ValueError('non-nullable field entity is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_EntityData_v1(e, out)
-    l = o.ops
-    if l is None:
+        ap(_uv(len(l_entity) + 1))
+        for e_entity in l_entity:
+            _e_Request_EntityData_v1(e_entity, out)
+    l_ops = o.ops
+    if l_ops is None:
         raise ValueError('non-nullable field ops is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_OpData_v1(e, out)
+        ap(_uv(len(l_ops) + 1))
+        for e_ops in l_ops:
+            _e_Request_OpData_v1(e_ops, out)
     ap(b'\x00')
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: AlterClientQuotasRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.entries
-    if l is None:
+    l_entries = o.entries
+    if l_entries is None:
         raise ValueError('non-nullable field entries is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_EntryData_v1(e, out)
+        ap(_uv(len(l_entries) + 1))
+        for e_entries in l_entries:
+            _e_Request_EntryData_v1(e_entries, out)
     ap(_P_z(o.validate_only))
     ap(b'\x00')
 
 
-def _d_Response_EntityData_v0(buf, pos):
+def _d_Response_EntityData_v0(buf: memoryview, pos: int) -> tuple[AlterClientQuotasResponse.EntryData.EntityData, int]:
     o = _new(_C_Response_EntityData)
     o.entity_type, pos = _r_str(buf, pos)
     o.entity_name, pos = _r_nstr(buf, pos)
     return o, pos
 
 
-def _d_Response_EntryData_v0(buf, pos):
+def _d_Response_EntryData_v0(buf: memoryview, pos: int) -> tuple[AlterClientQuotasResponse.EntryData, int]:
     o = _new(_C_Response_EntryData)
     o.error_code, = _U_h(buf, pos)
     pos += 2
@@ -439,16 +442,16 @@ def _d_Response_EntryData_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field entity is null')
     else:
-        l = []
-        ap = l.append
+        l_entity: list[AlterClientQuotasResponse.EntryData.EntityData] = []
+        ap_entity = l_entity.append
         for _ in range(n):
-            e, pos = _d_Response_EntityData_v0(buf, pos)
-            ap(e)
-        o.entity = l
+            e_entity, pos = _d_Response_EntityData_v0(buf, pos)
+            ap_entity(e_entity)
+        o.entity = l_entity
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[AlterClientQuotasResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -456,47 +459,47 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field entries is null')
     else:
-        l = []
-        ap = l.append
+        l_entries: list[AlterClientQuotasResponse.EntryData] = []
+        ap_entries = l_entries.append
         for _ in range(n):
-            e, pos = _d_Response_EntryData_v0(buf, pos)
-            ap(e)
-        o.entries = l
+            e_entries, pos = _d_Response_EntryData_v0(buf, pos)
+            ap_entries(e_entries)
+        o.entries = l_entries
     return o, pos
 
 
-def _e_Response_EntityData_v0(o, out):
+def _e_Response_EntityData_v0(o: AlterClientQuotasResponse.EntryData.EntityData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.entity_type))
     ap(_e_nstr(o.entity_name))
 
 
-def _e_Response_EntryData_v0(o, out):
+def _e_Response_EntryData_v0(o: AlterClientQuotasResponse.EntryData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_nstr(o.error_message))
-    l = o.entity
-    if l is None:
+    l_entity = o.entity
+    if l_entity is None:
         raise ValueError('non-nullable field entity is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_EntityData_v0(e, out)
+        ap(_P_i(len(l_entity)))
+        for e_entity in l_entity:
+            _e_Response_EntityData_v0(e_entity, out)
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: AlterClientQuotasResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.entries
-    if l is None:
+    l_entries = o.entries
+    if l_entries is None:
         raise ValueError('non-nullable field entries is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_EntryData_v0(e, out)
+        ap(_P_i(len(l_entries)))
+        for e_entries in l_entries:
+            _e_Response_EntryData_v0(e_entries, out)
 
 
-def _d_Response_EntityData_v1(buf, pos):
+def _d_Response_EntityData_v1(buf: memoryview, pos: int) -> tuple[AlterClientQuotasResponse.EntryData.EntityData, int]:
     o = _new(_C_Response_EntityData)
     o.entity_type, pos = _r_cstr(buf, pos)
     o.entity_name, pos = _r_cnstr(buf, pos)
@@ -507,7 +510,7 @@ def _d_Response_EntityData_v1(buf, pos):
     return o, pos
 
 
-def _d_Response_EntryData_v1(buf, pos):
+def _d_Response_EntryData_v1(buf: memoryview, pos: int) -> tuple[AlterClientQuotasResponse.EntryData, int]:
     o = _new(_C_Response_EntryData)
     o.error_code, = _U_h(buf, pos)
     pos += 2
@@ -516,12 +519,12 @@ def _d_Response_EntryData_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field entity is null')
     else:
-        l = []
-        ap = l.append
+        l_entity: list[AlterClientQuotasResponse.EntryData.EntityData] = []
+        ap_entity = l_entity.append
         for _ in range(n):
-            e, pos = _d_Response_EntityData_v1(buf, pos)
-            ap(e)
-        o.entity = l
+            e_entity, pos = _d_Response_EntityData_v1(buf, pos)
+            ap_entity(e_entity)
+        o.entity = l_entity
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -529,7 +532,7 @@ def _d_Response_EntryData_v1(buf, pos):
     return o, pos
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[AlterClientQuotasResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -537,12 +540,12 @@ def _d_Response_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field entries is null')
     else:
-        l = []
-        ap = l.append
+        l_entries: list[AlterClientQuotasResponse.EntryData] = []
+        ap_entries = l_entries.append
         for _ in range(n):
-            e, pos = _d_Response_EntryData_v1(buf, pos)
-            ap(e)
-        o.entries = l
+            e_entries, pos = _d_Response_EntryData_v1(buf, pos)
+            ap_entries(e_entries)
+        o.entries = l_entries
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -550,37 +553,37 @@ def _d_Response_v1(buf, pos):
     return o, pos
 
 
-def _e_Response_EntityData_v1(o, out):
+def _e_Response_EntityData_v1(o: AlterClientQuotasResponse.EntryData.EntityData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.entity_type))
     ap(_e_cnstr(o.entity_name))
     ap(b'\x00')
 
 
-def _e_Response_EntryData_v1(o, out):
+def _e_Response_EntryData_v1(o: AlterClientQuotasResponse.EntryData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_cnstr(o.error_message))
-    l = o.entity
-    if l is None:
+    l_entity = o.entity
+    if l_entity is None:
         raise ValueError('non-nullable field entity is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_EntityData_v1(e, out)
+        ap(_uv(len(l_entity) + 1))
+        for e_entity in l_entity:
+            _e_Response_EntityData_v1(e_entity, out)
     ap(b'\x00')
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: AlterClientQuotasResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.entries
-    if l is None:
+    l_entries = o.entries
+    if l_entries is None:
         raise ValueError('non-nullable field entries is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_EntryData_v1(e, out)
+        ap(_uv(len(l_entries) + 1))
+        for e_entries in l_entries:
+            _e_Response_EntryData_v1(e_entries, out)
     ap(b'\x00')
 
 

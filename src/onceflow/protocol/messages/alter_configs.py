@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,7 +60,53 @@ _P_i = _S('>i').pack
 __all__ = ['AlterConfigsRequest', 'AlterConfigsResponse']
 
 
-class AlterConfigsRequest(_Message):
+class AlterConfigsResponse(_Message):
+    """AlterConfigsResponse: API key 33, versions 0-2, flexible 2+.
+
+    Fields (versions):
+        throttle_time_ms: int32 (0+)
+        responses: []AlterConfigsResourceResponse (0+)
+    """
+
+    class AlterConfigsResourceResponse(_Struct):
+        """AlterConfigsResourceResponse
+
+        Fields (versions):
+            error_code: int16 (0+)
+            error_message: string (0+, nullable 0+)
+            resource_type: int8 (0+)
+            resource_name: string (0+)
+        """
+
+        error_code: int
+        error_message: str | None
+        resource_type: int
+        resource_name: str
+        __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name')
+        _FIELDS = __slots__
+
+        def __init__(self, *, error_code: int = 0, error_message: str | None = '', resource_type: int = 0, resource_name: str = '') -> None:
+            self.error_code = error_code
+            self.error_message = error_message
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+
+    API_KEY = 33
+    API_NAME = 'AlterConfigs'
+    VALID_VERSIONS = (0, 2)
+    FLEXIBLE_MIN = 2
+    LATEST_VERSION_UNSTABLE = False
+    throttle_time_ms: int
+    responses: list[AlterConfigsResponse.AlterConfigsResourceResponse]
+    __slots__ = ('throttle_time_ms', 'responses')
+    _FIELDS = __slots__
+
+    def __init__(self, *, throttle_time_ms: int = 0, responses: list[AlterConfigsResponse.AlterConfigsResourceResponse] | _Unset = _UNSET) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.responses = [] if responses is _UNSET else responses
+
+
+class AlterConfigsRequest(_Request[AlterConfigsResponse]):
     """AlterConfigsRequest: API key 33, versions 0-2, flexible 2+.
 
     Fields (versions):
@@ -87,7 +136,7 @@ class AlterConfigsRequest(_Message):
             __slots__ = ('name', 'value')
             _FIELDS = __slots__
 
-            def __init__(self, *, name='', value=''):
+            def __init__(self, *, name: str = '', value: str | None = '') -> None:
                 self.name = name
                 self.value = value
 
@@ -97,7 +146,7 @@ class AlterConfigsRequest(_Message):
         __slots__ = ('resource_type', 'resource_name', 'configs')
         _FIELDS = __slots__
 
-        def __init__(self, *, resource_type=0, resource_name='', configs=_UNSET):
+        def __init__(self, *, resource_type: int = 0, resource_name: str = '', configs: list[AlterConfigsRequest.AlterConfigsResource.AlterableConfig] | _Unset = _UNSET) -> None:
             self.resource_type = resource_type
             self.resource_name = resource_name
             self.configs = [] if configs is _UNSET else configs
@@ -112,55 +161,9 @@ class AlterConfigsRequest(_Message):
     __slots__ = ('resources', 'validate_only')
     _FIELDS = __slots__
 
-    def __init__(self, *, resources=_UNSET, validate_only=False):
+    def __init__(self, *, resources: list[AlterConfigsRequest.AlterConfigsResource] | _Unset = _UNSET, validate_only: bool = False) -> None:
         self.resources = [] if resources is _UNSET else resources
         self.validate_only = validate_only
-
-
-class AlterConfigsResponse(_Message):
-    """AlterConfigsResponse: API key 33, versions 0-2, flexible 2+.
-
-    Fields (versions):
-        throttle_time_ms: int32 (0+)
-        responses: []AlterConfigsResourceResponse (0+)
-    """
-
-    class AlterConfigsResourceResponse(_Struct):
-        """AlterConfigsResourceResponse
-
-        Fields (versions):
-            error_code: int16 (0+)
-            error_message: string (0+, nullable 0+)
-            resource_type: int8 (0+)
-            resource_name: string (0+)
-        """
-
-        error_code: int
-        error_message: str | None
-        resource_type: int
-        resource_name: str
-        __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name')
-        _FIELDS = __slots__
-
-        def __init__(self, *, error_code=0, error_message='', resource_type=0, resource_name=''):
-            self.error_code = error_code
-            self.error_message = error_message
-            self.resource_type = resource_type
-            self.resource_name = resource_name
-
-    API_KEY = 33
-    API_NAME = 'AlterConfigs'
-    VALID_VERSIONS = (0, 2)
-    FLEXIBLE_MIN = 2
-    LATEST_VERSION_UNSTABLE = False
-    throttle_time_ms: int
-    responses: list[AlterConfigsResponse.AlterConfigsResourceResponse]
-    __slots__ = ('throttle_time_ms', 'responses')
-    _FIELDS = __slots__
-
-    def __init__(self, *, throttle_time_ms=0, responses=_UNSET):
-        self.throttle_time_ms = throttle_time_ms
-        self.responses = [] if responses is _UNSET else responses
 
 
 _C_Request = AlterConfigsRequest
@@ -170,14 +173,14 @@ _C_Response = AlterConfigsResponse
 _C_Response_AlterConfigsResourceResponse = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
-def _d_Request_AlterableConfig_v0(buf, pos):
+def _d_Request_AlterableConfig_v0(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest.AlterConfigsResource.AlterableConfig, int]:
     o = _new(_C_Request_AlterableConfig)
     o.name, pos = _r_str(buf, pos)
     o.value, pos = _r_nstr(buf, pos)
     return o, pos
 
 
-def _d_Request_AlterConfigsResource_v0(buf, pos):
+def _d_Request_AlterConfigsResource_v0(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest.AlterConfigsResource, int]:
     o = _new(_C_Request_AlterConfigsResource)
     o.resource_type, = _U_b(buf, pos)
     pos += 1
@@ -186,64 +189,64 @@ def _d_Request_AlterConfigsResource_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field configs is null')
     else:
-        l = []
-        ap = l.append
+        l_configs: list[AlterConfigsRequest.AlterConfigsResource.AlterableConfig] = []
+        ap_configs = l_configs.append
         for _ in range(n):
-            e, pos = _d_Request_AlterableConfig_v0(buf, pos)
-            ap(e)
-        o.configs = l
+            e_configs, pos = _d_Request_AlterableConfig_v0(buf, pos)
+            ap_configs(e_configs)
+        o.configs = l_configs
     return o, pos
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field resources is null')
     else:
-        l = []
-        ap = l.append
+        l_resources: list[AlterConfigsRequest.AlterConfigsResource] = []
+        ap_resources = l_resources.append
         for _ in range(n):
-            e, pos = _d_Request_AlterConfigsResource_v0(buf, pos)
-            ap(e)
-        o.resources = l
+            e_resources, pos = _d_Request_AlterConfigsResource_v0(buf, pos)
+            ap_resources(e_resources)
+        o.resources = l_resources
     o.validate_only, = _U_z(buf, pos)
     pos += 1
     return o, pos
 
 
-def _e_Request_AlterableConfig_v0(o, out):
+def _e_Request_AlterableConfig_v0(o: AlterConfigsRequest.AlterConfigsResource.AlterableConfig, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
     ap(_e_nstr(o.value))
 
 
-def _e_Request_AlterConfigsResource_v0(o, out):
+def _e_Request_AlterConfigsResource_v0(o: AlterConfigsRequest.AlterConfigsResource, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_b(o.resource_type))
     ap(_e_str(o.resource_name))
-    l = o.configs
-    if l is None:
+    l_configs = o.configs
+    if l_configs is None:
         raise ValueError('non-nullable field configs is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_AlterableConfig_v0(e, out)
+        ap(_P_i(len(l_configs)))
+        for e_configs in l_configs:
+            _e_Request_AlterableConfig_v0(e_configs, out)
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: AlterConfigsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.resources
-    if l is None:
+    l_resources = o.resources
+    if l_resources is None:
         raise ValueError('non-nullable field resources is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_AlterConfigsResource_v0(e, out)
+        ap(_P_i(len(l_resources)))
+        for e_resources in l_resources:
+            _e_Request_AlterConfigsResource_v0(e_resources, out)
     ap(_P_z(o.validate_only))
 
 
-def _d_Request_AlterableConfig_v2(buf, pos):
+def _d_Request_AlterableConfig_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest.AlterConfigsResource.AlterableConfig, int]:
     o = _new(_C_Request_AlterableConfig)
     o.name, pos = _r_cstr(buf, pos)
     o.value, pos = _r_cnstr(buf, pos)
@@ -254,7 +257,7 @@ def _d_Request_AlterableConfig_v2(buf, pos):
     return o, pos
 
 
-def _d_Request_AlterConfigsResource_v2(buf, pos):
+def _d_Request_AlterConfigsResource_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest.AlterConfigsResource, int]:
     o = _new(_C_Request_AlterConfigsResource)
     o.resource_type, = _U_b(buf, pos)
     pos += 1
@@ -263,12 +266,12 @@ def _d_Request_AlterConfigsResource_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field configs is null')
     else:
-        l = []
-        ap = l.append
+        l_configs: list[AlterConfigsRequest.AlterConfigsResource.AlterableConfig] = []
+        ap_configs = l_configs.append
         for _ in range(n):
-            e, pos = _d_Request_AlterableConfig_v2(buf, pos)
-            ap(e)
-        o.configs = l
+            e_configs, pos = _d_Request_AlterableConfig_v2(buf, pos)
+            ap_configs(e_configs)
+        o.configs = l_configs
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -276,18 +279,18 @@ def _d_Request_AlterConfigsResource_v2(buf, pos):
     return o, pos
 
 
-def _d_Request_v2(buf, pos):
+def _d_Request_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field resources is null')
     else:
-        l = []
-        ap = l.append
+        l_resources: list[AlterConfigsRequest.AlterConfigsResource] = []
+        ap_resources = l_resources.append
         for _ in range(n):
-            e, pos = _d_Request_AlterConfigsResource_v2(buf, pos)
-            ap(e)
-        o.resources = l
+            e_resources, pos = _d_Request_AlterConfigsResource_v2(buf, pos)
+            ap_resources(e_resources)
+        o.resources = l_resources
     o.validate_only, = _U_z(buf, pos)
     pos += 1
     if buf[pos]:
@@ -297,41 +300,41 @@ def _d_Request_v2(buf, pos):
     return o, pos
 
 
-def _e_Request_AlterableConfig_v2(o, out):
+def _e_Request_AlterableConfig_v2(o: AlterConfigsRequest.AlterConfigsResource.AlterableConfig, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
     ap(_e_cnstr(o.value))
     ap(b'\x00')
 
 
-def _e_Request_AlterConfigsResource_v2(o, out):
+def _e_Request_AlterConfigsResource_v2(o: AlterConfigsRequest.AlterConfigsResource, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_b(o.resource_type))
     ap(_e_cstr(o.resource_name))
-    l = o.configs
-    if l is None:
+    l_configs = o.configs
+    if l_configs is None:
         raise ValueError('non-nullable field configs is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_AlterableConfig_v2(e, out)
+        ap(_uv(len(l_configs) + 1))
+        for e_configs in l_configs:
+            _e_Request_AlterableConfig_v2(e_configs, out)
     ap(b'\x00')
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: AlterConfigsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.resources
-    if l is None:
+    l_resources = o.resources
+    if l_resources is None:
         raise ValueError('non-nullable field resources is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_AlterConfigsResource_v2(e, out)
+        ap(_uv(len(l_resources) + 1))
+        for e_resources in l_resources:
+            _e_Request_AlterConfigsResource_v2(e_resources, out)
     ap(_P_z(o.validate_only))
     ap(b'\x00')
 
 
-def _d_Response_AlterConfigsResourceResponse_v0(buf, pos):
+def _d_Response_AlterConfigsResourceResponse_v0(buf: memoryview, pos: int) -> tuple[AlterConfigsResponse.AlterConfigsResourceResponse, int]:
     o = _new(_C_Response_AlterConfigsResourceResponse)
     o.error_code, = _U_h(buf, pos)
     pos += 2
@@ -342,7 +345,7 @@ def _d_Response_AlterConfigsResourceResponse_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[AlterConfigsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -350,16 +353,16 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field responses is null')
     else:
-        l = []
-        ap = l.append
+        l_responses: list[AlterConfigsResponse.AlterConfigsResourceResponse] = []
+        ap_responses = l_responses.append
         for _ in range(n):
-            e, pos = _d_Response_AlterConfigsResourceResponse_v0(buf, pos)
-            ap(e)
-        o.responses = l
+            e_responses, pos = _d_Response_AlterConfigsResourceResponse_v0(buf, pos)
+            ap_responses(e_responses)
+        o.responses = l_responses
     return o, pos
 
 
-def _e_Response_AlterConfigsResourceResponse_v0(o, out):
+def _e_Response_AlterConfigsResourceResponse_v0(o: AlterConfigsResponse.AlterConfigsResourceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_nstr(o.error_message))
@@ -367,19 +370,19 @@ def _e_Response_AlterConfigsResourceResponse_v0(o, out):
     ap(_e_str(o.resource_name))
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: AlterConfigsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_AlterConfigsResourceResponse_v0(e, out)
+        ap(_P_i(len(l_responses)))
+        for e_responses in l_responses:
+            _e_Response_AlterConfigsResourceResponse_v0(e_responses, out)
 
 
-def _d_Response_AlterConfigsResourceResponse_v2(buf, pos):
+def _d_Response_AlterConfigsResourceResponse_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsResponse.AlterConfigsResourceResponse, int]:
     o = _new(_C_Response_AlterConfigsResourceResponse)
     o.error_code, = _U_h(buf, pos)
     pos += 2
@@ -394,7 +397,7 @@ def _d_Response_AlterConfigsResourceResponse_v2(buf, pos):
     return o, pos
 
 
-def _d_Response_v2(buf, pos):
+def _d_Response_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -402,12 +405,12 @@ def _d_Response_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field responses is null')
     else:
-        l = []
-        ap = l.append
+        l_responses: list[AlterConfigsResponse.AlterConfigsResourceResponse] = []
+        ap_responses = l_responses.append
         for _ in range(n):
-            e, pos = _d_Response_AlterConfigsResourceResponse_v2(buf, pos)
-            ap(e)
-        o.responses = l
+            e_responses, pos = _d_Response_AlterConfigsResourceResponse_v2(buf, pos)
+            ap_responses(e_responses)
+        o.responses = l_responses
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -415,7 +418,7 @@ def _d_Response_v2(buf, pos):
     return o, pos
 
 
-def _e_Response_AlterConfigsResourceResponse_v2(o, out):
+def _e_Response_AlterConfigsResourceResponse_v2(o: AlterConfigsResponse.AlterConfigsResourceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_cnstr(o.error_message))
@@ -424,16 +427,16 @@ def _e_Response_AlterConfigsResourceResponse_v2(o, out):
     ap(b'\x00')
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: AlterConfigsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_AlterConfigsResourceResponse_v2(e, out)
+        ap(_uv(len(l_responses) + 1))
+        for e_responses in l_responses:
+            _e_Response_AlterConfigsResourceResponse_v2(e_responses, out)
     ap(b'\x00')
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -59,66 +62,6 @@ _P_ih = _S('>ih').pack
 __all__ = ['AlterPartitionReassignmentsRequest', 'AlterPartitionReassignmentsResponse']
 
 
-class AlterPartitionReassignmentsRequest(_Message):
-    """AlterPartitionReassignmentsRequest: API key 45, versions 0-1, flexible 0+.
-
-    Fields (versions):
-        timeout_ms: int32 (0+)
-        allow_replication_factor_change: bool (1+)
-        topics: []ReassignableTopic (0+)
-    """
-
-    class ReassignableTopic(_Struct):
-        """ReassignableTopic
-
-        Fields (versions):
-            name: string (0+)
-            partitions: []ReassignablePartition (0+)
-        """
-
-        class ReassignablePartition(_Struct):
-            """ReassignablePartition
-
-            Fields (versions):
-                partition_index: int32 (0+)
-                replicas: []int32 (0+, nullable 0+)
-            """
-
-            partition_index: int
-            replicas: list[int] | None
-            __slots__ = ('partition_index', 'replicas')
-            _FIELDS = __slots__
-
-            def __init__(self, *, partition_index=0, replicas=None):
-                self.partition_index = partition_index
-                self.replicas = replicas
-
-        name: str
-        partitions: list[AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition]
-        __slots__ = ('name', 'partitions')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name='', partitions=_UNSET):
-            self.name = name
-            self.partitions = [] if partitions is _UNSET else partitions
-
-    API_KEY = 45
-    API_NAME = 'AlterPartitionReassignments'
-    VALID_VERSIONS = (0, 1)
-    FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = False
-    timeout_ms: int
-    allow_replication_factor_change: bool
-    topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic]
-    __slots__ = ('timeout_ms', 'allow_replication_factor_change', 'topics')
-    _FIELDS = __slots__
-
-    def __init__(self, *, timeout_ms=60000, allow_replication_factor_change=True, topics=_UNSET):
-        self.timeout_ms = timeout_ms
-        self.allow_replication_factor_change = allow_replication_factor_change
-        self.topics = [] if topics is _UNSET else topics
-
-
 class AlterPartitionReassignmentsResponse(_Message):
     """AlterPartitionReassignmentsResponse: API key 45, versions 0-1, flexible 0+.
 
@@ -153,7 +96,7 @@ class AlterPartitionReassignmentsResponse(_Message):
             __slots__ = ('partition_index', 'error_code', 'error_message')
             _FIELDS = __slots__
 
-            def __init__(self, *, partition_index=0, error_code=0, error_message=''):
+            def __init__(self, *, partition_index: int = 0, error_code: int = 0, error_message: str | None = '') -> None:
                 self.partition_index = partition_index
                 self.error_code = error_code
                 self.error_message = error_message
@@ -163,7 +106,7 @@ class AlterPartitionReassignmentsResponse(_Message):
         __slots__ = ('name', 'partitions')
         _FIELDS = __slots__
 
-        def __init__(self, *, name='', partitions=_UNSET):
+        def __init__(self, *, name: str = '', partitions: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse] | _Unset = _UNSET) -> None:
             self.name = name
             self.partitions = [] if partitions is _UNSET else partitions
 
@@ -180,12 +123,72 @@ class AlterPartitionReassignmentsResponse(_Message):
     __slots__ = ('throttle_time_ms', 'allow_replication_factor_change', 'error_code', 'error_message', 'responses')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, allow_replication_factor_change=True, error_code=0, error_message='', responses=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, allow_replication_factor_change: bool = True, error_code: int = 0, error_message: str | None = '', responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.allow_replication_factor_change = allow_replication_factor_change
         self.error_code = error_code
         self.error_message = error_message
         self.responses = [] if responses is _UNSET else responses
+
+
+class AlterPartitionReassignmentsRequest(_Request[AlterPartitionReassignmentsResponse]):
+    """AlterPartitionReassignmentsRequest: API key 45, versions 0-1, flexible 0+.
+
+    Fields (versions):
+        timeout_ms: int32 (0+)
+        allow_replication_factor_change: bool (1+)
+        topics: []ReassignableTopic (0+)
+    """
+
+    class ReassignableTopic(_Struct):
+        """ReassignableTopic
+
+        Fields (versions):
+            name: string (0+)
+            partitions: []ReassignablePartition (0+)
+        """
+
+        class ReassignablePartition(_Struct):
+            """ReassignablePartition
+
+            Fields (versions):
+                partition_index: int32 (0+)
+                replicas: []int32 (0+, nullable 0+)
+            """
+
+            partition_index: int
+            replicas: list[int] | None
+            __slots__ = ('partition_index', 'replicas')
+            _FIELDS = __slots__
+
+            def __init__(self, *, partition_index: int = 0, replicas: list[int] | None = None) -> None:
+                self.partition_index = partition_index
+                self.replicas = replicas
+
+        name: str
+        partitions: list[AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition]
+        __slots__ = ('name', 'partitions')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', partitions: list[AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition] | _Unset = _UNSET) -> None:
+            self.name = name
+            self.partitions = [] if partitions is _UNSET else partitions
+
+    API_KEY = 45
+    API_NAME = 'AlterPartitionReassignments'
+    VALID_VERSIONS = (0, 1)
+    FLEXIBLE_MIN = 0
+    LATEST_VERSION_UNSTABLE = False
+    timeout_ms: int
+    allow_replication_factor_change: bool
+    topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic]
+    __slots__ = ('timeout_ms', 'allow_replication_factor_change', 'topics')
+    _FIELDS = __slots__
+
+    def __init__(self, *, timeout_ms: int = 60000, allow_replication_factor_change: bool = True, topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic] | _Unset = _UNSET) -> None:
+        self.timeout_ms = timeout_ms
+        self.allow_replication_factor_change = allow_replication_factor_change
+        self.topics = [] if topics is _UNSET else topics
 
 
 _C_Request = AlterPartitionReassignmentsRequest
@@ -196,7 +199,7 @@ _C_Response_ReassignableTopicResponse = AlterPartitionReassignmentsResponse.Reas
 _C_Response_ReassignablePartitionResponse = AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse
 
 
-def _d_Request_ReassignablePartition_v0(buf, pos):
+def _d_Request_ReassignablePartition_v0(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition, int]:
     o = _new(_C_Request_ReassignablePartition)
     o.partition_index, = _U_i(buf, pos)
     pos += 4
@@ -212,19 +215,19 @@ def _d_Request_ReassignablePartition_v0(buf, pos):
     return o, pos
 
 
-def _d_Request_ReassignableTopic_v0(buf, pos):
+def _d_Request_ReassignableTopic_v0(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsRequest.ReassignableTopic, int]:
     o = _new(_C_Request_ReassignableTopic)
     o.name, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_ReassignablePartition_v0(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Request_ReassignablePartition_v0(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -232,7 +235,7 @@ def _d_Request_ReassignableTopic_v0(buf, pos):
     return o, pos
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsRequest, int]:
     o = _new(_C_Request)
     o.allow_replication_factor_change = True
     o.timeout_ms, = _U_i(buf, pos)
@@ -241,12 +244,12 @@ def _d_Request_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_ReassignableTopic_v0(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_ReassignableTopic_v0(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -254,47 +257,47 @@ def _d_Request_v0(buf, pos):
     return o, pos
 
 
-def _e_Request_ReassignablePartition_v0(o, out):
+def _e_Request_ReassignablePartition_v0(o: AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.partition_index))
-    l = o.replicas
-    if l is None:
+    l_replicas = o.replicas
+    if l_replicas is None:
         ap(_NULL_UV)
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
+        ap(_uv(len(l_replicas) + 1))
+        ap(_e_fixed(l_replicas, 'i'))
     ap(b'\x00')
 
 
-def _e_Request_ReassignableTopic_v0(o, out):
+def _e_Request_ReassignableTopic_v0(o: AlterPartitionReassignmentsRequest.ReassignableTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_ReassignablePartition_v0(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Request_ReassignablePartition_v0(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: AlterPartitionReassignmentsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.allow_replication_factor_change != True:
         raise _UnsupportedVersionError('attempted to write a non-default allow_replication_factor_change at version 0')
     ap(_P_i(o.timeout_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_ReassignableTopic_v0(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_ReassignableTopic_v0(e_topics, out)
     ap(b'\x00')
 
 
-def _d_Request_v1(buf, pos):
+def _d_Request_v1(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsRequest, int]:
     o = _new(_C_Request)
     o.timeout_ms, o.allow_replication_factor_change = _U_iz(buf, pos)
     pos += 5
@@ -302,12 +305,12 @@ def _d_Request_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_ReassignableTopic_v0(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_ReassignableTopic_v0(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -315,20 +318,20 @@ def _d_Request_v1(buf, pos):
     return o, pos
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: AlterPartitionReassignmentsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_iz(o.timeout_ms, o.allow_replication_factor_change))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_ReassignableTopic_v0(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_ReassignableTopic_v0(e_topics, out)
     ap(b'\x00')
 
 
-def _d_Response_ReassignablePartitionResponse_v0(buf, pos):
+def _d_Response_ReassignablePartitionResponse_v0(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse, int]:
     o = _new(_C_Response_ReassignablePartitionResponse)
     o.partition_index, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -340,19 +343,19 @@ def _d_Response_ReassignablePartitionResponse_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_ReassignableTopicResponse_v0(buf, pos):
+def _d_Response_ReassignableTopicResponse_v0(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsResponse.ReassignableTopicResponse, int]:
     o = _new(_C_Response_ReassignableTopicResponse)
     o.name, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_ReassignablePartitionResponse_v0(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_ReassignablePartitionResponse_v0(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -360,7 +363,7 @@ def _d_Response_ReassignableTopicResponse_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsResponse, int]:
     o = _new(_C_Response)
     o.allow_replication_factor_change = True
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
@@ -370,12 +373,12 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field responses is null')
     else:
-        l = []
-        ap = l.append
+        l_responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse] = []
+        ap_responses = l_responses.append
         for _ in range(n):
-            e, pos = _d_Response_ReassignableTopicResponse_v0(buf, pos)
-            ap(e)
-        o.responses = l
+            e_responses, pos = _d_Response_ReassignableTopicResponse_v0(buf, pos)
+            ap_responses(e_responses)
+        o.responses = l_responses
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -383,41 +386,41 @@ def _d_Response_v0(buf, pos):
     return o, pos
 
 
-def _e_Response_ReassignablePartitionResponse_v0(o, out):
+def _e_Response_ReassignablePartitionResponse_v0(o: AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.partition_index, o.error_code))
     ap(_e_cnstr(o.error_message))
     ap(b'\x00')
 
 
-def _e_Response_ReassignableTopicResponse_v0(o, out):
+def _e_Response_ReassignableTopicResponse_v0(o: AlterPartitionReassignmentsResponse.ReassignableTopicResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ReassignablePartitionResponse_v0(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_ReassignablePartitionResponse_v0(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: AlterPartitionReassignmentsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     ap(_e_cnstr(o.error_message))
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ReassignableTopicResponse_v0(e, out)
+        ap(_uv(len(l_responses) + 1))
+        for e_responses in l_responses:
+            _e_Response_ReassignableTopicResponse_v0(e_responses, out)
     ap(b'\x00')
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.allow_replication_factor_change, o.error_code = _U_izh(buf, pos)
     pos += 7
@@ -426,12 +429,12 @@ def _d_Response_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field responses is null')
     else:
-        l = []
-        ap = l.append
+        l_responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse] = []
+        ap_responses = l_responses.append
         for _ in range(n):
-            e, pos = _d_Response_ReassignableTopicResponse_v0(buf, pos)
-            ap(e)
-        o.responses = l
+            e_responses, pos = _d_Response_ReassignableTopicResponse_v0(buf, pos)
+            ap_responses(e_responses)
+        o.responses = l_responses
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -439,17 +442,17 @@ def _d_Response_v1(buf, pos):
     return o, pos
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: AlterPartitionReassignmentsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_izh(o.throttle_time_ms, o.allow_replication_factor_change, o.error_code))
     ap(_e_cnstr(o.error_message))
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ReassignableTopicResponse_v0(e, out)
+        ap(_uv(len(l_responses) + 1))
+        for e_responses in l_responses:
+            _e_Response_ReassignableTopicResponse_v0(e_responses, out)
     ap(b'\x00')
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -55,60 +58,6 @@ _P_ih = _S('>ih').pack
 __all__ = ['AlterReplicaLogDirsRequest', 'AlterReplicaLogDirsResponse']
 
 
-class AlterReplicaLogDirsRequest(_Message):
-    """AlterReplicaLogDirsRequest: API key 34, versions 1-2, flexible 2+.
-
-    Fields (versions):
-        dirs: []AlterReplicaLogDir (0+)
-    """
-
-    class AlterReplicaLogDir(_Struct):
-        """AlterReplicaLogDir
-
-        Fields (versions):
-            path: string (0+)
-            topics: []AlterReplicaLogDirTopic (0+)
-        """
-
-        class AlterReplicaLogDirTopic(_Struct):
-            """AlterReplicaLogDirTopic
-
-            Fields (versions):
-                name: string (0+)
-                partitions: []int32 (0+)
-            """
-
-            name: str
-            partitions: list[int]
-            __slots__ = ('name', 'partitions')
-            _FIELDS = __slots__
-
-            def __init__(self, *, name='', partitions=_UNSET):
-                self.name = name
-                self.partitions = [] if partitions is _UNSET else partitions
-
-        path: str
-        topics: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic]
-        __slots__ = ('path', 'topics')
-        _FIELDS = __slots__
-
-        def __init__(self, *, path='', topics=_UNSET):
-            self.path = path
-            self.topics = [] if topics is _UNSET else topics
-
-    API_KEY = 34
-    API_NAME = 'AlterReplicaLogDirs'
-    VALID_VERSIONS = (1, 2)
-    FLEXIBLE_MIN = 2
-    LATEST_VERSION_UNSTABLE = False
-    dirs: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir]
-    __slots__ = ('dirs',)
-    _FIELDS = __slots__
-
-    def __init__(self, *, dirs=_UNSET):
-        self.dirs = [] if dirs is _UNSET else dirs
-
-
 class AlterReplicaLogDirsResponse(_Message):
     """AlterReplicaLogDirsResponse: API key 34, versions 1-2, flexible 2+.
 
@@ -138,7 +87,7 @@ class AlterReplicaLogDirsResponse(_Message):
             __slots__ = ('partition_index', 'error_code')
             _FIELDS = __slots__
 
-            def __init__(self, *, partition_index=0, error_code=0):
+            def __init__(self, *, partition_index: int = 0, error_code: int = 0) -> None:
                 self.partition_index = partition_index
                 self.error_code = error_code
 
@@ -147,7 +96,7 @@ class AlterReplicaLogDirsResponse(_Message):
         __slots__ = ('topic_name', 'partitions')
         _FIELDS = __slots__
 
-        def __init__(self, *, topic_name='', partitions=_UNSET):
+        def __init__(self, *, topic_name: str = '', partitions: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult] | _Unset = _UNSET) -> None:
             self.topic_name = topic_name
             self.partitions = [] if partitions is _UNSET else partitions
 
@@ -161,9 +110,63 @@ class AlterReplicaLogDirsResponse(_Message):
     __slots__ = ('throttle_time_ms', 'results')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, results=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, results: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is _UNSET else results
+
+
+class AlterReplicaLogDirsRequest(_Request[AlterReplicaLogDirsResponse]):
+    """AlterReplicaLogDirsRequest: API key 34, versions 1-2, flexible 2+.
+
+    Fields (versions):
+        dirs: []AlterReplicaLogDir (0+)
+    """
+
+    class AlterReplicaLogDir(_Struct):
+        """AlterReplicaLogDir
+
+        Fields (versions):
+            path: string (0+)
+            topics: []AlterReplicaLogDirTopic (0+)
+        """
+
+        class AlterReplicaLogDirTopic(_Struct):
+            """AlterReplicaLogDirTopic
+
+            Fields (versions):
+                name: string (0+)
+                partitions: []int32 (0+)
+            """
+
+            name: str
+            partitions: list[int]
+            __slots__ = ('name', 'partitions')
+            _FIELDS = __slots__
+
+            def __init__(self, *, name: str = '', partitions: list[int] | _Unset = _UNSET) -> None:
+                self.name = name
+                self.partitions = [] if partitions is _UNSET else partitions
+
+        path: str
+        topics: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic]
+        __slots__ = ('path', 'topics')
+        _FIELDS = __slots__
+
+        def __init__(self, *, path: str = '', topics: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic] | _Unset = _UNSET) -> None:
+            self.path = path
+            self.topics = [] if topics is _UNSET else topics
+
+    API_KEY = 34
+    API_NAME = 'AlterReplicaLogDirs'
+    VALID_VERSIONS = (1, 2)
+    FLEXIBLE_MIN = 2
+    LATEST_VERSION_UNSTABLE = False
+    dirs: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir]
+    __slots__ = ('dirs',)
+    _FIELDS = __slots__
+
+    def __init__(self, *, dirs: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir] | _Unset = _UNSET) -> None:
+        self.dirs = [] if dirs is _UNSET else dirs
 
 
 _C_Request = AlterReplicaLogDirsRequest
@@ -174,7 +177,7 @@ _C_Response_AlterReplicaLogDirTopicResult = AlterReplicaLogDirsResponse.AlterRep
 _C_Response_AlterReplicaLogDirPartitionResult = AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult
 
 
-def _d_Request_AlterReplicaLogDirTopic_v1(buf, pos):
+def _d_Request_AlterReplicaLogDirTopic_v1(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic, int]:
     o = _new(_C_Request_AlterReplicaLogDirTopic)
     o.name, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
@@ -185,72 +188,72 @@ def _d_Request_AlterReplicaLogDirTopic_v1(buf, pos):
     return o, pos
 
 
-def _d_Request_AlterReplicaLogDir_v1(buf, pos):
+def _d_Request_AlterReplicaLogDir_v1(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirsRequest.AlterReplicaLogDir, int]:
     o = _new(_C_Request_AlterReplicaLogDir)
     o.path, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_AlterReplicaLogDirTopic_v1(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_AlterReplicaLogDirTopic_v1(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _d_Request_v1(buf, pos):
+def _d_Request_v1(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field dirs is null')
     else:
-        l = []
-        ap = l.append
+        l_dirs: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir] = []
+        ap_dirs = l_dirs.append
         for _ in range(n):
-            e, pos = _d_Request_AlterReplicaLogDir_v1(buf, pos)
-            ap(e)
-        o.dirs = l
+            e_dirs, pos = _d_Request_AlterReplicaLogDir_v1(buf, pos)
+            ap_dirs(e_dirs)
+        o.dirs = l_dirs
     return o, pos
 
 
-def _e_Request_AlterReplicaLogDirTopic_v1(o, out):
+def _e_Request_AlterReplicaLogDirTopic_v1(o: AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        ap(_e_fixed(l, 'i'))
+        ap(_P_i(len(l_partitions)))
+        ap(_e_fixed(l_partitions, 'i'))
 
 
-def _e_Request_AlterReplicaLogDir_v1(o, out):
+def _e_Request_AlterReplicaLogDir_v1(o: AlterReplicaLogDirsRequest.AlterReplicaLogDir, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.path))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_AlterReplicaLogDirTopic_v1(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_AlterReplicaLogDirTopic_v1(e_topics, out)
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: AlterReplicaLogDirsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.dirs
-    if l is None:
+    l_dirs = o.dirs
+    if l_dirs is None:
         raise ValueError('non-nullable field dirs is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_AlterReplicaLogDir_v1(e, out)
+        ap(_P_i(len(l_dirs)))
+        for e_dirs in l_dirs:
+            _e_Request_AlterReplicaLogDir_v1(e_dirs, out)
 
 
-def _d_Request_AlterReplicaLogDirTopic_v2(buf, pos):
+def _d_Request_AlterReplicaLogDirTopic_v2(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic, int]:
     o = _new(_C_Request_AlterReplicaLogDirTopic)
     o.name, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
@@ -265,19 +268,19 @@ def _d_Request_AlterReplicaLogDirTopic_v2(buf, pos):
     return o, pos
 
 
-def _d_Request_AlterReplicaLogDir_v2(buf, pos):
+def _d_Request_AlterReplicaLogDir_v2(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirsRequest.AlterReplicaLogDir, int]:
     o = _new(_C_Request_AlterReplicaLogDir)
     o.path, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_AlterReplicaLogDirTopic_v2(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_AlterReplicaLogDirTopic_v2(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -285,18 +288,18 @@ def _d_Request_AlterReplicaLogDir_v2(buf, pos):
     return o, pos
 
 
-def _d_Request_v2(buf, pos):
+def _d_Request_v2(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field dirs is null')
     else:
-        l = []
-        ap = l.append
+        l_dirs: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir] = []
+        ap_dirs = l_dirs.append
         for _ in range(n):
-            e, pos = _d_Request_AlterReplicaLogDir_v2(buf, pos)
-            ap(e)
-        o.dirs = l
+            e_dirs, pos = _d_Request_AlterReplicaLogDir_v2(buf, pos)
+            ap_dirs(e_dirs)
+        o.dirs = l_dirs
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -304,67 +307,67 @@ def _d_Request_v2(buf, pos):
     return o, pos
 
 
-def _e_Request_AlterReplicaLogDirTopic_v2(o, out):
+def _e_Request_AlterReplicaLogDirTopic_v2(o: AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
+        ap(_uv(len(l_partitions) + 1))
+        ap(_e_fixed(l_partitions, 'i'))
     ap(b'\x00')
 
 
-def _e_Request_AlterReplicaLogDir_v2(o, out):
+def _e_Request_AlterReplicaLogDir_v2(o: AlterReplicaLogDirsRequest.AlterReplicaLogDir, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.path))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_AlterReplicaLogDirTopic_v2(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_AlterReplicaLogDirTopic_v2(e_topics, out)
     ap(b'\x00')
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: AlterReplicaLogDirsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.dirs
-    if l is None:
+    l_dirs = o.dirs
+    if l_dirs is None:
         raise ValueError('non-nullable field dirs is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_AlterReplicaLogDir_v2(e, out)
+        ap(_uv(len(l_dirs) + 1))
+        for e_dirs in l_dirs:
+            _e_Request_AlterReplicaLogDir_v2(e_dirs, out)
     ap(b'\x00')
 
 
-def _d_Response_AlterReplicaLogDirPartitionResult_v1(buf, pos):
+def _d_Response_AlterReplicaLogDirPartitionResult_v1(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult, int]:
     o = _new(_C_Response_AlterReplicaLogDirPartitionResult)
     o.partition_index, o.error_code = _U_ih(buf, pos)
     pos += 6
     return o, pos
 
 
-def _d_Response_AlterReplicaLogDirTopicResult_v1(buf, pos):
+def _d_Response_AlterReplicaLogDirTopicResult_v1(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult, int]:
     o = _new(_C_Response_AlterReplicaLogDirTopicResult)
     o.topic_name, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_AlterReplicaLogDirPartitionResult_v1(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_AlterReplicaLogDirPartitionResult_v1(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -372,45 +375,45 @@ def _d_Response_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field results is null')
     else:
-        l = []
-        ap = l.append
+        l_results: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult] = []
+        ap_results = l_results.append
         for _ in range(n):
-            e, pos = _d_Response_AlterReplicaLogDirTopicResult_v1(buf, pos)
-            ap(e)
-        o.results = l
+            e_results, pos = _d_Response_AlterReplicaLogDirTopicResult_v1(buf, pos)
+            ap_results(e_results)
+        o.results = l_results
     return o, pos
 
 
-def _e_Response_AlterReplicaLogDirPartitionResult_v1(o, out):
+def _e_Response_AlterReplicaLogDirPartitionResult_v1(o: AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.partition_index, o.error_code))
 
 
-def _e_Response_AlterReplicaLogDirTopicResult_v1(o, out):
+def _e_Response_AlterReplicaLogDirTopicResult_v1(o: AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.topic_name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_AlterReplicaLogDirPartitionResult_v1(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_AlterReplicaLogDirPartitionResult_v1(e_partitions, out)
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: AlterReplicaLogDirsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.results
-    if l is None:
+    l_results = o.results
+    if l_results is None:
         raise ValueError('non-nullable field results is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_AlterReplicaLogDirTopicResult_v1(e, out)
+        ap(_P_i(len(l_results)))
+        for e_results in l_results:
+            _e_Response_AlterReplicaLogDirTopicResult_v1(e_results, out)
 
 
-def _d_Response_AlterReplicaLogDirPartitionResult_v2(buf, pos):
+def _d_Response_AlterReplicaLogDirPartitionResult_v2(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult, int]:
     o = _new(_C_Response_AlterReplicaLogDirPartitionResult)
     o.partition_index, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -421,19 +424,19 @@ def _d_Response_AlterReplicaLogDirPartitionResult_v2(buf, pos):
     return o, pos
 
 
-def _d_Response_AlterReplicaLogDirTopicResult_v2(buf, pos):
+def _d_Response_AlterReplicaLogDirTopicResult_v2(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult, int]:
     o = _new(_C_Response_AlterReplicaLogDirTopicResult)
     o.topic_name, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_AlterReplicaLogDirPartitionResult_v2(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_AlterReplicaLogDirPartitionResult_v2(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -441,7 +444,7 @@ def _d_Response_AlterReplicaLogDirTopicResult_v2(buf, pos):
     return o, pos
 
 
-def _d_Response_v2(buf, pos):
+def _d_Response_v2(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -449,12 +452,12 @@ def _d_Response_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field results is null')
     else:
-        l = []
-        ap = l.append
+        l_results: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult] = []
+        ap_results = l_results.append
         for _ in range(n):
-            e, pos = _d_Response_AlterReplicaLogDirTopicResult_v2(buf, pos)
-            ap(e)
-        o.results = l
+            e_results, pos = _d_Response_AlterReplicaLogDirTopicResult_v2(buf, pos)
+            ap_results(e_results)
+        o.results = l_results
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -462,35 +465,35 @@ def _d_Response_v2(buf, pos):
     return o, pos
 
 
-def _e_Response_AlterReplicaLogDirPartitionResult_v2(o, out):
+def _e_Response_AlterReplicaLogDirPartitionResult_v2(o: AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.partition_index, o.error_code))
     ap(b'\x00')
 
 
-def _e_Response_AlterReplicaLogDirTopicResult_v2(o, out):
+def _e_Response_AlterReplicaLogDirTopicResult_v2(o: AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.topic_name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_AlterReplicaLogDirPartitionResult_v2(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_AlterReplicaLogDirPartitionResult_v2(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: AlterReplicaLogDirsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.results
-    if l is None:
+    l_results = o.results
+    if l_results is None:
         raise ValueError('non-nullable field results is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_AlterReplicaLogDirTopicResult_v2(e, out)
+        ap(_uv(len(l_results) + 1))
+        for e_results in l_results:
+            _e_Response_AlterReplicaLogDirTopicResult_v2(e_results, out)
     ap(b'\x00')
 
 

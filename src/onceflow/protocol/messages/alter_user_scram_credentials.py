@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,72 +60,6 @@ _P_i = _S('>i').pack
 __all__ = ['AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse']
 
 
-class AlterUserScramCredentialsRequest(_Message):
-    """AlterUserScramCredentialsRequest: API key 51, versions 0, flexible 0+.
-
-    Fields (versions):
-        deletions: []ScramCredentialDeletion (0+)
-        upsertions: []ScramCredentialUpsertion (0+)
-    """
-
-    class ScramCredentialDeletion(_Struct):
-        """ScramCredentialDeletion
-
-        Fields (versions):
-            name: string (0+)
-            mechanism: int8 (0+)
-        """
-
-        name: str
-        mechanism: int
-        __slots__ = ('name', 'mechanism')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name='', mechanism=0):
-            self.name = name
-            self.mechanism = mechanism
-
-    class ScramCredentialUpsertion(_Struct):
-        """ScramCredentialUpsertion
-
-        Fields (versions):
-            name: string (0+)
-            mechanism: int8 (0+)
-            iterations: int32 (0+)
-            salt: bytes (0+)
-            salted_password: bytes (0+)
-        """
-
-        name: str
-        mechanism: int
-        iterations: int
-        salt: bytes
-        salted_password: bytes
-        __slots__ = ('name', 'mechanism', 'iterations', 'salt', 'salted_password')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name='', mechanism=0, iterations=0, salt=b'', salted_password=b''):
-            self.name = name
-            self.mechanism = mechanism
-            self.iterations = iterations
-            self.salt = salt
-            self.salted_password = salted_password
-
-    API_KEY = 51
-    API_NAME = 'AlterUserScramCredentials'
-    VALID_VERSIONS = (0, 0)
-    FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = False
-    deletions: list[AlterUserScramCredentialsRequest.ScramCredentialDeletion]
-    upsertions: list[AlterUserScramCredentialsRequest.ScramCredentialUpsertion]
-    __slots__ = ('deletions', 'upsertions')
-    _FIELDS = __slots__
-
-    def __init__(self, *, deletions=_UNSET, upsertions=_UNSET):
-        self.deletions = [] if deletions is _UNSET else deletions
-        self.upsertions = [] if upsertions is _UNSET else upsertions
-
-
 class AlterUserScramCredentialsResponse(_Message):
     """AlterUserScramCredentialsResponse: API key 51, versions 0, flexible 0+.
 
@@ -146,7 +83,7 @@ class AlterUserScramCredentialsResponse(_Message):
         __slots__ = ('user', 'error_code', 'error_message')
         _FIELDS = __slots__
 
-        def __init__(self, *, user='', error_code=0, error_message=''):
+        def __init__(self, *, user: str = '', error_code: int = 0, error_message: str | None = '') -> None:
             self.user = user
             self.error_code = error_code
             self.error_message = error_message
@@ -161,9 +98,75 @@ class AlterUserScramCredentialsResponse(_Message):
     __slots__ = ('throttle_time_ms', 'results')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, results=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is _UNSET else results
+
+
+class AlterUserScramCredentialsRequest(_Request[AlterUserScramCredentialsResponse]):
+    """AlterUserScramCredentialsRequest: API key 51, versions 0, flexible 0+.
+
+    Fields (versions):
+        deletions: []ScramCredentialDeletion (0+)
+        upsertions: []ScramCredentialUpsertion (0+)
+    """
+
+    class ScramCredentialDeletion(_Struct):
+        """ScramCredentialDeletion
+
+        Fields (versions):
+            name: string (0+)
+            mechanism: int8 (0+)
+        """
+
+        name: str
+        mechanism: int
+        __slots__ = ('name', 'mechanism')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', mechanism: int = 0) -> None:
+            self.name = name
+            self.mechanism = mechanism
+
+    class ScramCredentialUpsertion(_Struct):
+        """ScramCredentialUpsertion
+
+        Fields (versions):
+            name: string (0+)
+            mechanism: int8 (0+)
+            iterations: int32 (0+)
+            salt: bytes (0+)
+            salted_password: bytes (0+)
+        """
+
+        name: str
+        mechanism: int
+        iterations: int
+        salt: bytes
+        salted_password: bytes
+        __slots__ = ('name', 'mechanism', 'iterations', 'salt', 'salted_password')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', mechanism: int = 0, iterations: int = 0, salt: bytes = b'', salted_password: bytes = b'') -> None:
+            self.name = name
+            self.mechanism = mechanism
+            self.iterations = iterations
+            self.salt = salt
+            self.salted_password = salted_password
+
+    API_KEY = 51
+    API_NAME = 'AlterUserScramCredentials'
+    VALID_VERSIONS = (0, 0)
+    FLEXIBLE_MIN = 0
+    LATEST_VERSION_UNSTABLE = False
+    deletions: list[AlterUserScramCredentialsRequest.ScramCredentialDeletion]
+    upsertions: list[AlterUserScramCredentialsRequest.ScramCredentialUpsertion]
+    __slots__ = ('deletions', 'upsertions')
+    _FIELDS = __slots__
+
+    def __init__(self, *, deletions: list[AlterUserScramCredentialsRequest.ScramCredentialDeletion] | _Unset = _UNSET, upsertions: list[AlterUserScramCredentialsRequest.ScramCredentialUpsertion] | _Unset = _UNSET) -> None:
+        self.deletions = [] if deletions is _UNSET else deletions
+        self.upsertions = [] if upsertions is _UNSET else upsertions
 
 
 _C_Request = AlterUserScramCredentialsRequest
@@ -173,7 +176,7 @@ _C_Response = AlterUserScramCredentialsResponse
 _C_Response_AlterUserScramCredentialsResult = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
 
 
-def _d_Request_ScramCredentialDeletion_v0(buf, pos):
+def _d_Request_ScramCredentialDeletion_v0(buf: memoryview, pos: int) -> tuple[AlterUserScramCredentialsRequest.ScramCredentialDeletion, int]:
     o = _new(_C_Request_ScramCredentialDeletion)
     o.name, pos = _r_cstr(buf, pos)
     o.mechanism, = _U_b(buf, pos)
@@ -185,7 +188,7 @@ def _d_Request_ScramCredentialDeletion_v0(buf, pos):
     return o, pos
 
 
-def _d_Request_ScramCredentialUpsertion_v0(buf, pos):
+def _d_Request_ScramCredentialUpsertion_v0(buf: memoryview, pos: int) -> tuple[AlterUserScramCredentialsRequest.ScramCredentialUpsertion, int]:
     o = _new(_C_Request_ScramCredentialUpsertion)
     o.name, pos = _r_cstr(buf, pos)
     o.mechanism, o.iterations = _U_bi(buf, pos)
@@ -199,28 +202,28 @@ def _d_Request_ScramCredentialUpsertion_v0(buf, pos):
     return o, pos
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[AlterUserScramCredentialsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field deletions is null')
     else:
-        l = []
-        ap = l.append
+        l_deletions: list[AlterUserScramCredentialsRequest.ScramCredentialDeletion] = []
+        ap_deletions = l_deletions.append
         for _ in range(n):
-            e, pos = _d_Request_ScramCredentialDeletion_v0(buf, pos)
-            ap(e)
-        o.deletions = l
+            e_deletions, pos = _d_Request_ScramCredentialDeletion_v0(buf, pos)
+            ap_deletions(e_deletions)
+        o.deletions = l_deletions
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field upsertions is null')
     else:
-        l = []
-        ap = l.append
+        l_upsertions: list[AlterUserScramCredentialsRequest.ScramCredentialUpsertion] = []
+        ap_upsertions = l_upsertions.append
         for _ in range(n):
-            e, pos = _d_Request_ScramCredentialUpsertion_v0(buf, pos)
-            ap(e)
-        o.upsertions = l
+            e_upsertions, pos = _d_Request_ScramCredentialUpsertion_v0(buf, pos)
+            ap_upsertions(e_upsertions)
+        o.upsertions = l_upsertions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -228,14 +231,14 @@ def _d_Request_v0(buf, pos):
     return o, pos
 
 
-def _e_Request_ScramCredentialDeletion_v0(o, out):
+def _e_Request_ScramCredentialDeletion_v0(o: AlterUserScramCredentialsRequest.ScramCredentialDeletion, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
     ap(_P_b(o.mechanism))
     ap(b'\x00')
 
 
-def _e_Request_ScramCredentialUpsertion_v0(o, out):
+def _e_Request_ScramCredentialUpsertion_v0(o: AlterUserScramCredentialsRequest.ScramCredentialUpsertion, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
     ap(_P_bi(o.mechanism, o.iterations))
@@ -244,26 +247,26 @@ def _e_Request_ScramCredentialUpsertion_v0(o, out):
     ap(b'\x00')
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: AlterUserScramCredentialsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.deletions
-    if l is None:
+    l_deletions = o.deletions
+    if l_deletions is None:
         raise ValueError('non-nullable field deletions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_ScramCredentialDeletion_v0(e, out)
-    l = o.upsertions
-    if l is None:
+        ap(_uv(len(l_deletions) + 1))
+        for e_deletions in l_deletions:
+            _e_Request_ScramCredentialDeletion_v0(e_deletions, out)
+    l_upsertions = o.upsertions
+    if l_upsertions is None:
         raise ValueError('non-nullable field upsertions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_ScramCredentialUpsertion_v0(e, out)
+        ap(_uv(len(l_upsertions) + 1))
+        for e_upsertions in l_upsertions:
+            _e_Request_ScramCredentialUpsertion_v0(e_upsertions, out)
     ap(b'\x00')
 
 
-def _d_Response_AlterUserScramCredentialsResult_v0(buf, pos):
+def _d_Response_AlterUserScramCredentialsResult_v0(buf: memoryview, pos: int) -> tuple[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult, int]:
     o = _new(_C_Response_AlterUserScramCredentialsResult)
     o.user, pos = _r_cstr(buf, pos)
     o.error_code, = _U_h(buf, pos)
@@ -276,7 +279,7 @@ def _d_Response_AlterUserScramCredentialsResult_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[AlterUserScramCredentialsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -284,12 +287,12 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field results is null')
     else:
-        l = []
-        ap = l.append
+        l_results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult] = []
+        ap_results = l_results.append
         for _ in range(n):
-            e, pos = _d_Response_AlterUserScramCredentialsResult_v0(buf, pos)
-            ap(e)
-        o.results = l
+            e_results, pos = _d_Response_AlterUserScramCredentialsResult_v0(buf, pos)
+            ap_results(e_results)
+        o.results = l_results
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -297,7 +300,7 @@ def _d_Response_v0(buf, pos):
     return o, pos
 
 
-def _e_Response_AlterUserScramCredentialsResult_v0(o, out):
+def _e_Response_AlterUserScramCredentialsResult_v0(o: AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.user))
     ap(_P_h(o.error_code))
@@ -305,16 +308,16 @@ def _e_Response_AlterUserScramCredentialsResult_v0(o, out):
     ap(b'\x00')
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: AlterUserScramCredentialsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.results
-    if l is None:
+    l_results = o.results
+    if l_results is None:
         raise ValueError('non-nullable field results is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_AlterUserScramCredentialsResult_v0(e, out)
+        ap(_uv(len(l_results) + 1))
+        for e_results in l_results:
+            _e_Response_AlterUserScramCredentialsResult_v0(e_results, out)
     ap(b'\x00')
 
 

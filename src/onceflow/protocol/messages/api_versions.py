@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -63,29 +66,6 @@ _P_q = _S('>q').pack
 __all__ = ['ApiVersionsRequest', 'ApiVersionsResponse']
 
 
-class ApiVersionsRequest(_Message):
-    """ApiVersionsRequest: API key 18, versions 0-4, flexible 3+.
-
-    Fields (versions):
-        client_software_name: string (3+)
-        client_software_version: string (3+)
-    """
-
-    API_KEY = 18
-    API_NAME = 'ApiVersions'
-    VALID_VERSIONS = (0, 4)
-    FLEXIBLE_MIN = 3
-    LATEST_VERSION_UNSTABLE = False
-    client_software_name: str
-    client_software_version: str
-    __slots__ = ('client_software_name', 'client_software_version')
-    _FIELDS = __slots__
-
-    def __init__(self, *, client_software_name='', client_software_version=''):
-        self.client_software_name = client_software_name
-        self.client_software_version = client_software_version
-
-
 class ApiVersionsResponse(_Message):
     """ApiVersionsResponse: API key 18, versions 0-4, flexible 3+.
 
@@ -114,7 +94,7 @@ class ApiVersionsResponse(_Message):
         __slots__ = ('api_key', 'min_version', 'max_version')
         _FIELDS = __slots__
 
-        def __init__(self, *, api_key=0, min_version=0, max_version=0):
+        def __init__(self, *, api_key: int = 0, min_version: int = 0, max_version: int = 0) -> None:
             self.api_key = api_key
             self.min_version = min_version
             self.max_version = max_version
@@ -134,7 +114,7 @@ class ApiVersionsResponse(_Message):
         __slots__ = ('name', 'min_version', 'max_version')
         _FIELDS = __slots__
 
-        def __init__(self, *, name='', min_version=0, max_version=0):
+        def __init__(self, *, name: str = '', min_version: int = 0, max_version: int = 0) -> None:
             self.name = name
             self.min_version = min_version
             self.max_version = max_version
@@ -154,7 +134,7 @@ class ApiVersionsResponse(_Message):
         __slots__ = ('name', 'max_version_level', 'min_version_level')
         _FIELDS = __slots__
 
-        def __init__(self, *, name='', max_version_level=0, min_version_level=0):
+        def __init__(self, *, name: str = '', max_version_level: int = 0, min_version_level: int = 0) -> None:
             self.name = name
             self.max_version_level = max_version_level
             self.min_version_level = min_version_level
@@ -174,7 +154,7 @@ class ApiVersionsResponse(_Message):
     __slots__ = ('error_code', 'api_keys', 'throttle_time_ms', 'supported_features', 'finalized_features_epoch', 'finalized_features', 'zk_migration_ready')
     _FIELDS = __slots__
 
-    def __init__(self, *, error_code=0, api_keys=_UNSET, throttle_time_ms=0, supported_features=_UNSET, finalized_features_epoch=-1, finalized_features=_UNSET, zk_migration_ready=False):
+    def __init__(self, *, error_code: int = 0, api_keys: list[ApiVersionsResponse.ApiVersion] | _Unset = _UNSET, throttle_time_ms: int = 0, supported_features: list[ApiVersionsResponse.SupportedFeatureKey] | _Unset = _UNSET, finalized_features_epoch: int = -1, finalized_features: list[ApiVersionsResponse.FinalizedFeatureKey] | _Unset = _UNSET, zk_migration_ready: bool = False) -> None:
         self.error_code = error_code
         self.api_keys = [] if api_keys is _UNSET else api_keys
         self.throttle_time_ms = throttle_time_ms
@@ -184,6 +164,29 @@ class ApiVersionsResponse(_Message):
         self.zk_migration_ready = zk_migration_ready
 
 
+class ApiVersionsRequest(_Request[ApiVersionsResponse]):
+    """ApiVersionsRequest: API key 18, versions 0-4, flexible 3+.
+
+    Fields (versions):
+        client_software_name: string (3+)
+        client_software_version: string (3+)
+    """
+
+    API_KEY = 18
+    API_NAME = 'ApiVersions'
+    VALID_VERSIONS = (0, 4)
+    FLEXIBLE_MIN = 3
+    LATEST_VERSION_UNSTABLE = False
+    client_software_name: str
+    client_software_version: str
+    __slots__ = ('client_software_name', 'client_software_version')
+    _FIELDS = __slots__
+
+    def __init__(self, *, client_software_name: str = '', client_software_version: str = '') -> None:
+        self.client_software_name = client_software_name
+        self.client_software_version = client_software_version
+
+
 _C_Request = ApiVersionsRequest
 _C_Response = ApiVersionsResponse
 _C_Response_ApiVersion = ApiVersionsResponse.ApiVersion
@@ -191,18 +194,18 @@ _C_Response_SupportedFeatureKey = ApiVersionsResponse.SupportedFeatureKey
 _C_Response_FinalizedFeatureKey = ApiVersionsResponse.FinalizedFeatureKey
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[ApiVersionsRequest, int]:
     o = _new(_C_Request)
     o.client_software_name = ''
     o.client_software_version = ''
     return o, pos
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: ApiVersionsRequest, out: list[_Bytes]) -> None:
     ap = out.append
 
 
-def _d_Request_v3(buf, pos):
+def _d_Request_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsRequest, int]:
     o = _new(_C_Request)
     o.client_software_name, pos = _r_cstr(buf, pos)
     o.client_software_version, pos = _r_cstr(buf, pos)
@@ -213,21 +216,21 @@ def _d_Request_v3(buf, pos):
     return o, pos
 
 
-def _e_Request_v3(o, out):
+def _e_Request_v3(o: ApiVersionsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.client_software_name))
     ap(_e_cstr(o.client_software_version))
     ap(b'\x00')
 
 
-def _d_Response_ApiVersion_v0(buf, pos):
+def _d_Response_ApiVersion_v0(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse.ApiVersion, int]:
     o = _new(_C_Response_ApiVersion)
     o.api_key, o.min_version, o.max_version = _U_hhh(buf, pos)
     pos += 6
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms = 0
     o.supported_features = []
@@ -240,33 +243,33 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field api_keys is null')
     else:
-        l = []
-        ap = l.append
+        l_api_keys: list[ApiVersionsResponse.ApiVersion] = []
+        ap_api_keys = l_api_keys.append
         for _ in range(n):
-            e, pos = _d_Response_ApiVersion_v0(buf, pos)
-            ap(e)
-        o.api_keys = l
+            e_api_keys, pos = _d_Response_ApiVersion_v0(buf, pos)
+            ap_api_keys(e_api_keys)
+        o.api_keys = l_api_keys
     return o, pos
 
 
-def _e_Response_ApiVersion_v0(o, out):
+def _e_Response_ApiVersion_v0(o: ApiVersionsResponse.ApiVersion, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_hhh(o.api_key, o.min_version, o.max_version))
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: ApiVersionsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
-    l = o.api_keys
-    if l is None:
+    l_api_keys = o.api_keys
+    if l_api_keys is None:
         raise ValueError('non-nullable field api_keys is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_ApiVersion_v0(e, out)
+        ap(_P_i(len(l_api_keys)))
+        for e_api_keys in l_api_keys:
+            _e_Response_ApiVersion_v0(e_api_keys, out)
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
     o = _new(_C_Response)
     o.supported_features = []
     o.finalized_features_epoch = -1
@@ -278,31 +281,31 @@ def _d_Response_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field api_keys is null')
     else:
-        l = []
-        ap = l.append
+        l_api_keys: list[ApiVersionsResponse.ApiVersion] = []
+        ap_api_keys = l_api_keys.append
         for _ in range(n):
-            e, pos = _d_Response_ApiVersion_v0(buf, pos)
-            ap(e)
-        o.api_keys = l
+            e_api_keys, pos = _d_Response_ApiVersion_v0(buf, pos)
+            ap_api_keys(e_api_keys)
+        o.api_keys = l_api_keys
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
     return o, pos
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: ApiVersionsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
-    l = o.api_keys
-    if l is None:
+    l_api_keys = o.api_keys
+    if l_api_keys is None:
         raise ValueError('non-nullable field api_keys is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_ApiVersion_v0(e, out)
+        ap(_P_i(len(l_api_keys)))
+        for e_api_keys in l_api_keys:
+            _e_Response_ApiVersion_v0(e_api_keys, out)
     ap(_P_i(o.throttle_time_ms))
 
 
-def _d_Response_ApiVersion_v3(buf, pos):
+def _d_Response_ApiVersion_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse.ApiVersion, int]:
     o = _new(_C_Response_ApiVersion)
     o.api_key, o.min_version, o.max_version = _U_hhh(buf, pos)
     pos += 6
@@ -313,7 +316,7 @@ def _d_Response_ApiVersion_v3(buf, pos):
     return o, pos
 
 
-def _d_Response_SupportedFeatureKey_v3(buf, pos):
+def _d_Response_SupportedFeatureKey_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse.SupportedFeatureKey, int]:
     o = _new(_C_Response_SupportedFeatureKey)
     o.name, pos = _r_cstr(buf, pos)
     o.min_version, o.max_version = _U_hh(buf, pos)
@@ -325,7 +328,7 @@ def _d_Response_SupportedFeatureKey_v3(buf, pos):
     return o, pos
 
 
-def _d_Response_FinalizedFeatureKey_v3(buf, pos):
+def _d_Response_FinalizedFeatureKey_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse.FinalizedFeatureKey, int]:
     o = _new(_C_Response_FinalizedFeatureKey)
     o.name, pos = _r_cstr(buf, pos)
     o.max_version_level, o.min_version_level = _U_hh(buf, pos)
@@ -337,7 +340,7 @@ def _d_Response_FinalizedFeatureKey_v3(buf, pos):
     return o, pos
 
 
-def _d_Response_v3(buf, pos):
+def _d_Response_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
     o = _new(_C_Response)
     o.supported_features = []
     o.finalized_features_epoch = -1
@@ -349,12 +352,12 @@ def _d_Response_v3(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field api_keys is null')
     else:
-        l = []
-        ap = l.append
+        l_api_keys: list[ApiVersionsResponse.ApiVersion] = []
+        ap_api_keys = l_api_keys.append
         for _ in range(n):
-            e, pos = _d_Response_ApiVersion_v3(buf, pos)
-            ap(e)
-        o.api_keys = l
+            e_api_keys, pos = _d_Response_ApiVersion_v3(buf, pos)
+            ap_api_keys(e_api_keys)
+        o.api_keys = l_api_keys
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
     nt, pos = _r_uv(buf, pos)
@@ -367,12 +370,12 @@ def _d_Response_v3(buf, pos):
             if n < 0:
                 raise _DecodeError('non-nullable field supported_features is null')
             else:
-                l = []
-                ap = l.append
+                l_supported_features: list[ApiVersionsResponse.SupportedFeatureKey] = []
+                ap_supported_features = l_supported_features.append
                 for _ in range(n):
-                    e, pos = _d_Response_SupportedFeatureKey_v3(buf, pos)
-                    ap(e)
-                o.supported_features = l
+                    e_supported_features, pos = _d_Response_SupportedFeatureKey_v3(buf, pos)
+                    ap_supported_features(e_supported_features)
+                o.supported_features = l_supported_features
             if pos > end:
                 raise _DecodeError('tagged field supported_features overruns its size')
         elif tag == 1:
@@ -385,12 +388,12 @@ def _d_Response_v3(buf, pos):
             if n < 0:
                 raise _DecodeError('non-nullable field finalized_features is null')
             else:
-                l = []
-                ap = l.append
+                l_finalized_features: list[ApiVersionsResponse.FinalizedFeatureKey] = []
+                ap_finalized_features = l_finalized_features.append
                 for _ in range(n):
-                    e, pos = _d_Response_FinalizedFeatureKey_v3(buf, pos)
-                    ap(e)
-                o.finalized_features = l
+                    e_finalized_features, pos = _d_Response_FinalizedFeatureKey_v3(buf, pos)
+                    ap_finalized_features(e_finalized_features)
+                o.finalized_features = l_finalized_features
             if pos > end:
                 raise _DecodeError('tagged field finalized_features overruns its size')
         elif tag == 3:
@@ -402,83 +405,83 @@ def _d_Response_v3(buf, pos):
     return o, pos
 
 
-def _e_Response_ApiVersion_v3(o, out):
+def _e_Response_ApiVersion_v3(o: ApiVersionsResponse.ApiVersion, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_hhh(o.api_key, o.min_version, o.max_version))
     ap(b'\x00')
 
 
-def _e_Response_SupportedFeatureKey_v3(o, out):
+def _e_Response_SupportedFeatureKey_v3(o: ApiVersionsResponse.SupportedFeatureKey, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
     ap(_P_hh(o.min_version, o.max_version))
     ap(b'\x00')
 
 
-def _e_Response_FinalizedFeatureKey_v3(o, out):
+def _e_Response_FinalizedFeatureKey_v3(o: ApiVersionsResponse.FinalizedFeatureKey, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
     ap(_P_hh(o.max_version_level, o.min_version_level))
     ap(b'\x00')
 
 
-def _e_Response_v3(o, out):
+def _e_Response_v3(o: ApiVersionsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
-    l = o.api_keys
-    if l is None:
+    l_api_keys = o.api_keys
+    if l_api_keys is None:
         raise ValueError('non-nullable field api_keys is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ApiVersion_v3(e, out)
+        ap(_uv(len(l_api_keys) + 1))
+        for e_api_keys in l_api_keys:
+            _e_Response_ApiVersion_v3(e_api_keys, out)
     ap(_P_i(o.throttle_time_ms))
     tc = 0
-    tp = []
-    v = o.supported_features
-    if (v is None or len(v) != 0):
-        t = []
-        l = v
-        if l is None:
+    tp: list[_Bytes] = []
+    v_supported_features = o.supported_features
+    if (v_supported_features is None or len(v_supported_features) != 0):
+        t_supported_features: list[_Bytes] = []
+        l_supported_features = v_supported_features
+        if l_supported_features is None:
             raise ValueError('non-nullable field supported_features is None')
         else:
-            t.append(_uv(len(l) + 1))
-            for e in l:
-                _e_Response_SupportedFeatureKey_v3(e, t)
-        d = b''.join(t)
+            t_supported_features.append(_uv(len(l_supported_features) + 1))
+            for e_supported_features in l_supported_features:
+                _e_Response_SupportedFeatureKey_v3(e_supported_features, t_supported_features)
+        d = b''.join(t_supported_features)
         tp.append(_uv(0))
         tp.append(_uv(len(d)))
         tp.append(d)
         tc += 1
-    v = o.finalized_features_epoch
-    if v != -1:
-        t = []
-        t.append(_P_q(v))
-        d = b''.join(t)
+    v_finalized_features_epoch = o.finalized_features_epoch
+    if v_finalized_features_epoch != -1:
+        t_finalized_features_epoch: list[_Bytes] = []
+        t_finalized_features_epoch.append(_P_q(v_finalized_features_epoch))
+        d = b''.join(t_finalized_features_epoch)
         tp.append(_uv(1))
         tp.append(_uv(len(d)))
         tp.append(d)
         tc += 1
-    v = o.finalized_features
-    if (v is None or len(v) != 0):
-        t = []
-        l = v
-        if l is None:
+    v_finalized_features = o.finalized_features
+    if (v_finalized_features is None or len(v_finalized_features) != 0):
+        t_finalized_features: list[_Bytes] = []
+        l_finalized_features = v_finalized_features
+        if l_finalized_features is None:
             raise ValueError('non-nullable field finalized_features is None')
         else:
-            t.append(_uv(len(l) + 1))
-            for e in l:
-                _e_Response_FinalizedFeatureKey_v3(e, t)
-        d = b''.join(t)
+            t_finalized_features.append(_uv(len(l_finalized_features) + 1))
+            for e_finalized_features in l_finalized_features:
+                _e_Response_FinalizedFeatureKey_v3(e_finalized_features, t_finalized_features)
+        d = b''.join(t_finalized_features)
         tp.append(_uv(2))
         tp.append(_uv(len(d)))
         tp.append(d)
         tc += 1
-    v = o.zk_migration_ready
-    if v != False:
-        t = []
-        t.append(_P_z(v))
-        d = b''.join(t)
+    v_zk_migration_ready = o.zk_migration_ready
+    if v_zk_migration_ready != False:
+        t_zk_migration_ready: list[_Bytes] = []
+        t_zk_migration_ready.append(_P_z(v_zk_migration_ready))
+        d = b''.join(t_zk_migration_ready)
         tp.append(_uv(3))
         tp.append(_uv(len(d)))
         tp.append(d)

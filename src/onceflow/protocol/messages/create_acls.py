@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,7 +60,47 @@ _P_i = _S('>i').pack
 __all__ = ['CreateAclsRequest', 'CreateAclsResponse']
 
 
-class CreateAclsRequest(_Message):
+class CreateAclsResponse(_Message):
+    """CreateAclsResponse: API key 30, versions 1-3, flexible 2+.
+
+    Fields (versions):
+        throttle_time_ms: int32 (0+)
+        results: []AclCreationResult (0+)
+    """
+
+    class AclCreationResult(_Struct):
+        """AclCreationResult
+
+        Fields (versions):
+            error_code: int16 (0+)
+            error_message: string (0+, nullable 0+)
+        """
+
+        error_code: int
+        error_message: str | None
+        __slots__ = ('error_code', 'error_message')
+        _FIELDS = __slots__
+
+        def __init__(self, *, error_code: int = 0, error_message: str | None = '') -> None:
+            self.error_code = error_code
+            self.error_message = error_message
+
+    API_KEY = 30
+    API_NAME = 'CreateAcls'
+    VALID_VERSIONS = (1, 3)
+    FLEXIBLE_MIN = 2
+    LATEST_VERSION_UNSTABLE = False
+    throttle_time_ms: int
+    results: list[CreateAclsResponse.AclCreationResult]
+    __slots__ = ('throttle_time_ms', 'results')
+    _FIELDS = __slots__
+
+    def __init__(self, *, throttle_time_ms: int = 0, results: list[CreateAclsResponse.AclCreationResult] | _Unset = _UNSET) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.results = [] if results is _UNSET else results
+
+
+class CreateAclsRequest(_Request[CreateAclsResponse]):
     """CreateAclsRequest: API key 30, versions 1-3, flexible 2+.
 
     Fields (versions):
@@ -87,7 +130,7 @@ class CreateAclsRequest(_Message):
         __slots__ = ('resource_type', 'resource_name', 'resource_pattern_type', 'principal', 'host', 'operation', 'permission_type')
         _FIELDS = __slots__
 
-        def __init__(self, *, resource_type=0, resource_name='', resource_pattern_type=3, principal='', host='', operation=0, permission_type=0):
+        def __init__(self, *, resource_type: int = 0, resource_name: str = '', resource_pattern_type: int = 3, principal: str = '', host: str = '', operation: int = 0, permission_type: int = 0) -> None:
             self.resource_type = resource_type
             self.resource_name = resource_name
             self.resource_pattern_type = resource_pattern_type
@@ -105,48 +148,8 @@ class CreateAclsRequest(_Message):
     __slots__ = ('creations',)
     _FIELDS = __slots__
 
-    def __init__(self, *, creations=_UNSET):
+    def __init__(self, *, creations: list[CreateAclsRequest.AclCreation] | _Unset = _UNSET) -> None:
         self.creations = [] if creations is _UNSET else creations
-
-
-class CreateAclsResponse(_Message):
-    """CreateAclsResponse: API key 30, versions 1-3, flexible 2+.
-
-    Fields (versions):
-        throttle_time_ms: int32 (0+)
-        results: []AclCreationResult (0+)
-    """
-
-    class AclCreationResult(_Struct):
-        """AclCreationResult
-
-        Fields (versions):
-            error_code: int16 (0+)
-            error_message: string (0+, nullable 0+)
-        """
-
-        error_code: int
-        error_message: str | None
-        __slots__ = ('error_code', 'error_message')
-        _FIELDS = __slots__
-
-        def __init__(self, *, error_code=0, error_message=''):
-            self.error_code = error_code
-            self.error_message = error_message
-
-    API_KEY = 30
-    API_NAME = 'CreateAcls'
-    VALID_VERSIONS = (1, 3)
-    FLEXIBLE_MIN = 2
-    LATEST_VERSION_UNSTABLE = False
-    throttle_time_ms: int
-    results: list[CreateAclsResponse.AclCreationResult]
-    __slots__ = ('throttle_time_ms', 'results')
-    _FIELDS = __slots__
-
-    def __init__(self, *, throttle_time_ms=0, results=_UNSET):
-        self.throttle_time_ms = throttle_time_ms
-        self.results = [] if results is _UNSET else results
 
 
 _C_Request = CreateAclsRequest
@@ -155,7 +158,7 @@ _C_Response = CreateAclsResponse
 _C_Response_AclCreationResult = CreateAclsResponse.AclCreationResult
 
 
-def _d_Request_AclCreation_v1(buf, pos):
+def _d_Request_AclCreation_v1(buf: memoryview, pos: int) -> tuple[CreateAclsRequest.AclCreation, int]:
     o = _new(_C_Request_AclCreation)
     o.resource_type, = _U_b(buf, pos)
     pos += 1
@@ -169,22 +172,22 @@ def _d_Request_AclCreation_v1(buf, pos):
     return o, pos
 
 
-def _d_Request_v1(buf, pos):
+def _d_Request_v1(buf: memoryview, pos: int) -> tuple[CreateAclsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field creations is null')
     else:
-        l = []
-        ap = l.append
+        l_creations: list[CreateAclsRequest.AclCreation] = []
+        ap_creations = l_creations.append
         for _ in range(n):
-            e, pos = _d_Request_AclCreation_v1(buf, pos)
-            ap(e)
-        o.creations = l
+            e_creations, pos = _d_Request_AclCreation_v1(buf, pos)
+            ap_creations(e_creations)
+        o.creations = l_creations
     return o, pos
 
 
-def _e_Request_AclCreation_v1(o, out):
+def _e_Request_AclCreation_v1(o: CreateAclsRequest.AclCreation, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_b(o.resource_type))
     ap(_e_str(o.resource_name))
@@ -194,18 +197,18 @@ def _e_Request_AclCreation_v1(o, out):
     ap(_P_bb(o.operation, o.permission_type))
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: CreateAclsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.creations
-    if l is None:
+    l_creations = o.creations
+    if l_creations is None:
         raise ValueError('non-nullable field creations is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_AclCreation_v1(e, out)
+        ap(_P_i(len(l_creations)))
+        for e_creations in l_creations:
+            _e_Request_AclCreation_v1(e_creations, out)
 
 
-def _d_Request_AclCreation_v2(buf, pos):
+def _d_Request_AclCreation_v2(buf: memoryview, pos: int) -> tuple[CreateAclsRequest.AclCreation, int]:
     o = _new(_C_Request_AclCreation)
     o.resource_type, = _U_b(buf, pos)
     pos += 1
@@ -223,18 +226,18 @@ def _d_Request_AclCreation_v2(buf, pos):
     return o, pos
 
 
-def _d_Request_v2(buf, pos):
+def _d_Request_v2(buf: memoryview, pos: int) -> tuple[CreateAclsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field creations is null')
     else:
-        l = []
-        ap = l.append
+        l_creations: list[CreateAclsRequest.AclCreation] = []
+        ap_creations = l_creations.append
         for _ in range(n):
-            e, pos = _d_Request_AclCreation_v2(buf, pos)
-            ap(e)
-        o.creations = l
+            e_creations, pos = _d_Request_AclCreation_v2(buf, pos)
+            ap_creations(e_creations)
+        o.creations = l_creations
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -242,7 +245,7 @@ def _d_Request_v2(buf, pos):
     return o, pos
 
 
-def _e_Request_AclCreation_v2(o, out):
+def _e_Request_AclCreation_v2(o: CreateAclsRequest.AclCreation, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_b(o.resource_type))
     ap(_e_cstr(o.resource_name))
@@ -253,19 +256,19 @@ def _e_Request_AclCreation_v2(o, out):
     ap(b'\x00')
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: CreateAclsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.creations
-    if l is None:
+    l_creations = o.creations
+    if l_creations is None:
         raise ValueError('non-nullable field creations is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_AclCreation_v2(e, out)
+        ap(_uv(len(l_creations) + 1))
+        for e_creations in l_creations:
+            _e_Request_AclCreation_v2(e_creations, out)
     ap(b'\x00')
 
 
-def _d_Response_AclCreationResult_v1(buf, pos):
+def _d_Response_AclCreationResult_v1(buf: memoryview, pos: int) -> tuple[CreateAclsResponse.AclCreationResult, int]:
     o = _new(_C_Response_AclCreationResult)
     o.error_code, = _U_h(buf, pos)
     pos += 2
@@ -273,7 +276,7 @@ def _d_Response_AclCreationResult_v1(buf, pos):
     return o, pos
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[CreateAclsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -281,34 +284,34 @@ def _d_Response_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field results is null')
     else:
-        l = []
-        ap = l.append
+        l_results: list[CreateAclsResponse.AclCreationResult] = []
+        ap_results = l_results.append
         for _ in range(n):
-            e, pos = _d_Response_AclCreationResult_v1(buf, pos)
-            ap(e)
-        o.results = l
+            e_results, pos = _d_Response_AclCreationResult_v1(buf, pos)
+            ap_results(e_results)
+        o.results = l_results
     return o, pos
 
 
-def _e_Response_AclCreationResult_v1(o, out):
+def _e_Response_AclCreationResult_v1(o: CreateAclsResponse.AclCreationResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_nstr(o.error_message))
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: CreateAclsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.results
-    if l is None:
+    l_results = o.results
+    if l_results is None:
         raise ValueError('non-nullable field results is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_AclCreationResult_v1(e, out)
+        ap(_P_i(len(l_results)))
+        for e_results in l_results:
+            _e_Response_AclCreationResult_v1(e_results, out)
 
 
-def _d_Response_AclCreationResult_v2(buf, pos):
+def _d_Response_AclCreationResult_v2(buf: memoryview, pos: int) -> tuple[CreateAclsResponse.AclCreationResult, int]:
     o = _new(_C_Response_AclCreationResult)
     o.error_code, = _U_h(buf, pos)
     pos += 2
@@ -320,7 +323,7 @@ def _d_Response_AclCreationResult_v2(buf, pos):
     return o, pos
 
 
-def _d_Response_v2(buf, pos):
+def _d_Response_v2(buf: memoryview, pos: int) -> tuple[CreateAclsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -328,12 +331,12 @@ def _d_Response_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field results is null')
     else:
-        l = []
-        ap = l.append
+        l_results: list[CreateAclsResponse.AclCreationResult] = []
+        ap_results = l_results.append
         for _ in range(n):
-            e, pos = _d_Response_AclCreationResult_v2(buf, pos)
-            ap(e)
-        o.results = l
+            e_results, pos = _d_Response_AclCreationResult_v2(buf, pos)
+            ap_results(e_results)
+        o.results = l_results
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -341,23 +344,23 @@ def _d_Response_v2(buf, pos):
     return o, pos
 
 
-def _e_Response_AclCreationResult_v2(o, out):
+def _e_Response_AclCreationResult_v2(o: CreateAclsResponse.AclCreationResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_cnstr(o.error_message))
     ap(b'\x00')
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: CreateAclsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.results
-    if l is None:
+    l_results = o.results
+    if l_results is None:
         raise ValueError('non-nullable field results is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_AclCreationResult_v2(e, out)
+        ap(_uv(len(l_results) + 1))
+        for e_results in l_results:
+            _e_Response_AclCreationResult_v2(e_results, out)
     ap(b'\x00')
 
 

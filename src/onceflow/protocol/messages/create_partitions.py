@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,7 +60,50 @@ _P_iz = _S('>i?').pack
 __all__ = ['CreatePartitionsRequest', 'CreatePartitionsResponse']
 
 
-class CreatePartitionsRequest(_Message):
+class CreatePartitionsResponse(_Message):
+    """CreatePartitionsResponse: API key 37, versions 0-3, flexible 2+.
+
+    Fields (versions):
+        throttle_time_ms: int32 (0+)
+        results: []CreatePartitionsTopicResult (0+)
+    """
+
+    class CreatePartitionsTopicResult(_Struct):
+        """CreatePartitionsTopicResult
+
+        Fields (versions):
+            name: string (0+)
+            error_code: int16 (0+)
+            error_message: string (0+, nullable 0+)
+        """
+
+        name: str
+        error_code: int
+        error_message: str | None
+        __slots__ = ('name', 'error_code', 'error_message')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', error_code: int = 0, error_message: str | None = None) -> None:
+            self.name = name
+            self.error_code = error_code
+            self.error_message = error_message
+
+    API_KEY = 37
+    API_NAME = 'CreatePartitions'
+    VALID_VERSIONS = (0, 3)
+    FLEXIBLE_MIN = 2
+    LATEST_VERSION_UNSTABLE = False
+    throttle_time_ms: int
+    results: list[CreatePartitionsResponse.CreatePartitionsTopicResult]
+    __slots__ = ('throttle_time_ms', 'results')
+    _FIELDS = __slots__
+
+    def __init__(self, *, throttle_time_ms: int = 0, results: list[CreatePartitionsResponse.CreatePartitionsTopicResult] | _Unset = _UNSET) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.results = [] if results is _UNSET else results
+
+
+class CreatePartitionsRequest(_Request[CreatePartitionsResponse]):
     """CreatePartitionsRequest: API key 37, versions 0-3, flexible 2+.
 
     Fields (versions):
@@ -86,7 +132,7 @@ class CreatePartitionsRequest(_Message):
             __slots__ = ('broker_ids',)
             _FIELDS = __slots__
 
-            def __init__(self, *, broker_ids=_UNSET):
+            def __init__(self, *, broker_ids: list[int] | _Unset = _UNSET) -> None:
                 self.broker_ids = [] if broker_ids is _UNSET else broker_ids
 
         name: str
@@ -95,7 +141,7 @@ class CreatePartitionsRequest(_Message):
         __slots__ = ('name', 'count', 'assignments')
         _FIELDS = __slots__
 
-        def __init__(self, *, name='', count=0, assignments=_UNSET):
+        def __init__(self, *, name: str = '', count: int = 0, assignments: list[CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment] | None | _Unset = _UNSET) -> None:
             self.name = name
             self.count = count
             self.assignments = [] if assignments is _UNSET else assignments
@@ -111,53 +157,10 @@ class CreatePartitionsRequest(_Message):
     __slots__ = ('topics', 'timeout_ms', 'validate_only')
     _FIELDS = __slots__
 
-    def __init__(self, *, topics=_UNSET, timeout_ms=0, validate_only=False):
+    def __init__(self, *, topics: list[CreatePartitionsRequest.CreatePartitionsTopic] | _Unset = _UNSET, timeout_ms: int = 0, validate_only: bool = False) -> None:
         self.topics = [] if topics is _UNSET else topics
         self.timeout_ms = timeout_ms
         self.validate_only = validate_only
-
-
-class CreatePartitionsResponse(_Message):
-    """CreatePartitionsResponse: API key 37, versions 0-3, flexible 2+.
-
-    Fields (versions):
-        throttle_time_ms: int32 (0+)
-        results: []CreatePartitionsTopicResult (0+)
-    """
-
-    class CreatePartitionsTopicResult(_Struct):
-        """CreatePartitionsTopicResult
-
-        Fields (versions):
-            name: string (0+)
-            error_code: int16 (0+)
-            error_message: string (0+, nullable 0+)
-        """
-
-        name: str
-        error_code: int
-        error_message: str | None
-        __slots__ = ('name', 'error_code', 'error_message')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name='', error_code=0, error_message=None):
-            self.name = name
-            self.error_code = error_code
-            self.error_message = error_message
-
-    API_KEY = 37
-    API_NAME = 'CreatePartitions'
-    VALID_VERSIONS = (0, 3)
-    FLEXIBLE_MIN = 2
-    LATEST_VERSION_UNSTABLE = False
-    throttle_time_ms: int
-    results: list[CreatePartitionsResponse.CreatePartitionsTopicResult]
-    __slots__ = ('throttle_time_ms', 'results')
-    _FIELDS = __slots__
-
-    def __init__(self, *, throttle_time_ms=0, results=_UNSET):
-        self.throttle_time_ms = throttle_time_ms
-        self.results = [] if results is _UNSET else results
 
 
 _C_Request = CreatePartitionsRequest
@@ -167,7 +170,7 @@ _C_Response = CreatePartitionsResponse
 _C_Response_CreatePartitionsTopicResult = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
-def _d_Request_CreatePartitionsAssignment_v0(buf, pos):
+def _d_Request_CreatePartitionsAssignment_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment, int]:
     o = _new(_C_Request_CreatePartitionsAssignment)
     n, pos = _r_alen(buf, pos)
     if n < 0:
@@ -177,7 +180,7 @@ def _d_Request_CreatePartitionsAssignment_v0(buf, pos):
     return o, pos
 
 
-def _d_Request_CreatePartitionsTopic_v0(buf, pos):
+def _d_Request_CreatePartitionsTopic_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest.CreatePartitionsTopic, int]:
     o = _new(_C_Request_CreatePartitionsTopic)
     o.name, pos = _r_str(buf, pos)
     o.count, = _U_i(buf, pos)
@@ -186,68 +189,68 @@ def _d_Request_CreatePartitionsTopic_v0(buf, pos):
     if n < 0:
         o.assignments = None
     else:
-        l = []
-        ap = l.append
+        l_assignments: list[CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment] = []
+        ap_assignments = l_assignments.append
         for _ in range(n):
-            e, pos = _d_Request_CreatePartitionsAssignment_v0(buf, pos)
-            ap(e)
-        o.assignments = l
+            e_assignments, pos = _d_Request_CreatePartitionsAssignment_v0(buf, pos)
+            ap_assignments(e_assignments)
+        o.assignments = l_assignments
     return o, pos
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[CreatePartitionsRequest.CreatePartitionsTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_CreatePartitionsTopic_v0(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_CreatePartitionsTopic_v0(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.timeout_ms, o.validate_only = _U_iz(buf, pos)
     pos += 5
     return o, pos
 
 
-def _e_Request_CreatePartitionsAssignment_v0(o, out):
+def _e_Request_CreatePartitionsAssignment_v0(o: CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.broker_ids
-    if l is None:
+    l_broker_ids = o.broker_ids
+    if l_broker_ids is None:
         raise ValueError('non-nullable field broker_ids is None')
     else:
-        ap(_P_i(len(l)))
-        ap(_e_fixed(l, 'i'))
+        ap(_P_i(len(l_broker_ids)))
+        ap(_e_fixed(l_broker_ids, 'i'))
 
 
-def _e_Request_CreatePartitionsTopic_v0(o, out):
+def _e_Request_CreatePartitionsTopic_v0(o: CreatePartitionsRequest.CreatePartitionsTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
     ap(_P_i(o.count))
-    l = o.assignments
-    if l is None:
+    l_assignments = o.assignments
+    if l_assignments is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_CreatePartitionsAssignment_v0(e, out)
+        ap(_P_i(len(l_assignments)))
+        for e_assignments in l_assignments:
+            _e_Request_CreatePartitionsAssignment_v0(e_assignments, out)
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: CreatePartitionsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_CreatePartitionsTopic_v0(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_CreatePartitionsTopic_v0(e_topics, out)
     ap(_P_iz(o.timeout_ms, o.validate_only))
 
 
-def _d_Request_CreatePartitionsAssignment_v2(buf, pos):
+def _d_Request_CreatePartitionsAssignment_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment, int]:
     o = _new(_C_Request_CreatePartitionsAssignment)
     n, pos = _r_calen(buf, pos)
     if n < 0:
@@ -261,7 +264,7 @@ def _d_Request_CreatePartitionsAssignment_v2(buf, pos):
     return o, pos
 
 
-def _d_Request_CreatePartitionsTopic_v2(buf, pos):
+def _d_Request_CreatePartitionsTopic_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest.CreatePartitionsTopic, int]:
     o = _new(_C_Request_CreatePartitionsTopic)
     o.name, pos = _r_cstr(buf, pos)
     o.count, = _U_i(buf, pos)
@@ -270,12 +273,12 @@ def _d_Request_CreatePartitionsTopic_v2(buf, pos):
     if n < 0:
         o.assignments = None
     else:
-        l = []
-        ap = l.append
+        l_assignments: list[CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment] = []
+        ap_assignments = l_assignments.append
         for _ in range(n):
-            e, pos = _d_Request_CreatePartitionsAssignment_v2(buf, pos)
-            ap(e)
-        o.assignments = l
+            e_assignments, pos = _d_Request_CreatePartitionsAssignment_v2(buf, pos)
+            ap_assignments(e_assignments)
+        o.assignments = l_assignments
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -283,18 +286,18 @@ def _d_Request_CreatePartitionsTopic_v2(buf, pos):
     return o, pos
 
 
-def _d_Request_v2(buf, pos):
+def _d_Request_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[CreatePartitionsRequest.CreatePartitionsTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_CreatePartitionsTopic_v2(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_CreatePartitionsTopic_v2(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.timeout_ms, o.validate_only = _U_iz(buf, pos)
     pos += 5
     if buf[pos]:
@@ -304,45 +307,45 @@ def _d_Request_v2(buf, pos):
     return o, pos
 
 
-def _e_Request_CreatePartitionsAssignment_v2(o, out):
+def _e_Request_CreatePartitionsAssignment_v2(o: CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.broker_ids
-    if l is None:
+    l_broker_ids = o.broker_ids
+    if l_broker_ids is None:
         raise ValueError('non-nullable field broker_ids is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
+        ap(_uv(len(l_broker_ids) + 1))
+        ap(_e_fixed(l_broker_ids, 'i'))
     ap(b'\x00')
 
 
-def _e_Request_CreatePartitionsTopic_v2(o, out):
+def _e_Request_CreatePartitionsTopic_v2(o: CreatePartitionsRequest.CreatePartitionsTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
     ap(_P_i(o.count))
-    l = o.assignments
-    if l is None:
+    l_assignments = o.assignments
+    if l_assignments is None:
         ap(_NULL_UV)
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_CreatePartitionsAssignment_v2(e, out)
+        ap(_uv(len(l_assignments) + 1))
+        for e_assignments in l_assignments:
+            _e_Request_CreatePartitionsAssignment_v2(e_assignments, out)
     ap(b'\x00')
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: CreatePartitionsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_CreatePartitionsTopic_v2(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_CreatePartitionsTopic_v2(e_topics, out)
     ap(_P_iz(o.timeout_ms, o.validate_only))
     ap(b'\x00')
 
 
-def _d_Response_CreatePartitionsTopicResult_v0(buf, pos):
+def _d_Response_CreatePartitionsTopicResult_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsResponse.CreatePartitionsTopicResult, int]:
     o = _new(_C_Response_CreatePartitionsTopicResult)
     o.name, pos = _r_str(buf, pos)
     o.error_code, = _U_h(buf, pos)
@@ -351,7 +354,7 @@ def _d_Response_CreatePartitionsTopicResult_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -359,35 +362,35 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field results is null')
     else:
-        l = []
-        ap = l.append
+        l_results: list[CreatePartitionsResponse.CreatePartitionsTopicResult] = []
+        ap_results = l_results.append
         for _ in range(n):
-            e, pos = _d_Response_CreatePartitionsTopicResult_v0(buf, pos)
-            ap(e)
-        o.results = l
+            e_results, pos = _d_Response_CreatePartitionsTopicResult_v0(buf, pos)
+            ap_results(e_results)
+        o.results = l_results
     return o, pos
 
 
-def _e_Response_CreatePartitionsTopicResult_v0(o, out):
+def _e_Response_CreatePartitionsTopicResult_v0(o: CreatePartitionsResponse.CreatePartitionsTopicResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
     ap(_P_h(o.error_code))
     ap(_e_nstr(o.error_message))
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: CreatePartitionsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.results
-    if l is None:
+    l_results = o.results
+    if l_results is None:
         raise ValueError('non-nullable field results is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_CreatePartitionsTopicResult_v0(e, out)
+        ap(_P_i(len(l_results)))
+        for e_results in l_results:
+            _e_Response_CreatePartitionsTopicResult_v0(e_results, out)
 
 
-def _d_Response_CreatePartitionsTopicResult_v2(buf, pos):
+def _d_Response_CreatePartitionsTopicResult_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsResponse.CreatePartitionsTopicResult, int]:
     o = _new(_C_Response_CreatePartitionsTopicResult)
     o.name, pos = _r_cstr(buf, pos)
     o.error_code, = _U_h(buf, pos)
@@ -400,7 +403,7 @@ def _d_Response_CreatePartitionsTopicResult_v2(buf, pos):
     return o, pos
 
 
-def _d_Response_v2(buf, pos):
+def _d_Response_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -408,12 +411,12 @@ def _d_Response_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field results is null')
     else:
-        l = []
-        ap = l.append
+        l_results: list[CreatePartitionsResponse.CreatePartitionsTopicResult] = []
+        ap_results = l_results.append
         for _ in range(n):
-            e, pos = _d_Response_CreatePartitionsTopicResult_v2(buf, pos)
-            ap(e)
-        o.results = l
+            e_results, pos = _d_Response_CreatePartitionsTopicResult_v2(buf, pos)
+            ap_results(e_results)
+        o.results = l_results
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -421,7 +424,7 @@ def _d_Response_v2(buf, pos):
     return o, pos
 
 
-def _e_Response_CreatePartitionsTopicResult_v2(o, out):
+def _e_Response_CreatePartitionsTopicResult_v2(o: CreatePartitionsResponse.CreatePartitionsTopicResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
     ap(_P_h(o.error_code))
@@ -429,16 +432,16 @@ def _e_Response_CreatePartitionsTopicResult_v2(o, out):
     ap(b'\x00')
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: CreatePartitionsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.results
-    if l is None:
+    l_results = o.results
+    if l_results is None:
         raise ValueError('non-nullable field results is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_CreatePartitionsTopicResult_v2(e, out)
+        ap(_uv(len(l_results) + 1))
+        for e_results in l_results:
+            _e_Response_CreatePartitionsTopicResult_v2(e_results, out)
     ap(b'\x00')
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -61,92 +64,6 @@ _P_ih = _S('>ih').pack
 __all__ = ['CreateTopicsRequest', 'CreateTopicsResponse']
 
 
-class CreateTopicsRequest(_Message):
-    """CreateTopicsRequest: API key 19, versions 2-7, flexible 5+.
-
-    Fields (versions):
-        topics: []CreatableTopic (0+)
-        timeout_ms: int32 (0+)
-        validate_only: bool (1+)
-    """
-
-    class CreatableTopic(_Struct):
-        """CreatableTopic
-
-        Fields (versions):
-            name: string (0+)
-            num_partitions: int32 (0+)
-            replication_factor: int16 (0+)
-            assignments: []CreatableReplicaAssignment (0+)
-            configs: []CreatableTopicConfig (0+)
-        """
-
-        class CreatableReplicaAssignment(_Struct):
-            """CreatableReplicaAssignment
-
-            Fields (versions):
-                partition_index: int32 (0+)
-                broker_ids: []int32 (0+)
-            """
-
-            partition_index: int
-            broker_ids: list[int]
-            __slots__ = ('partition_index', 'broker_ids')
-            _FIELDS = __slots__
-
-            def __init__(self, *, partition_index=0, broker_ids=_UNSET):
-                self.partition_index = partition_index
-                self.broker_ids = [] if broker_ids is _UNSET else broker_ids
-
-        class CreatableTopicConfig(_Struct):
-            """CreatableTopicConfig
-
-            Fields (versions):
-                name: string (0+)
-                value: string (0+, nullable 0+)
-            """
-
-            name: str
-            value: str | None
-            __slots__ = ('name', 'value')
-            _FIELDS = __slots__
-
-            def __init__(self, *, name='', value=''):
-                self.name = name
-                self.value = value
-
-        name: str
-        num_partitions: int
-        replication_factor: int
-        assignments: list[CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment]
-        configs: list[CreateTopicsRequest.CreatableTopic.CreatableTopicConfig]
-        __slots__ = ('name', 'num_partitions', 'replication_factor', 'assignments', 'configs')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name='', num_partitions=0, replication_factor=0, assignments=_UNSET, configs=_UNSET):
-            self.name = name
-            self.num_partitions = num_partitions
-            self.replication_factor = replication_factor
-            self.assignments = [] if assignments is _UNSET else assignments
-            self.configs = [] if configs is _UNSET else configs
-
-    API_KEY = 19
-    API_NAME = 'CreateTopics'
-    VALID_VERSIONS = (2, 7)
-    FLEXIBLE_MIN = 5
-    LATEST_VERSION_UNSTABLE = False
-    topics: list[CreateTopicsRequest.CreatableTopic]
-    timeout_ms: int
-    validate_only: bool
-    __slots__ = ('topics', 'timeout_ms', 'validate_only')
-    _FIELDS = __slots__
-
-    def __init__(self, *, topics=_UNSET, timeout_ms=60000, validate_only=False):
-        self.topics = [] if topics is _UNSET else topics
-        self.timeout_ms = timeout_ms
-        self.validate_only = validate_only
-
-
 class CreateTopicsResponse(_Message):
     """CreateTopicsResponse: API key 19, versions 2-7, flexible 5+.
 
@@ -188,7 +105,7 @@ class CreateTopicsResponse(_Message):
             __slots__ = ('name', 'value', 'read_only', 'config_source', 'is_sensitive')
             _FIELDS = __slots__
 
-            def __init__(self, *, name='', value='', read_only=False, config_source=-1, is_sensitive=False):
+            def __init__(self, *, name: str = '', value: str | None = '', read_only: bool = False, config_source: int = -1, is_sensitive: bool = False) -> None:
                 self.name = name
                 self.value = value
                 self.read_only = read_only
@@ -206,7 +123,7 @@ class CreateTopicsResponse(_Message):
         __slots__ = ('name', 'topic_id', 'error_code', 'error_message', 'topic_config_error_code', 'num_partitions', 'replication_factor', 'configs')
         _FIELDS = __slots__
 
-        def __init__(self, *, name='', topic_id=_ZERO_UUID, error_code=0, error_message='', topic_config_error_code=0, num_partitions=-1, replication_factor=-1, configs=_UNSET):
+        def __init__(self, *, name: str = '', topic_id: _uuid.UUID = _ZERO_UUID, error_code: int = 0, error_message: str | None = '', topic_config_error_code: int = 0, num_partitions: int = -1, replication_factor: int = -1, configs: list[CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs] | None | _Unset = _UNSET) -> None:
             self.name = name
             self.topic_id = topic_id
             self.error_code = error_code
@@ -226,9 +143,95 @@ class CreateTopicsResponse(_Message):
     __slots__ = ('throttle_time_ms', 'topics')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, topics=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, topics: list[CreateTopicsResponse.CreatableTopicResult] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _UNSET else topics
+
+
+class CreateTopicsRequest(_Request[CreateTopicsResponse]):
+    """CreateTopicsRequest: API key 19, versions 2-7, flexible 5+.
+
+    Fields (versions):
+        topics: []CreatableTopic (0+)
+        timeout_ms: int32 (0+)
+        validate_only: bool (1+)
+    """
+
+    class CreatableTopic(_Struct):
+        """CreatableTopic
+
+        Fields (versions):
+            name: string (0+)
+            num_partitions: int32 (0+)
+            replication_factor: int16 (0+)
+            assignments: []CreatableReplicaAssignment (0+)
+            configs: []CreatableTopicConfig (0+)
+        """
+
+        class CreatableReplicaAssignment(_Struct):
+            """CreatableReplicaAssignment
+
+            Fields (versions):
+                partition_index: int32 (0+)
+                broker_ids: []int32 (0+)
+            """
+
+            partition_index: int
+            broker_ids: list[int]
+            __slots__ = ('partition_index', 'broker_ids')
+            _FIELDS = __slots__
+
+            def __init__(self, *, partition_index: int = 0, broker_ids: list[int] | _Unset = _UNSET) -> None:
+                self.partition_index = partition_index
+                self.broker_ids = [] if broker_ids is _UNSET else broker_ids
+
+        class CreatableTopicConfig(_Struct):
+            """CreatableTopicConfig
+
+            Fields (versions):
+                name: string (0+)
+                value: string (0+, nullable 0+)
+            """
+
+            name: str
+            value: str | None
+            __slots__ = ('name', 'value')
+            _FIELDS = __slots__
+
+            def __init__(self, *, name: str = '', value: str | None = '') -> None:
+                self.name = name
+                self.value = value
+
+        name: str
+        num_partitions: int
+        replication_factor: int
+        assignments: list[CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment]
+        configs: list[CreateTopicsRequest.CreatableTopic.CreatableTopicConfig]
+        __slots__ = ('name', 'num_partitions', 'replication_factor', 'assignments', 'configs')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', num_partitions: int = 0, replication_factor: int = 0, assignments: list[CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment] | _Unset = _UNSET, configs: list[CreateTopicsRequest.CreatableTopic.CreatableTopicConfig] | _Unset = _UNSET) -> None:
+            self.name = name
+            self.num_partitions = num_partitions
+            self.replication_factor = replication_factor
+            self.assignments = [] if assignments is _UNSET else assignments
+            self.configs = [] if configs is _UNSET else configs
+
+    API_KEY = 19
+    API_NAME = 'CreateTopics'
+    VALID_VERSIONS = (2, 7)
+    FLEXIBLE_MIN = 5
+    LATEST_VERSION_UNSTABLE = False
+    topics: list[CreateTopicsRequest.CreatableTopic]
+    timeout_ms: int
+    validate_only: bool
+    __slots__ = ('topics', 'timeout_ms', 'validate_only')
+    _FIELDS = __slots__
+
+    def __init__(self, *, topics: list[CreateTopicsRequest.CreatableTopic] | _Unset = _UNSET, timeout_ms: int = 60000, validate_only: bool = False) -> None:
+        self.topics = [] if topics is _UNSET else topics
+        self.timeout_ms = timeout_ms
+        self.validate_only = validate_only
 
 
 _C_Request = CreateTopicsRequest
@@ -240,7 +243,7 @@ _C_Response_CreatableTopicResult = CreateTopicsResponse.CreatableTopicResult
 _C_Response_CreatableTopicConfigs = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
 
 
-def _d_Request_CreatableReplicaAssignment_v2(buf, pos):
+def _d_Request_CreatableReplicaAssignment_v2(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment, int]:
     o = _new(_C_Request_CreatableReplicaAssignment)
     o.partition_index, = _U_i(buf, pos)
     pos += 4
@@ -252,14 +255,14 @@ def _d_Request_CreatableReplicaAssignment_v2(buf, pos):
     return o, pos
 
 
-def _d_Request_CreatableTopicConfig_v2(buf, pos):
+def _d_Request_CreatableTopicConfig_v2(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest.CreatableTopic.CreatableTopicConfig, int]:
     o = _new(_C_Request_CreatableTopicConfig)
     o.name, pos = _r_str(buf, pos)
     o.value, pos = _r_nstr(buf, pos)
     return o, pos
 
 
-def _d_Request_CreatableTopic_v2(buf, pos):
+def _d_Request_CreatableTopic_v2(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest.CreatableTopic, int]:
     o = _new(_C_Request_CreatableTopic)
     o.name, pos = _r_str(buf, pos)
     o.num_partitions, o.replication_factor = _U_ih(buf, pos)
@@ -268,92 +271,92 @@ def _d_Request_CreatableTopic_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field assignments is null')
     else:
-        l = []
-        ap = l.append
+        l_assignments: list[CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment] = []
+        ap_assignments = l_assignments.append
         for _ in range(n):
-            e, pos = _d_Request_CreatableReplicaAssignment_v2(buf, pos)
-            ap(e)
-        o.assignments = l
+            e_assignments, pos = _d_Request_CreatableReplicaAssignment_v2(buf, pos)
+            ap_assignments(e_assignments)
+        o.assignments = l_assignments
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field configs is null')
     else:
-        l = []
-        ap = l.append
+        l_configs: list[CreateTopicsRequest.CreatableTopic.CreatableTopicConfig] = []
+        ap_configs = l_configs.append
         for _ in range(n):
-            e, pos = _d_Request_CreatableTopicConfig_v2(buf, pos)
-            ap(e)
-        o.configs = l
+            e_configs, pos = _d_Request_CreatableTopicConfig_v2(buf, pos)
+            ap_configs(e_configs)
+        o.configs = l_configs
     return o, pos
 
 
-def _d_Request_v2(buf, pos):
+def _d_Request_v2(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[CreateTopicsRequest.CreatableTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_CreatableTopic_v2(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_CreatableTopic_v2(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.timeout_ms, o.validate_only = _U_iz(buf, pos)
     pos += 5
     return o, pos
 
 
-def _e_Request_CreatableReplicaAssignment_v2(o, out):
+def _e_Request_CreatableReplicaAssignment_v2(o: CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.partition_index))
-    l = o.broker_ids
-    if l is None:
+    l_broker_ids = o.broker_ids
+    if l_broker_ids is None:
         raise ValueError('non-nullable field broker_ids is None')
     else:
-        ap(_P_i(len(l)))
-        ap(_e_fixed(l, 'i'))
+        ap(_P_i(len(l_broker_ids)))
+        ap(_e_fixed(l_broker_ids, 'i'))
 
 
-def _e_Request_CreatableTopicConfig_v2(o, out):
+def _e_Request_CreatableTopicConfig_v2(o: CreateTopicsRequest.CreatableTopic.CreatableTopicConfig, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
     ap(_e_nstr(o.value))
 
 
-def _e_Request_CreatableTopic_v2(o, out):
+def _e_Request_CreatableTopic_v2(o: CreateTopicsRequest.CreatableTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
     ap(_P_ih(o.num_partitions, o.replication_factor))
-    l = o.assignments
-    if l is None:
+    l_assignments = o.assignments
+    if l_assignments is None:
         raise ValueError('non-nullable field assignments is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_CreatableReplicaAssignment_v2(e, out)
-    l = o.configs
-    if l is None:
+        ap(_P_i(len(l_assignments)))
+        for e_assignments in l_assignments:
+            _e_Request_CreatableReplicaAssignment_v2(e_assignments, out)
+    l_configs = o.configs
+    if l_configs is None:
         raise ValueError('non-nullable field configs is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_CreatableTopicConfig_v2(e, out)
+        ap(_P_i(len(l_configs)))
+        for e_configs in l_configs:
+            _e_Request_CreatableTopicConfig_v2(e_configs, out)
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: CreateTopicsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_CreatableTopic_v2(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_CreatableTopic_v2(e_topics, out)
     ap(_P_iz(o.timeout_ms, o.validate_only))
 
 
-def _d_Request_CreatableReplicaAssignment_v5(buf, pos):
+def _d_Request_CreatableReplicaAssignment_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment, int]:
     o = _new(_C_Request_CreatableReplicaAssignment)
     o.partition_index, = _U_i(buf, pos)
     pos += 4
@@ -369,7 +372,7 @@ def _d_Request_CreatableReplicaAssignment_v5(buf, pos):
     return o, pos
 
 
-def _d_Request_CreatableTopicConfig_v5(buf, pos):
+def _d_Request_CreatableTopicConfig_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest.CreatableTopic.CreatableTopicConfig, int]:
     o = _new(_C_Request_CreatableTopicConfig)
     o.name, pos = _r_cstr(buf, pos)
     o.value, pos = _r_cnstr(buf, pos)
@@ -380,7 +383,7 @@ def _d_Request_CreatableTopicConfig_v5(buf, pos):
     return o, pos
 
 
-def _d_Request_CreatableTopic_v5(buf, pos):
+def _d_Request_CreatableTopic_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest.CreatableTopic, int]:
     o = _new(_C_Request_CreatableTopic)
     o.name, pos = _r_cstr(buf, pos)
     o.num_partitions, o.replication_factor = _U_ih(buf, pos)
@@ -389,22 +392,22 @@ def _d_Request_CreatableTopic_v5(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field assignments is null')
     else:
-        l = []
-        ap = l.append
+        l_assignments: list[CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment] = []
+        ap_assignments = l_assignments.append
         for _ in range(n):
-            e, pos = _d_Request_CreatableReplicaAssignment_v5(buf, pos)
-            ap(e)
-        o.assignments = l
+            e_assignments, pos = _d_Request_CreatableReplicaAssignment_v5(buf, pos)
+            ap_assignments(e_assignments)
+        o.assignments = l_assignments
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field configs is null')
     else:
-        l = []
-        ap = l.append
+        l_configs: list[CreateTopicsRequest.CreatableTopic.CreatableTopicConfig] = []
+        ap_configs = l_configs.append
         for _ in range(n):
-            e, pos = _d_Request_CreatableTopicConfig_v5(buf, pos)
-            ap(e)
-        o.configs = l
+            e_configs, pos = _d_Request_CreatableTopicConfig_v5(buf, pos)
+            ap_configs(e_configs)
+        o.configs = l_configs
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -412,18 +415,18 @@ def _d_Request_CreatableTopic_v5(buf, pos):
     return o, pos
 
 
-def _d_Request_v5(buf, pos):
+def _d_Request_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[CreateTopicsRequest.CreatableTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_CreatableTopic_v5(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_CreatableTopic_v5(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.timeout_ms, o.validate_only = _U_iz(buf, pos)
     pos += 5
     if buf[pos]:
@@ -433,60 +436,60 @@ def _d_Request_v5(buf, pos):
     return o, pos
 
 
-def _e_Request_CreatableReplicaAssignment_v5(o, out):
+def _e_Request_CreatableReplicaAssignment_v5(o: CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.partition_index))
-    l = o.broker_ids
-    if l is None:
+    l_broker_ids = o.broker_ids
+    if l_broker_ids is None:
         raise ValueError('non-nullable field broker_ids is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
+        ap(_uv(len(l_broker_ids) + 1))
+        ap(_e_fixed(l_broker_ids, 'i'))
     ap(b'\x00')
 
 
-def _e_Request_CreatableTopicConfig_v5(o, out):
+def _e_Request_CreatableTopicConfig_v5(o: CreateTopicsRequest.CreatableTopic.CreatableTopicConfig, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
     ap(_e_cnstr(o.value))
     ap(b'\x00')
 
 
-def _e_Request_CreatableTopic_v5(o, out):
+def _e_Request_CreatableTopic_v5(o: CreateTopicsRequest.CreatableTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
     ap(_P_ih(o.num_partitions, o.replication_factor))
-    l = o.assignments
-    if l is None:
+    l_assignments = o.assignments
+    if l_assignments is None:
         raise ValueError('non-nullable field assignments is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_CreatableReplicaAssignment_v5(e, out)
-    l = o.configs
-    if l is None:
+        ap(_uv(len(l_assignments) + 1))
+        for e_assignments in l_assignments:
+            _e_Request_CreatableReplicaAssignment_v5(e_assignments, out)
+    l_configs = o.configs
+    if l_configs is None:
         raise ValueError('non-nullable field configs is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_CreatableTopicConfig_v5(e, out)
+        ap(_uv(len(l_configs) + 1))
+        for e_configs in l_configs:
+            _e_Request_CreatableTopicConfig_v5(e_configs, out)
     ap(b'\x00')
 
 
-def _e_Request_v5(o, out):
+def _e_Request_v5(o: CreateTopicsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_CreatableTopic_v5(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_CreatableTopic_v5(e_topics, out)
     ap(_P_iz(o.timeout_ms, o.validate_only))
     ap(b'\x00')
 
 
-def _d_Response_CreatableTopicResult_v2(buf, pos):
+def _d_Response_CreatableTopicResult_v2(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse.CreatableTopicResult, int]:
     o = _new(_C_Response_CreatableTopicResult)
     o.topic_id = _ZERO_UUID
     o.topic_config_error_code = 0
@@ -500,7 +503,7 @@ def _d_Response_CreatableTopicResult_v2(buf, pos):
     return o, pos
 
 
-def _d_Response_v2(buf, pos):
+def _d_Response_v2(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -508,35 +511,35 @@ def _d_Response_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[CreateTopicsResponse.CreatableTopicResult] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_CreatableTopicResult_v2(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_CreatableTopicResult_v2(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Response_CreatableTopicResult_v2(o, out):
+def _e_Response_CreatableTopicResult_v2(o: CreateTopicsResponse.CreatableTopicResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
     ap(_P_h(o.error_code))
     ap(_e_nstr(o.error_message))
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: CreateTopicsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_CreatableTopicResult_v2(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_CreatableTopicResult_v2(e_topics, out)
 
 
-def _d_Response_CreatableTopicConfigs_v5(buf, pos):
+def _d_Response_CreatableTopicConfigs_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs, int]:
     o = _new(_C_Response_CreatableTopicConfigs)
     o.name, pos = _r_cstr(buf, pos)
     o.value, pos = _r_cnstr(buf, pos)
@@ -549,7 +552,7 @@ def _d_Response_CreatableTopicConfigs_v5(buf, pos):
     return o, pos
 
 
-def _d_Response_CreatableTopicResult_v5(buf, pos):
+def _d_Response_CreatableTopicResult_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse.CreatableTopicResult, int]:
     o = _new(_C_Response_CreatableTopicResult)
     o.topic_id = _ZERO_UUID
     o.topic_config_error_code = 0
@@ -563,12 +566,12 @@ def _d_Response_CreatableTopicResult_v5(buf, pos):
     if n < 0:
         o.configs = None
     else:
-        l = []
-        ap = l.append
+        l_configs: list[CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs] = []
+        ap_configs = l_configs.append
         for _ in range(n):
-            e, pos = _d_Response_CreatableTopicConfigs_v5(buf, pos)
-            ap(e)
-        o.configs = l
+            e_configs, pos = _d_Response_CreatableTopicConfigs_v5(buf, pos)
+            ap_configs(e_configs)
+        o.configs = l_configs
     nt, pos = _r_uv(buf, pos)
     for _ in range(nt):
         tag, pos = _r_uv(buf, pos)
@@ -583,7 +586,7 @@ def _d_Response_CreatableTopicResult_v5(buf, pos):
     return o, pos
 
 
-def _d_Response_v5(buf, pos):
+def _d_Response_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -591,12 +594,12 @@ def _d_Response_v5(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[CreateTopicsResponse.CreatableTopicResult] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_CreatableTopicResult_v5(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_CreatableTopicResult_v5(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -604,7 +607,7 @@ def _d_Response_v5(buf, pos):
     return o, pos
 
 
-def _e_Response_CreatableTopicConfigs_v5(o, out):
+def _e_Response_CreatableTopicConfigs_v5(o: CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
     ap(_e_cnstr(o.value))
@@ -612,26 +615,26 @@ def _e_Response_CreatableTopicConfigs_v5(o, out):
     ap(b'\x00')
 
 
-def _e_Response_CreatableTopicResult_v5(o, out):
+def _e_Response_CreatableTopicResult_v5(o: CreateTopicsResponse.CreatableTopicResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
     ap(_P_h(o.error_code))
     ap(_e_cnstr(o.error_message))
     ap(_P_ih(o.num_partitions, o.replication_factor))
-    l = o.configs
-    if l is None:
+    l_configs = o.configs
+    if l_configs is None:
         ap(_NULL_UV)
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_CreatableTopicConfigs_v5(e, out)
+        ap(_uv(len(l_configs) + 1))
+        for e_configs in l_configs:
+            _e_Response_CreatableTopicConfigs_v5(e_configs, out)
     tc = 0
-    tp = []
-    v = o.topic_config_error_code
-    if v != 0:
-        t = []
-        t.append(_P_h(v))
-        d = b''.join(t)
+    tp: list[_Bytes] = []
+    v_topic_config_error_code = o.topic_config_error_code
+    if v_topic_config_error_code != 0:
+        t_topic_config_error_code: list[_Bytes] = []
+        t_topic_config_error_code.append(_P_h(v_topic_config_error_code))
+        d = b''.join(t_topic_config_error_code)
         tp.append(_uv(0))
         tp.append(_uv(len(d)))
         tp.append(d)
@@ -643,20 +646,20 @@ def _e_Response_CreatableTopicResult_v5(o, out):
         ap(b'\x00')
 
 
-def _e_Response_v5(o, out):
+def _e_Response_v5(o: CreateTopicsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_CreatableTopicResult_v5(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_CreatableTopicResult_v5(e_topics, out)
     ap(b'\x00')
 
 
-def _d_Response_CreatableTopicResult_v7(buf, pos):
+def _d_Response_CreatableTopicResult_v7(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse.CreatableTopicResult, int]:
     o = _new(_C_Response_CreatableTopicResult)
     o.topic_config_error_code = 0
     o.name, pos = _r_cstr(buf, pos)
@@ -670,12 +673,12 @@ def _d_Response_CreatableTopicResult_v7(buf, pos):
     if n < 0:
         o.configs = None
     else:
-        l = []
-        ap = l.append
+        l_configs: list[CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs] = []
+        ap_configs = l_configs.append
         for _ in range(n):
-            e, pos = _d_Response_CreatableTopicConfigs_v5(buf, pos)
-            ap(e)
-        o.configs = l
+            e_configs, pos = _d_Response_CreatableTopicConfigs_v5(buf, pos)
+            ap_configs(e_configs)
+        o.configs = l_configs
     nt, pos = _r_uv(buf, pos)
     for _ in range(nt):
         tag, pos = _r_uv(buf, pos)
@@ -690,7 +693,7 @@ def _d_Response_CreatableTopicResult_v7(buf, pos):
     return o, pos
 
 
-def _d_Response_v7(buf, pos):
+def _d_Response_v7(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -698,12 +701,12 @@ def _d_Response_v7(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[CreateTopicsResponse.CreatableTopicResult] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_CreatableTopicResult_v7(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_CreatableTopicResult_v7(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -711,27 +714,27 @@ def _d_Response_v7(buf, pos):
     return o, pos
 
 
-def _e_Response_CreatableTopicResult_v7(o, out):
+def _e_Response_CreatableTopicResult_v7(o: CreateTopicsResponse.CreatableTopicResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
     ap(o.topic_id.bytes)
     ap(_P_h(o.error_code))
     ap(_e_cnstr(o.error_message))
     ap(_P_ih(o.num_partitions, o.replication_factor))
-    l = o.configs
-    if l is None:
+    l_configs = o.configs
+    if l_configs is None:
         ap(_NULL_UV)
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_CreatableTopicConfigs_v5(e, out)
+        ap(_uv(len(l_configs) + 1))
+        for e_configs in l_configs:
+            _e_Response_CreatableTopicConfigs_v5(e_configs, out)
     tc = 0
-    tp = []
-    v = o.topic_config_error_code
-    if v != 0:
-        t = []
-        t.append(_P_h(v))
-        d = b''.join(t)
+    tp: list[_Bytes] = []
+    v_topic_config_error_code = o.topic_config_error_code
+    if v_topic_config_error_code != 0:
+        t_topic_config_error_code: list[_Bytes] = []
+        t_topic_config_error_code.append(_P_h(v_topic_config_error_code))
+        d = b''.join(t_topic_config_error_code)
         tp.append(_uv(0))
         tp.append(_uv(len(d)))
         tp.append(d)
@@ -743,16 +746,16 @@ def _e_Response_CreatableTopicResult_v7(o, out):
         ap(b'\x00')
 
 
-def _e_Response_v7(o, out):
+def _e_Response_v7(o: CreateTopicsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_CreatableTopicResult_v7(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_CreatableTopicResult_v7(e_topics, out)
     ap(b'\x00')
 
 

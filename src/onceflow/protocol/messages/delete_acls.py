@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,58 +60,6 @@ _P_i = _S('>i').pack
 __all__ = ['DeleteAclsRequest', 'DeleteAclsResponse']
 
 
-class DeleteAclsRequest(_Message):
-    """DeleteAclsRequest: API key 31, versions 1-3, flexible 2+.
-
-    Fields (versions):
-        filters: []DeleteAclsFilter (0+)
-    """
-
-    class DeleteAclsFilter(_Struct):
-        """DeleteAclsFilter
-
-        Fields (versions):
-            resource_type_filter: int8 (0+)
-            resource_name_filter: string (0+, nullable 0+)
-            pattern_type_filter: int8 (1+)
-            principal_filter: string (0+, nullable 0+)
-            host_filter: string (0+, nullable 0+)
-            operation: int8 (0+)
-            permission_type: int8 (0+)
-        """
-
-        resource_type_filter: int
-        resource_name_filter: str | None
-        pattern_type_filter: int
-        principal_filter: str | None
-        host_filter: str | None
-        operation: int
-        permission_type: int
-        __slots__ = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type')
-        _FIELDS = __slots__
-
-        def __init__(self, *, resource_type_filter=0, resource_name_filter='', pattern_type_filter=3, principal_filter='', host_filter='', operation=0, permission_type=0):
-            self.resource_type_filter = resource_type_filter
-            self.resource_name_filter = resource_name_filter
-            self.pattern_type_filter = pattern_type_filter
-            self.principal_filter = principal_filter
-            self.host_filter = host_filter
-            self.operation = operation
-            self.permission_type = permission_type
-
-    API_KEY = 31
-    API_NAME = 'DeleteAcls'
-    VALID_VERSIONS = (1, 3)
-    FLEXIBLE_MIN = 2
-    LATEST_VERSION_UNSTABLE = False
-    filters: list[DeleteAclsRequest.DeleteAclsFilter]
-    __slots__ = ('filters',)
-    _FIELDS = __slots__
-
-    def __init__(self, *, filters=_UNSET):
-        self.filters = [] if filters is _UNSET else filters
-
-
 class DeleteAclsResponse(_Message):
     """DeleteAclsResponse: API key 31, versions 1-3, flexible 2+.
 
@@ -153,7 +104,7 @@ class DeleteAclsResponse(_Message):
             __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'pattern_type', 'principal', 'host', 'operation', 'permission_type')
             _FIELDS = __slots__
 
-            def __init__(self, *, error_code=0, error_message='', resource_type=0, resource_name='', pattern_type=3, principal='', host='', operation=0, permission_type=0):
+            def __init__(self, *, error_code: int = 0, error_message: str | None = '', resource_type: int = 0, resource_name: str = '', pattern_type: int = 3, principal: str = '', host: str = '', operation: int = 0, permission_type: int = 0) -> None:
                 self.error_code = error_code
                 self.error_message = error_message
                 self.resource_type = resource_type
@@ -170,7 +121,7 @@ class DeleteAclsResponse(_Message):
         __slots__ = ('error_code', 'error_message', 'matching_acls')
         _FIELDS = __slots__
 
-        def __init__(self, *, error_code=0, error_message='', matching_acls=_UNSET):
+        def __init__(self, *, error_code: int = 0, error_message: str | None = '', matching_acls: list[DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl] | _Unset = _UNSET) -> None:
             self.error_code = error_code
             self.error_message = error_message
             self.matching_acls = [] if matching_acls is _UNSET else matching_acls
@@ -185,9 +136,61 @@ class DeleteAclsResponse(_Message):
     __slots__ = ('throttle_time_ms', 'filter_results')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, filter_results=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, filter_results: list[DeleteAclsResponse.DeleteAclsFilterResult] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.filter_results = [] if filter_results is _UNSET else filter_results
+
+
+class DeleteAclsRequest(_Request[DeleteAclsResponse]):
+    """DeleteAclsRequest: API key 31, versions 1-3, flexible 2+.
+
+    Fields (versions):
+        filters: []DeleteAclsFilter (0+)
+    """
+
+    class DeleteAclsFilter(_Struct):
+        """DeleteAclsFilter
+
+        Fields (versions):
+            resource_type_filter: int8 (0+)
+            resource_name_filter: string (0+, nullable 0+)
+            pattern_type_filter: int8 (1+)
+            principal_filter: string (0+, nullable 0+)
+            host_filter: string (0+, nullable 0+)
+            operation: int8 (0+)
+            permission_type: int8 (0+)
+        """
+
+        resource_type_filter: int
+        resource_name_filter: str | None
+        pattern_type_filter: int
+        principal_filter: str | None
+        host_filter: str | None
+        operation: int
+        permission_type: int
+        __slots__ = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type')
+        _FIELDS = __slots__
+
+        def __init__(self, *, resource_type_filter: int = 0, resource_name_filter: str | None = '', pattern_type_filter: int = 3, principal_filter: str | None = '', host_filter: str | None = '', operation: int = 0, permission_type: int = 0) -> None:
+            self.resource_type_filter = resource_type_filter
+            self.resource_name_filter = resource_name_filter
+            self.pattern_type_filter = pattern_type_filter
+            self.principal_filter = principal_filter
+            self.host_filter = host_filter
+            self.operation = operation
+            self.permission_type = permission_type
+
+    API_KEY = 31
+    API_NAME = 'DeleteAcls'
+    VALID_VERSIONS = (1, 3)
+    FLEXIBLE_MIN = 2
+    LATEST_VERSION_UNSTABLE = False
+    filters: list[DeleteAclsRequest.DeleteAclsFilter]
+    __slots__ = ('filters',)
+    _FIELDS = __slots__
+
+    def __init__(self, *, filters: list[DeleteAclsRequest.DeleteAclsFilter] | _Unset = _UNSET) -> None:
+        self.filters = [] if filters is _UNSET else filters
 
 
 _C_Request = DeleteAclsRequest
@@ -197,7 +200,7 @@ _C_Response_DeleteAclsFilterResult = DeleteAclsResponse.DeleteAclsFilterResult
 _C_Response_DeleteAclsMatchingAcl = DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl
 
 
-def _d_Request_DeleteAclsFilter_v1(buf, pos):
+def _d_Request_DeleteAclsFilter_v1(buf: memoryview, pos: int) -> tuple[DeleteAclsRequest.DeleteAclsFilter, int]:
     o = _new(_C_Request_DeleteAclsFilter)
     o.resource_type_filter, = _U_b(buf, pos)
     pos += 1
@@ -211,22 +214,22 @@ def _d_Request_DeleteAclsFilter_v1(buf, pos):
     return o, pos
 
 
-def _d_Request_v1(buf, pos):
+def _d_Request_v1(buf: memoryview, pos: int) -> tuple[DeleteAclsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field filters is null')
     else:
-        l = []
-        ap = l.append
+        l_filters: list[DeleteAclsRequest.DeleteAclsFilter] = []
+        ap_filters = l_filters.append
         for _ in range(n):
-            e, pos = _d_Request_DeleteAclsFilter_v1(buf, pos)
-            ap(e)
-        o.filters = l
+            e_filters, pos = _d_Request_DeleteAclsFilter_v1(buf, pos)
+            ap_filters(e_filters)
+        o.filters = l_filters
     return o, pos
 
 
-def _e_Request_DeleteAclsFilter_v1(o, out):
+def _e_Request_DeleteAclsFilter_v1(o: DeleteAclsRequest.DeleteAclsFilter, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_b(o.resource_type_filter))
     ap(_e_nstr(o.resource_name_filter))
@@ -236,18 +239,18 @@ def _e_Request_DeleteAclsFilter_v1(o, out):
     ap(_P_bb(o.operation, o.permission_type))
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: DeleteAclsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.filters
-    if l is None:
+    l_filters = o.filters
+    if l_filters is None:
         raise ValueError('non-nullable field filters is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_DeleteAclsFilter_v1(e, out)
+        ap(_P_i(len(l_filters)))
+        for e_filters in l_filters:
+            _e_Request_DeleteAclsFilter_v1(e_filters, out)
 
 
-def _d_Request_DeleteAclsFilter_v2(buf, pos):
+def _d_Request_DeleteAclsFilter_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsRequest.DeleteAclsFilter, int]:
     o = _new(_C_Request_DeleteAclsFilter)
     o.resource_type_filter, = _U_b(buf, pos)
     pos += 1
@@ -265,18 +268,18 @@ def _d_Request_DeleteAclsFilter_v2(buf, pos):
     return o, pos
 
 
-def _d_Request_v2(buf, pos):
+def _d_Request_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field filters is null')
     else:
-        l = []
-        ap = l.append
+        l_filters: list[DeleteAclsRequest.DeleteAclsFilter] = []
+        ap_filters = l_filters.append
         for _ in range(n):
-            e, pos = _d_Request_DeleteAclsFilter_v2(buf, pos)
-            ap(e)
-        o.filters = l
+            e_filters, pos = _d_Request_DeleteAclsFilter_v2(buf, pos)
+            ap_filters(e_filters)
+        o.filters = l_filters
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -284,7 +287,7 @@ def _d_Request_v2(buf, pos):
     return o, pos
 
 
-def _e_Request_DeleteAclsFilter_v2(o, out):
+def _e_Request_DeleteAclsFilter_v2(o: DeleteAclsRequest.DeleteAclsFilter, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_b(o.resource_type_filter))
     ap(_e_cnstr(o.resource_name_filter))
@@ -295,19 +298,19 @@ def _e_Request_DeleteAclsFilter_v2(o, out):
     ap(b'\x00')
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: DeleteAclsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.filters
-    if l is None:
+    l_filters = o.filters
+    if l_filters is None:
         raise ValueError('non-nullable field filters is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_DeleteAclsFilter_v2(e, out)
+        ap(_uv(len(l_filters) + 1))
+        for e_filters in l_filters:
+            _e_Request_DeleteAclsFilter_v2(e_filters, out)
     ap(b'\x00')
 
 
-def _d_Response_DeleteAclsMatchingAcl_v1(buf, pos):
+def _d_Response_DeleteAclsMatchingAcl_v1(buf: memoryview, pos: int) -> tuple[DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl, int]:
     o = _new(_C_Response_DeleteAclsMatchingAcl)
     o.error_code, = _U_h(buf, pos)
     pos += 2
@@ -324,7 +327,7 @@ def _d_Response_DeleteAclsMatchingAcl_v1(buf, pos):
     return o, pos
 
 
-def _d_Response_DeleteAclsFilterResult_v1(buf, pos):
+def _d_Response_DeleteAclsFilterResult_v1(buf: memoryview, pos: int) -> tuple[DeleteAclsResponse.DeleteAclsFilterResult, int]:
     o = _new(_C_Response_DeleteAclsFilterResult)
     o.error_code, = _U_h(buf, pos)
     pos += 2
@@ -333,16 +336,16 @@ def _d_Response_DeleteAclsFilterResult_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field matching_acls is null')
     else:
-        l = []
-        ap = l.append
+        l_matching_acls: list[DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl] = []
+        ap_matching_acls = l_matching_acls.append
         for _ in range(n):
-            e, pos = _d_Response_DeleteAclsMatchingAcl_v1(buf, pos)
-            ap(e)
-        o.matching_acls = l
+            e_matching_acls, pos = _d_Response_DeleteAclsMatchingAcl_v1(buf, pos)
+            ap_matching_acls(e_matching_acls)
+        o.matching_acls = l_matching_acls
     return o, pos
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[DeleteAclsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -350,16 +353,16 @@ def _d_Response_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field filter_results is null')
     else:
-        l = []
-        ap = l.append
+        l_filter_results: list[DeleteAclsResponse.DeleteAclsFilterResult] = []
+        ap_filter_results = l_filter_results.append
         for _ in range(n):
-            e, pos = _d_Response_DeleteAclsFilterResult_v1(buf, pos)
-            ap(e)
-        o.filter_results = l
+            e_filter_results, pos = _d_Response_DeleteAclsFilterResult_v1(buf, pos)
+            ap_filter_results(e_filter_results)
+        o.filter_results = l_filter_results
     return o, pos
 
 
-def _e_Response_DeleteAclsMatchingAcl_v1(o, out):
+def _e_Response_DeleteAclsMatchingAcl_v1(o: DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_nstr(o.error_message))
@@ -371,32 +374,32 @@ def _e_Response_DeleteAclsMatchingAcl_v1(o, out):
     ap(_P_bb(o.operation, o.permission_type))
 
 
-def _e_Response_DeleteAclsFilterResult_v1(o, out):
+def _e_Response_DeleteAclsFilterResult_v1(o: DeleteAclsResponse.DeleteAclsFilterResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_nstr(o.error_message))
-    l = o.matching_acls
-    if l is None:
+    l_matching_acls = o.matching_acls
+    if l_matching_acls is None:
         raise ValueError('non-nullable field matching_acls is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DeleteAclsMatchingAcl_v1(e, out)
+        ap(_P_i(len(l_matching_acls)))
+        for e_matching_acls in l_matching_acls:
+            _e_Response_DeleteAclsMatchingAcl_v1(e_matching_acls, out)
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: DeleteAclsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.filter_results
-    if l is None:
+    l_filter_results = o.filter_results
+    if l_filter_results is None:
         raise ValueError('non-nullable field filter_results is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DeleteAclsFilterResult_v1(e, out)
+        ap(_P_i(len(l_filter_results)))
+        for e_filter_results in l_filter_results:
+            _e_Response_DeleteAclsFilterResult_v1(e_filter_results, out)
 
 
-def _d_Response_DeleteAclsMatchingAcl_v2(buf, pos):
+def _d_Response_DeleteAclsMatchingAcl_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl, int]:
     o = _new(_C_Response_DeleteAclsMatchingAcl)
     o.error_code, = _U_h(buf, pos)
     pos += 2
@@ -417,7 +420,7 @@ def _d_Response_DeleteAclsMatchingAcl_v2(buf, pos):
     return o, pos
 
 
-def _d_Response_DeleteAclsFilterResult_v2(buf, pos):
+def _d_Response_DeleteAclsFilterResult_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsResponse.DeleteAclsFilterResult, int]:
     o = _new(_C_Response_DeleteAclsFilterResult)
     o.error_code, = _U_h(buf, pos)
     pos += 2
@@ -426,12 +429,12 @@ def _d_Response_DeleteAclsFilterResult_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field matching_acls is null')
     else:
-        l = []
-        ap = l.append
+        l_matching_acls: list[DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl] = []
+        ap_matching_acls = l_matching_acls.append
         for _ in range(n):
-            e, pos = _d_Response_DeleteAclsMatchingAcl_v2(buf, pos)
-            ap(e)
-        o.matching_acls = l
+            e_matching_acls, pos = _d_Response_DeleteAclsMatchingAcl_v2(buf, pos)
+            ap_matching_acls(e_matching_acls)
+        o.matching_acls = l_matching_acls
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -439,7 +442,7 @@ def _d_Response_DeleteAclsFilterResult_v2(buf, pos):
     return o, pos
 
 
-def _d_Response_v2(buf, pos):
+def _d_Response_v2(buf: memoryview, pos: int) -> tuple[DeleteAclsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -447,12 +450,12 @@ def _d_Response_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field filter_results is null')
     else:
-        l = []
-        ap = l.append
+        l_filter_results: list[DeleteAclsResponse.DeleteAclsFilterResult] = []
+        ap_filter_results = l_filter_results.append
         for _ in range(n):
-            e, pos = _d_Response_DeleteAclsFilterResult_v2(buf, pos)
-            ap(e)
-        o.filter_results = l
+            e_filter_results, pos = _d_Response_DeleteAclsFilterResult_v2(buf, pos)
+            ap_filter_results(e_filter_results)
+        o.filter_results = l_filter_results
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -460,7 +463,7 @@ def _d_Response_v2(buf, pos):
     return o, pos
 
 
-def _e_Response_DeleteAclsMatchingAcl_v2(o, out):
+def _e_Response_DeleteAclsMatchingAcl_v2(o: DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_cnstr(o.error_message))
@@ -473,30 +476,30 @@ def _e_Response_DeleteAclsMatchingAcl_v2(o, out):
     ap(b'\x00')
 
 
-def _e_Response_DeleteAclsFilterResult_v2(o, out):
+def _e_Response_DeleteAclsFilterResult_v2(o: DeleteAclsResponse.DeleteAclsFilterResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_cnstr(o.error_message))
-    l = o.matching_acls
-    if l is None:
+    l_matching_acls = o.matching_acls
+    if l_matching_acls is None:
         raise ValueError('non-nullable field matching_acls is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DeleteAclsMatchingAcl_v2(e, out)
+        ap(_uv(len(l_matching_acls) + 1))
+        for e_matching_acls in l_matching_acls:
+            _e_Response_DeleteAclsMatchingAcl_v2(e_matching_acls, out)
     ap(b'\x00')
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: DeleteAclsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.filter_results
-    if l is None:
+    l_filter_results = o.filter_results
+    if l_filter_results is None:
         raise ValueError('non-nullable field filter_results is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DeleteAclsFilterResult_v2(e, out)
+        ap(_uv(len(l_filter_results) + 1))
+        for e_filter_results in l_filter_results:
+            _e_Response_DeleteAclsFilterResult_v2(e_filter_results, out)
     ap(b'\x00')
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -55,26 +58,6 @@ _P_i = _S('>i').pack
 __all__ = ['DeleteGroupsRequest', 'DeleteGroupsResponse']
 
 
-class DeleteGroupsRequest(_Message):
-    """DeleteGroupsRequest: API key 42, versions 0-2, flexible 2+.
-
-    Fields (versions):
-        groups_names: []string (0+)
-    """
-
-    API_KEY = 42
-    API_NAME = 'DeleteGroups'
-    VALID_VERSIONS = (0, 2)
-    FLEXIBLE_MIN = 2
-    LATEST_VERSION_UNSTABLE = False
-    groups_names: list[str]
-    __slots__ = ('groups_names',)
-    _FIELDS = __slots__
-
-    def __init__(self, *, groups_names=_UNSET):
-        self.groups_names = [] if groups_names is _UNSET else groups_names
-
-
 class DeleteGroupsResponse(_Message):
     """DeleteGroupsResponse: API key 42, versions 0-2, flexible 2+.
 
@@ -96,7 +79,7 @@ class DeleteGroupsResponse(_Message):
         __slots__ = ('group_id', 'error_code')
         _FIELDS = __slots__
 
-        def __init__(self, *, group_id='', error_code=0):
+        def __init__(self, *, group_id: str = '', error_code: int = 0) -> None:
             self.group_id = group_id
             self.error_code = error_code
 
@@ -110,9 +93,29 @@ class DeleteGroupsResponse(_Message):
     __slots__ = ('throttle_time_ms', 'results')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, results=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, results: list[DeleteGroupsResponse.DeletableGroupResult] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is _UNSET else results
+
+
+class DeleteGroupsRequest(_Request[DeleteGroupsResponse]):
+    """DeleteGroupsRequest: API key 42, versions 0-2, flexible 2+.
+
+    Fields (versions):
+        groups_names: []string (0+)
+    """
+
+    API_KEY = 42
+    API_NAME = 'DeleteGroups'
+    VALID_VERSIONS = (0, 2)
+    FLEXIBLE_MIN = 2
+    LATEST_VERSION_UNSTABLE = False
+    groups_names: list[str]
+    __slots__ = ('groups_names',)
+    _FIELDS = __slots__
+
+    def __init__(self, *, groups_names: list[str] | _Unset = _UNSET) -> None:
+        self.groups_names = [] if groups_names is _UNSET else groups_names
 
 
 _C_Request = DeleteGroupsRequest
@@ -120,44 +123,44 @@ _C_Response = DeleteGroupsResponse
 _C_Response_DeletableGroupResult = DeleteGroupsResponse.DeletableGroupResult
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[DeleteGroupsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field groups_names is null')
     else:
-        l = []
-        ap = l.append
+        l_groups_names: list[str] = []
+        ap_groups_names = l_groups_names.append
         for _ in range(n):
-            e, pos = _r_str(buf, pos)
-            ap(e)
-        o.groups_names = l
+            e_groups_names, pos = _r_str(buf, pos)
+            ap_groups_names(e_groups_names)
+        o.groups_names = l_groups_names
     return o, pos
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: DeleteGroupsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.groups_names
-    if l is None:
+    l_groups_names = o.groups_names
+    if l_groups_names is None:
         raise ValueError('non-nullable field groups_names is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            ap(_e_str(e))
+        ap(_P_i(len(l_groups_names)))
+        for e_groups_names in l_groups_names:
+            ap(_e_str(e_groups_names))
 
 
-def _d_Request_v2(buf, pos):
+def _d_Request_v2(buf: memoryview, pos: int) -> tuple[DeleteGroupsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field groups_names is null')
     else:
-        l = []
-        ap = l.append
+        l_groups_names: list[str] = []
+        ap_groups_names = l_groups_names.append
         for _ in range(n):
-            e, pos = _r_cstr(buf, pos)
-            ap(e)
-        o.groups_names = l
+            e_groups_names, pos = _r_cstr(buf, pos)
+            ap_groups_names(e_groups_names)
+        o.groups_names = l_groups_names
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -165,19 +168,19 @@ def _d_Request_v2(buf, pos):
     return o, pos
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: DeleteGroupsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.groups_names
-    if l is None:
+    l_groups_names = o.groups_names
+    if l_groups_names is None:
         raise ValueError('non-nullable field groups_names is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            ap(_e_cstr(e))
+        ap(_uv(len(l_groups_names) + 1))
+        for e_groups_names in l_groups_names:
+            ap(_e_cstr(e_groups_names))
     ap(b'\x00')
 
 
-def _d_Response_DeletableGroupResult_v0(buf, pos):
+def _d_Response_DeletableGroupResult_v0(buf: memoryview, pos: int) -> tuple[DeleteGroupsResponse.DeletableGroupResult, int]:
     o = _new(_C_Response_DeletableGroupResult)
     o.group_id, pos = _r_str(buf, pos)
     o.error_code, = _U_h(buf, pos)
@@ -185,7 +188,7 @@ def _d_Response_DeletableGroupResult_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[DeleteGroupsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -193,34 +196,34 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field results is null')
     else:
-        l = []
-        ap = l.append
+        l_results: list[DeleteGroupsResponse.DeletableGroupResult] = []
+        ap_results = l_results.append
         for _ in range(n):
-            e, pos = _d_Response_DeletableGroupResult_v0(buf, pos)
-            ap(e)
-        o.results = l
+            e_results, pos = _d_Response_DeletableGroupResult_v0(buf, pos)
+            ap_results(e_results)
+        o.results = l_results
     return o, pos
 
 
-def _e_Response_DeletableGroupResult_v0(o, out):
+def _e_Response_DeletableGroupResult_v0(o: DeleteGroupsResponse.DeletableGroupResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.group_id))
     ap(_P_h(o.error_code))
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: DeleteGroupsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.results
-    if l is None:
+    l_results = o.results
+    if l_results is None:
         raise ValueError('non-nullable field results is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DeletableGroupResult_v0(e, out)
+        ap(_P_i(len(l_results)))
+        for e_results in l_results:
+            _e_Response_DeletableGroupResult_v0(e_results, out)
 
 
-def _d_Response_DeletableGroupResult_v2(buf, pos):
+def _d_Response_DeletableGroupResult_v2(buf: memoryview, pos: int) -> tuple[DeleteGroupsResponse.DeletableGroupResult, int]:
     o = _new(_C_Response_DeletableGroupResult)
     o.group_id, pos = _r_cstr(buf, pos)
     o.error_code, = _U_h(buf, pos)
@@ -232,7 +235,7 @@ def _d_Response_DeletableGroupResult_v2(buf, pos):
     return o, pos
 
 
-def _d_Response_v2(buf, pos):
+def _d_Response_v2(buf: memoryview, pos: int) -> tuple[DeleteGroupsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -240,12 +243,12 @@ def _d_Response_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field results is null')
     else:
-        l = []
-        ap = l.append
+        l_results: list[DeleteGroupsResponse.DeletableGroupResult] = []
+        ap_results = l_results.append
         for _ in range(n):
-            e, pos = _d_Response_DeletableGroupResult_v2(buf, pos)
-            ap(e)
-        o.results = l
+            e_results, pos = _d_Response_DeletableGroupResult_v2(buf, pos)
+            ap_results(e_results)
+        o.results = l_results
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -253,23 +256,23 @@ def _d_Response_v2(buf, pos):
     return o, pos
 
 
-def _e_Response_DeletableGroupResult_v2(o, out):
+def _e_Response_DeletableGroupResult_v2(o: DeleteGroupsResponse.DeletableGroupResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.group_id))
     ap(_P_h(o.error_code))
     ap(b'\x00')
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: DeleteGroupsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.results
-    if l is None:
+    l_results = o.results
+    if l_results is None:
         raise ValueError('non-nullable field results is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DeletableGroupResult_v2(e, out)
+        ap(_uv(len(l_results) + 1))
+        for e_results in l_results:
+            _e_Response_DeletableGroupResult_v2(e_results, out)
     ap(b'\x00')
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,63 +60,6 @@ _P_iqh = _S('>iqh').pack
 __all__ = ['DeleteRecordsRequest', 'DeleteRecordsResponse']
 
 
-class DeleteRecordsRequest(_Message):
-    """DeleteRecordsRequest: API key 21, versions 0-2, flexible 2+.
-
-    Fields (versions):
-        topics: []DeleteRecordsTopic (0+)
-        timeout_ms: int32 (0+)
-    """
-
-    class DeleteRecordsTopic(_Struct):
-        """DeleteRecordsTopic
-
-        Fields (versions):
-            name: string (0+)
-            partitions: []DeleteRecordsPartition (0+)
-        """
-
-        class DeleteRecordsPartition(_Struct):
-            """DeleteRecordsPartition
-
-            Fields (versions):
-                partition_index: int32 (0+)
-                offset: int64 (0+)
-            """
-
-            partition_index: int
-            offset: int
-            __slots__ = ('partition_index', 'offset')
-            _FIELDS = __slots__
-
-            def __init__(self, *, partition_index=0, offset=0):
-                self.partition_index = partition_index
-                self.offset = offset
-
-        name: str
-        partitions: list[DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition]
-        __slots__ = ('name', 'partitions')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name='', partitions=_UNSET):
-            self.name = name
-            self.partitions = [] if partitions is _UNSET else partitions
-
-    API_KEY = 21
-    API_NAME = 'DeleteRecords'
-    VALID_VERSIONS = (0, 2)
-    FLEXIBLE_MIN = 2
-    LATEST_VERSION_UNSTABLE = False
-    topics: list[DeleteRecordsRequest.DeleteRecordsTopic]
-    timeout_ms: int
-    __slots__ = ('topics', 'timeout_ms')
-    _FIELDS = __slots__
-
-    def __init__(self, *, topics=_UNSET, timeout_ms=0):
-        self.topics = [] if topics is _UNSET else topics
-        self.timeout_ms = timeout_ms
-
-
 class DeleteRecordsResponse(_Message):
     """DeleteRecordsResponse: API key 21, versions 0-2, flexible 2+.
 
@@ -145,7 +91,7 @@ class DeleteRecordsResponse(_Message):
             __slots__ = ('partition_index', 'low_watermark', 'error_code')
             _FIELDS = __slots__
 
-            def __init__(self, *, partition_index=0, low_watermark=0, error_code=0):
+            def __init__(self, *, partition_index: int = 0, low_watermark: int = 0, error_code: int = 0) -> None:
                 self.partition_index = partition_index
                 self.low_watermark = low_watermark
                 self.error_code = error_code
@@ -155,7 +101,7 @@ class DeleteRecordsResponse(_Message):
         __slots__ = ('name', 'partitions')
         _FIELDS = __slots__
 
-        def __init__(self, *, name='', partitions=_UNSET):
+        def __init__(self, *, name: str = '', partitions: list[DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult] | _Unset = _UNSET) -> None:
             self.name = name
             self.partitions = [] if partitions is _UNSET else partitions
 
@@ -169,9 +115,66 @@ class DeleteRecordsResponse(_Message):
     __slots__ = ('throttle_time_ms', 'topics')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, topics=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _UNSET else topics
+
+
+class DeleteRecordsRequest(_Request[DeleteRecordsResponse]):
+    """DeleteRecordsRequest: API key 21, versions 0-2, flexible 2+.
+
+    Fields (versions):
+        topics: []DeleteRecordsTopic (0+)
+        timeout_ms: int32 (0+)
+    """
+
+    class DeleteRecordsTopic(_Struct):
+        """DeleteRecordsTopic
+
+        Fields (versions):
+            name: string (0+)
+            partitions: []DeleteRecordsPartition (0+)
+        """
+
+        class DeleteRecordsPartition(_Struct):
+            """DeleteRecordsPartition
+
+            Fields (versions):
+                partition_index: int32 (0+)
+                offset: int64 (0+)
+            """
+
+            partition_index: int
+            offset: int
+            __slots__ = ('partition_index', 'offset')
+            _FIELDS = __slots__
+
+            def __init__(self, *, partition_index: int = 0, offset: int = 0) -> None:
+                self.partition_index = partition_index
+                self.offset = offset
+
+        name: str
+        partitions: list[DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition]
+        __slots__ = ('name', 'partitions')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', partitions: list[DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition] | _Unset = _UNSET) -> None:
+            self.name = name
+            self.partitions = [] if partitions is _UNSET else partitions
+
+    API_KEY = 21
+    API_NAME = 'DeleteRecords'
+    VALID_VERSIONS = (0, 2)
+    FLEXIBLE_MIN = 2
+    LATEST_VERSION_UNSTABLE = False
+    topics: list[DeleteRecordsRequest.DeleteRecordsTopic]
+    timeout_ms: int
+    __slots__ = ('topics', 'timeout_ms')
+    _FIELDS = __slots__
+
+    def __init__(self, *, topics: list[DeleteRecordsRequest.DeleteRecordsTopic] | _Unset = _UNSET, timeout_ms: int = 0) -> None:
+        self.topics = [] if topics is _UNSET else topics
+        self.timeout_ms = timeout_ms
 
 
 _C_Request = DeleteRecordsRequest
@@ -182,76 +185,76 @@ _C_Response_DeleteRecordsTopicResult = DeleteRecordsResponse.DeleteRecordsTopicR
 _C_Response_DeleteRecordsPartitionResult = DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult
 
 
-def _d_Request_DeleteRecordsPartition_v0(buf, pos):
+def _d_Request_DeleteRecordsPartition_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition, int]:
     o = _new(_C_Request_DeleteRecordsPartition)
     o.partition_index, o.offset = _U_iq(buf, pos)
     pos += 12
     return o, pos
 
 
-def _d_Request_DeleteRecordsTopic_v0(buf, pos):
+def _d_Request_DeleteRecordsTopic_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest.DeleteRecordsTopic, int]:
     o = _new(_C_Request_DeleteRecordsTopic)
     o.name, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_DeleteRecordsPartition_v0(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Request_DeleteRecordsPartition_v0(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[DeleteRecordsRequest.DeleteRecordsTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_DeleteRecordsTopic_v0(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_DeleteRecordsTopic_v0(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.timeout_ms, = _U_i(buf, pos)
     pos += 4
     return o, pos
 
 
-def _e_Request_DeleteRecordsPartition_v0(o, out):
+def _e_Request_DeleteRecordsPartition_v0(o: DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_iq(o.partition_index, o.offset))
 
 
-def _e_Request_DeleteRecordsTopic_v0(o, out):
+def _e_Request_DeleteRecordsTopic_v0(o: DeleteRecordsRequest.DeleteRecordsTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_DeleteRecordsPartition_v0(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Request_DeleteRecordsPartition_v0(e_partitions, out)
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: DeleteRecordsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_DeleteRecordsTopic_v0(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_DeleteRecordsTopic_v0(e_topics, out)
     ap(_P_i(o.timeout_ms))
 
 
-def _d_Request_DeleteRecordsPartition_v2(buf, pos):
+def _d_Request_DeleteRecordsPartition_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition, int]:
     o = _new(_C_Request_DeleteRecordsPartition)
     o.partition_index, o.offset = _U_iq(buf, pos)
     pos += 12
@@ -262,19 +265,19 @@ def _d_Request_DeleteRecordsPartition_v2(buf, pos):
     return o, pos
 
 
-def _d_Request_DeleteRecordsTopic_v2(buf, pos):
+def _d_Request_DeleteRecordsTopic_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest.DeleteRecordsTopic, int]:
     o = _new(_C_Request_DeleteRecordsTopic)
     o.name, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_DeleteRecordsPartition_v2(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Request_DeleteRecordsPartition_v2(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -282,18 +285,18 @@ def _d_Request_DeleteRecordsTopic_v2(buf, pos):
     return o, pos
 
 
-def _d_Request_v2(buf, pos):
+def _d_Request_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[DeleteRecordsRequest.DeleteRecordsTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_DeleteRecordsTopic_v2(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_DeleteRecordsTopic_v2(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.timeout_ms, = _U_i(buf, pos)
     pos += 4
     if buf[pos]:
@@ -303,62 +306,62 @@ def _d_Request_v2(buf, pos):
     return o, pos
 
 
-def _e_Request_DeleteRecordsPartition_v2(o, out):
+def _e_Request_DeleteRecordsPartition_v2(o: DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_iq(o.partition_index, o.offset))
     ap(b'\x00')
 
 
-def _e_Request_DeleteRecordsTopic_v2(o, out):
+def _e_Request_DeleteRecordsTopic_v2(o: DeleteRecordsRequest.DeleteRecordsTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_DeleteRecordsPartition_v2(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Request_DeleteRecordsPartition_v2(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: DeleteRecordsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_DeleteRecordsTopic_v2(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_DeleteRecordsTopic_v2(e_topics, out)
     ap(_P_i(o.timeout_ms))
     ap(b'\x00')
 
 
-def _d_Response_DeleteRecordsPartitionResult_v0(buf, pos):
+def _d_Response_DeleteRecordsPartitionResult_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult, int]:
     o = _new(_C_Response_DeleteRecordsPartitionResult)
     o.partition_index, o.low_watermark, o.error_code = _U_iqh(buf, pos)
     pos += 14
     return o, pos
 
 
-def _d_Response_DeleteRecordsTopicResult_v0(buf, pos):
+def _d_Response_DeleteRecordsTopicResult_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse.DeleteRecordsTopicResult, int]:
     o = _new(_C_Response_DeleteRecordsTopicResult)
     o.name, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_DeleteRecordsPartitionResult_v0(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_DeleteRecordsPartitionResult_v0(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -366,45 +369,45 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_DeleteRecordsTopicResult_v0(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_DeleteRecordsTopicResult_v0(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Response_DeleteRecordsPartitionResult_v0(o, out):
+def _e_Response_DeleteRecordsPartitionResult_v0(o: DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_iqh(o.partition_index, o.low_watermark, o.error_code))
 
 
-def _e_Response_DeleteRecordsTopicResult_v0(o, out):
+def _e_Response_DeleteRecordsTopicResult_v0(o: DeleteRecordsResponse.DeleteRecordsTopicResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DeleteRecordsPartitionResult_v0(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_DeleteRecordsPartitionResult_v0(e_partitions, out)
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: DeleteRecordsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DeleteRecordsTopicResult_v0(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_DeleteRecordsTopicResult_v0(e_topics, out)
 
 
-def _d_Response_DeleteRecordsPartitionResult_v2(buf, pos):
+def _d_Response_DeleteRecordsPartitionResult_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult, int]:
     o = _new(_C_Response_DeleteRecordsPartitionResult)
     o.partition_index, o.low_watermark, o.error_code = _U_iqh(buf, pos)
     pos += 14
@@ -415,19 +418,19 @@ def _d_Response_DeleteRecordsPartitionResult_v2(buf, pos):
     return o, pos
 
 
-def _d_Response_DeleteRecordsTopicResult_v2(buf, pos):
+def _d_Response_DeleteRecordsTopicResult_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse.DeleteRecordsTopicResult, int]:
     o = _new(_C_Response_DeleteRecordsTopicResult)
     o.name, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_DeleteRecordsPartitionResult_v2(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_DeleteRecordsPartitionResult_v2(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -435,7 +438,7 @@ def _d_Response_DeleteRecordsTopicResult_v2(buf, pos):
     return o, pos
 
 
-def _d_Response_v2(buf, pos):
+def _d_Response_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -443,12 +446,12 @@ def _d_Response_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_DeleteRecordsTopicResult_v2(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_DeleteRecordsTopicResult_v2(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -456,35 +459,35 @@ def _d_Response_v2(buf, pos):
     return o, pos
 
 
-def _e_Response_DeleteRecordsPartitionResult_v2(o, out):
+def _e_Response_DeleteRecordsPartitionResult_v2(o: DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_iqh(o.partition_index, o.low_watermark, o.error_code))
     ap(b'\x00')
 
 
-def _e_Response_DeleteRecordsTopicResult_v2(o, out):
+def _e_Response_DeleteRecordsTopicResult_v2(o: DeleteRecordsResponse.DeleteRecordsTopicResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DeleteRecordsPartitionResult_v2(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_DeleteRecordsPartitionResult_v2(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: DeleteRecordsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DeleteRecordsTopicResult_v2(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_DeleteRecordsTopicResult_v2(e_topics, out)
     ap(b'\x00')
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -55,49 +58,6 @@ _P_i = _S('>i').pack
 __all__ = ['DeleteTopicsRequest', 'DeleteTopicsResponse']
 
 
-class DeleteTopicsRequest(_Message):
-    """DeleteTopicsRequest: API key 20, versions 1-6, flexible 4+.
-
-    Fields (versions):
-        topics: []DeleteTopicState (6+)
-        topic_names: []string (0-5)
-        timeout_ms: int32 (0+)
-    """
-
-    class DeleteTopicState(_Struct):
-        """DeleteTopicState
-
-        Fields (versions):
-            name: string (6+, nullable 6+)
-            topic_id: uuid (6+)
-        """
-
-        name: str | None
-        topic_id: _uuid.UUID
-        __slots__ = ('name', 'topic_id')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name=None, topic_id=_ZERO_UUID):
-            self.name = name
-            self.topic_id = topic_id
-
-    API_KEY = 20
-    API_NAME = 'DeleteTopics'
-    VALID_VERSIONS = (1, 6)
-    FLEXIBLE_MIN = 4
-    LATEST_VERSION_UNSTABLE = False
-    topics: list[DeleteTopicsRequest.DeleteTopicState]
-    topic_names: list[str]
-    timeout_ms: int
-    __slots__ = ('topics', 'topic_names', 'timeout_ms')
-    _FIELDS = __slots__
-
-    def __init__(self, *, topics=_UNSET, topic_names=_UNSET, timeout_ms=0):
-        self.topics = [] if topics is _UNSET else topics
-        self.topic_names = [] if topic_names is _UNSET else topic_names
-        self.timeout_ms = timeout_ms
-
-
 class DeleteTopicsResponse(_Message):
     """DeleteTopicsResponse: API key 20, versions 1-6, flexible 4+.
 
@@ -123,7 +83,7 @@ class DeleteTopicsResponse(_Message):
         __slots__ = ('name', 'topic_id', 'error_code', 'error_message')
         _FIELDS = __slots__
 
-        def __init__(self, *, name='', topic_id=_ZERO_UUID, error_code=0, error_message=None):
+        def __init__(self, *, name: str | None = '', topic_id: _uuid.UUID = _ZERO_UUID, error_code: int = 0, error_message: str | None = None) -> None:
             self.name = name
             self.topic_id = topic_id
             self.error_code = error_code
@@ -139,9 +99,52 @@ class DeleteTopicsResponse(_Message):
     __slots__ = ('throttle_time_ms', 'responses')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, responses=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, responses: list[DeleteTopicsResponse.DeletableTopicResult] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.responses = [] if responses is _UNSET else responses
+
+
+class DeleteTopicsRequest(_Request[DeleteTopicsResponse]):
+    """DeleteTopicsRequest: API key 20, versions 1-6, flexible 4+.
+
+    Fields (versions):
+        topics: []DeleteTopicState (6+)
+        topic_names: []string (0-5)
+        timeout_ms: int32 (0+)
+    """
+
+    class DeleteTopicState(_Struct):
+        """DeleteTopicState
+
+        Fields (versions):
+            name: string (6+, nullable 6+)
+            topic_id: uuid (6+)
+        """
+
+        name: str | None
+        topic_id: _uuid.UUID
+        __slots__ = ('name', 'topic_id')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str | None = None, topic_id: _uuid.UUID = _ZERO_UUID) -> None:
+            self.name = name
+            self.topic_id = topic_id
+
+    API_KEY = 20
+    API_NAME = 'DeleteTopics'
+    VALID_VERSIONS = (1, 6)
+    FLEXIBLE_MIN = 4
+    LATEST_VERSION_UNSTABLE = False
+    topics: list[DeleteTopicsRequest.DeleteTopicState]
+    topic_names: list[str]
+    timeout_ms: int
+    __slots__ = ('topics', 'topic_names', 'timeout_ms')
+    _FIELDS = __slots__
+
+    def __init__(self, *, topics: list[DeleteTopicsRequest.DeleteTopicState] | _Unset = _UNSET, topic_names: list[str] | _Unset = _UNSET, timeout_ms: int = 0) -> None:
+        self.topics = [] if topics is _UNSET else topics
+        self.topic_names = [] if topic_names is _UNSET else topic_names
+        self.timeout_ms = timeout_ms
 
 
 _C_Request = DeleteTopicsRequest
@@ -150,79 +153,79 @@ _C_Response = DeleteTopicsResponse
 _C_Response_DeletableTopicResult = DeleteTopicsResponse.DeletableTopicResult
 
 
-def _d_Request_v1(buf, pos):
+def _d_Request_v1(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     o = _new(_C_Request)
     o.topics = []
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field topic_names is null')
     else:
-        l = []
-        ap = l.append
+        l_topic_names: list[str] = []
+        ap_topic_names = l_topic_names.append
         for _ in range(n):
-            e, pos = _r_str(buf, pos)
-            ap(e)
-        o.topic_names = l
+            e_topic_names, pos = _r_str(buf, pos)
+            ap_topic_names(e_topic_names)
+        o.topic_names = l_topic_names
     o.timeout_ms, = _U_i(buf, pos)
     pos += 4
     return o, pos
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: DeleteTopicsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.topics is None or len(o.topics) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default topics at version 1')
-    l = o.topic_names
-    if l is None:
+    l_topic_names = o.topic_names
+    if l_topic_names is None:
         raise ValueError('non-nullable field topic_names is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            ap(_e_str(e))
+        ap(_P_i(len(l_topic_names)))
+        for e_topic_names in l_topic_names:
+            ap(_e_str(e_topic_names))
     ap(_P_i(o.timeout_ms))
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: DeleteTopicsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.topics is None or len(o.topics) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default topics at version 2')
-    l = o.topic_names
-    if l is None:
+    l_topic_names = o.topic_names
+    if l_topic_names is None:
         raise ValueError('non-nullable field topic_names is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            ap(_e_str(e))
+        ap(_P_i(len(l_topic_names)))
+        for e_topic_names in l_topic_names:
+            ap(_e_str(e_topic_names))
     ap(_P_i(o.timeout_ms))
 
 
-def _e_Request_v3(o, out):
+def _e_Request_v3(o: DeleteTopicsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.topics is None or len(o.topics) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default topics at version 3')
-    l = o.topic_names
-    if l is None:
+    l_topic_names = o.topic_names
+    if l_topic_names is None:
         raise ValueError('non-nullable field topic_names is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            ap(_e_str(e))
+        ap(_P_i(len(l_topic_names)))
+        for e_topic_names in l_topic_names:
+            ap(_e_str(e_topic_names))
     ap(_P_i(o.timeout_ms))
 
 
-def _d_Request_v4(buf, pos):
+def _d_Request_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     o = _new(_C_Request)
     o.topics = []
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field topic_names is null')
     else:
-        l = []
-        ap = l.append
+        l_topic_names: list[str] = []
+        ap_topic_names = l_topic_names.append
         for _ in range(n):
-            e, pos = _r_cstr(buf, pos)
-            ap(e)
-        o.topic_names = l
+            e_topic_names, pos = _r_cstr(buf, pos)
+            ap_topic_names(e_topic_names)
+        o.topic_names = l_topic_names
     o.timeout_ms, = _U_i(buf, pos)
     pos += 4
     if buf[pos]:
@@ -232,37 +235,37 @@ def _d_Request_v4(buf, pos):
     return o, pos
 
 
-def _e_Request_v4(o, out):
+def _e_Request_v4(o: DeleteTopicsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.topics is None or len(o.topics) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default topics at version 4')
-    l = o.topic_names
-    if l is None:
+    l_topic_names = o.topic_names
+    if l_topic_names is None:
         raise ValueError('non-nullable field topic_names is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            ap(_e_cstr(e))
+        ap(_uv(len(l_topic_names) + 1))
+        for e_topic_names in l_topic_names:
+            ap(_e_cstr(e_topic_names))
     ap(_P_i(o.timeout_ms))
     ap(b'\x00')
 
 
-def _e_Request_v5(o, out):
+def _e_Request_v5(o: DeleteTopicsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.topics is None or len(o.topics) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default topics at version 5')
-    l = o.topic_names
-    if l is None:
+    l_topic_names = o.topic_names
+    if l_topic_names is None:
         raise ValueError('non-nullable field topic_names is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            ap(_e_cstr(e))
+        ap(_uv(len(l_topic_names) + 1))
+        for e_topic_names in l_topic_names:
+            ap(_e_cstr(e_topic_names))
     ap(_P_i(o.timeout_ms))
     ap(b'\x00')
 
 
-def _d_Request_DeleteTopicState_v6(buf, pos):
+def _d_Request_DeleteTopicState_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest.DeleteTopicState, int]:
     o = _new(_C_Request_DeleteTopicState)
     o.name, pos = _r_cnstr(buf, pos)
     o.topic_id, pos = _r_uuid(buf, pos)
@@ -273,19 +276,19 @@ def _d_Request_DeleteTopicState_v6(buf, pos):
     return o, pos
 
 
-def _d_Request_v6(buf, pos):
+def _d_Request_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     o = _new(_C_Request)
     o.topic_names = []
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[DeleteTopicsRequest.DeleteTopicState] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_DeleteTopicState_v6(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_DeleteTopicState_v6(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.timeout_ms, = _U_i(buf, pos)
     pos += 4
     if buf[pos]:
@@ -295,27 +298,27 @@ def _d_Request_v6(buf, pos):
     return o, pos
 
 
-def _e_Request_DeleteTopicState_v6(o, out):
+def _e_Request_DeleteTopicState_v6(o: DeleteTopicsRequest.DeleteTopicState, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cnstr(o.name))
     ap(o.topic_id.bytes)
     ap(b'\x00')
 
 
-def _e_Request_v6(o, out):
+def _e_Request_v6(o: DeleteTopicsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_DeleteTopicState_v6(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_DeleteTopicState_v6(e_topics, out)
     ap(_P_i(o.timeout_ms))
     ap(b'\x00')
 
 
-def _d_Response_DeletableTopicResult_v1(buf, pos):
+def _d_Response_DeletableTopicResult_v1(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse.DeletableTopicResult, int]:
     o = _new(_C_Response_DeletableTopicResult)
     o.topic_id = _ZERO_UUID
     o.error_message = None
@@ -325,7 +328,7 @@ def _d_Response_DeletableTopicResult_v1(buf, pos):
     return o, pos
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -333,34 +336,37 @@ def _d_Response_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field responses is null')
     else:
-        l = []
-        ap = l.append
+        l_responses: list[DeleteTopicsResponse.DeletableTopicResult] = []
+        ap_responses = l_responses.append
         for _ in range(n):
-            e, pos = _d_Response_DeletableTopicResult_v1(buf, pos)
-            ap(e)
-        o.responses = l
+            e_responses, pos = _d_Response_DeletableTopicResult_v1(buf, pos)
+            ap_responses(e_responses)
+        o.responses = l_responses
     return o, pos
 
 
-def _e_Response_DeletableTopicResult_v1(o, out):
+def _e_Response_DeletableTopicResult_v1(o: DeleteTopicsResponse.DeletableTopicResult, out: list[_Bytes]) -> None:
     ap = out.append
-    ap(_e_str(o.name))
+    x_name = o.name
+    if x_name is None:
+        raise ValueError('non-nullable field name is None')
+    ap(_e_str(x_name))
     ap(_P_h(o.error_code))
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: DeleteTopicsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DeletableTopicResult_v1(e, out)
+        ap(_P_i(len(l_responses)))
+        for e_responses in l_responses:
+            _e_Response_DeletableTopicResult_v1(e_responses, out)
 
 
-def _d_Response_DeletableTopicResult_v4(buf, pos):
+def _d_Response_DeletableTopicResult_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse.DeletableTopicResult, int]:
     o = _new(_C_Response_DeletableTopicResult)
     o.topic_id = _ZERO_UUID
     o.error_message = None
@@ -374,7 +380,7 @@ def _d_Response_DeletableTopicResult_v4(buf, pos):
     return o, pos
 
 
-def _d_Response_v4(buf, pos):
+def _d_Response_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -382,12 +388,12 @@ def _d_Response_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field responses is null')
     else:
-        l = []
-        ap = l.append
+        l_responses: list[DeleteTopicsResponse.DeletableTopicResult] = []
+        ap_responses = l_responses.append
         for _ in range(n):
-            e, pos = _d_Response_DeletableTopicResult_v4(buf, pos)
-            ap(e)
-        o.responses = l
+            e_responses, pos = _d_Response_DeletableTopicResult_v4(buf, pos)
+            ap_responses(e_responses)
+        o.responses = l_responses
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -395,27 +401,30 @@ def _d_Response_v4(buf, pos):
     return o, pos
 
 
-def _e_Response_DeletableTopicResult_v4(o, out):
+def _e_Response_DeletableTopicResult_v4(o: DeleteTopicsResponse.DeletableTopicResult, out: list[_Bytes]) -> None:
     ap = out.append
-    ap(_e_cstr(o.name))
+    x_name = o.name
+    if x_name is None:
+        raise ValueError('non-nullable field name is None')
+    ap(_e_cstr(x_name))
     ap(_P_h(o.error_code))
     ap(b'\x00')
 
 
-def _e_Response_v4(o, out):
+def _e_Response_v4(o: DeleteTopicsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DeletableTopicResult_v4(e, out)
+        ap(_uv(len(l_responses) + 1))
+        for e_responses in l_responses:
+            _e_Response_DeletableTopicResult_v4(e_responses, out)
     ap(b'\x00')
 
 
-def _d_Response_DeletableTopicResult_v5(buf, pos):
+def _d_Response_DeletableTopicResult_v5(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse.DeletableTopicResult, int]:
     o = _new(_C_Response_DeletableTopicResult)
     o.topic_id = _ZERO_UUID
     o.name, pos = _r_cstr(buf, pos)
@@ -429,7 +438,7 @@ def _d_Response_DeletableTopicResult_v5(buf, pos):
     return o, pos
 
 
-def _d_Response_v5(buf, pos):
+def _d_Response_v5(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -437,12 +446,12 @@ def _d_Response_v5(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field responses is null')
     else:
-        l = []
-        ap = l.append
+        l_responses: list[DeleteTopicsResponse.DeletableTopicResult] = []
+        ap_responses = l_responses.append
         for _ in range(n):
-            e, pos = _d_Response_DeletableTopicResult_v5(buf, pos)
-            ap(e)
-        o.responses = l
+            e_responses, pos = _d_Response_DeletableTopicResult_v5(buf, pos)
+            ap_responses(e_responses)
+        o.responses = l_responses
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -450,28 +459,31 @@ def _d_Response_v5(buf, pos):
     return o, pos
 
 
-def _e_Response_DeletableTopicResult_v5(o, out):
+def _e_Response_DeletableTopicResult_v5(o: DeleteTopicsResponse.DeletableTopicResult, out: list[_Bytes]) -> None:
     ap = out.append
-    ap(_e_cstr(o.name))
+    x_name = o.name
+    if x_name is None:
+        raise ValueError('non-nullable field name is None')
+    ap(_e_cstr(x_name))
     ap(_P_h(o.error_code))
     ap(_e_cnstr(o.error_message))
     ap(b'\x00')
 
 
-def _e_Response_v5(o, out):
+def _e_Response_v5(o: DeleteTopicsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DeletableTopicResult_v5(e, out)
+        ap(_uv(len(l_responses) + 1))
+        for e_responses in l_responses:
+            _e_Response_DeletableTopicResult_v5(e_responses, out)
     ap(b'\x00')
 
 
-def _d_Response_DeletableTopicResult_v6(buf, pos):
+def _d_Response_DeletableTopicResult_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse.DeletableTopicResult, int]:
     o = _new(_C_Response_DeletableTopicResult)
     o.name, pos = _r_cnstr(buf, pos)
     o.topic_id, pos = _r_uuid(buf, pos)
@@ -485,7 +497,7 @@ def _d_Response_DeletableTopicResult_v6(buf, pos):
     return o, pos
 
 
-def _d_Response_v6(buf, pos):
+def _d_Response_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -493,12 +505,12 @@ def _d_Response_v6(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field responses is null')
     else:
-        l = []
-        ap = l.append
+        l_responses: list[DeleteTopicsResponse.DeletableTopicResult] = []
+        ap_responses = l_responses.append
         for _ in range(n):
-            e, pos = _d_Response_DeletableTopicResult_v6(buf, pos)
-            ap(e)
-        o.responses = l
+            e_responses, pos = _d_Response_DeletableTopicResult_v6(buf, pos)
+            ap_responses(e_responses)
+        o.responses = l_responses
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -506,7 +518,7 @@ def _d_Response_v6(buf, pos):
     return o, pos
 
 
-def _e_Response_DeletableTopicResult_v6(o, out):
+def _e_Response_DeletableTopicResult_v6(o: DeleteTopicsResponse.DeletableTopicResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cnstr(o.name))
     ap(o.topic_id.bytes)
@@ -515,16 +527,16 @@ def _e_Response_DeletableTopicResult_v6(o, out):
     ap(b'\x00')
 
 
-def _e_Response_v6(o, out):
+def _e_Response_v6(o: DeleteTopicsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DeletableTopicResult_v6(e, out)
+        ap(_uv(len(l_responses) + 1))
+        for e_responses in l_responses:
+            _e_Response_DeletableTopicResult_v6(e_responses, out)
     ap(b'\x00')
 
 

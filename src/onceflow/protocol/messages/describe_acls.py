@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,44 +60,6 @@ _P_ih = _S('>ih').pack
 __all__ = ['DescribeAclsRequest', 'DescribeAclsResponse']
 
 
-class DescribeAclsRequest(_Message):
-    """DescribeAclsRequest: API key 29, versions 1-3, flexible 2+.
-
-    Fields (versions):
-        resource_type_filter: int8 (0+)
-        resource_name_filter: string (0+, nullable 0+)
-        pattern_type_filter: int8 (1+)
-        principal_filter: string (0+, nullable 0+)
-        host_filter: string (0+, nullable 0+)
-        operation: int8 (0+)
-        permission_type: int8 (0+)
-    """
-
-    API_KEY = 29
-    API_NAME = 'DescribeAcls'
-    VALID_VERSIONS = (1, 3)
-    FLEXIBLE_MIN = 2
-    LATEST_VERSION_UNSTABLE = False
-    resource_type_filter: int
-    resource_name_filter: str | None
-    pattern_type_filter: int
-    principal_filter: str | None
-    host_filter: str | None
-    operation: int
-    permission_type: int
-    __slots__ = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type')
-    _FIELDS = __slots__
-
-    def __init__(self, *, resource_type_filter=0, resource_name_filter='', pattern_type_filter=3, principal_filter='', host_filter='', operation=0, permission_type=0):
-        self.resource_type_filter = resource_type_filter
-        self.resource_name_filter = resource_name_filter
-        self.pattern_type_filter = pattern_type_filter
-        self.principal_filter = principal_filter
-        self.host_filter = host_filter
-        self.operation = operation
-        self.permission_type = permission_type
-
-
 class DescribeAclsResponse(_Message):
     """DescribeAclsResponse: API key 29, versions 1-3, flexible 2+.
 
@@ -132,7 +97,7 @@ class DescribeAclsResponse(_Message):
             __slots__ = ('principal', 'host', 'operation', 'permission_type')
             _FIELDS = __slots__
 
-            def __init__(self, *, principal='', host='', operation=0, permission_type=0):
+            def __init__(self, *, principal: str = '', host: str = '', operation: int = 0, permission_type: int = 0) -> None:
                 self.principal = principal
                 self.host = host
                 self.operation = operation
@@ -145,7 +110,7 @@ class DescribeAclsResponse(_Message):
         __slots__ = ('resource_type', 'resource_name', 'pattern_type', 'acls')
         _FIELDS = __slots__
 
-        def __init__(self, *, resource_type=0, resource_name='', pattern_type=3, acls=_UNSET):
+        def __init__(self, *, resource_type: int = 0, resource_name: str = '', pattern_type: int = 3, acls: list[DescribeAclsResponse.DescribeAclsResource.AclDescription] | _Unset = _UNSET) -> None:
             self.resource_type = resource_type
             self.resource_name = resource_name
             self.pattern_type = pattern_type
@@ -163,11 +128,49 @@ class DescribeAclsResponse(_Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'resources')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message='', resources=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', resources: list[DescribeAclsResponse.DescribeAclsResource] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
         self.resources = [] if resources is _UNSET else resources
+
+
+class DescribeAclsRequest(_Request[DescribeAclsResponse]):
+    """DescribeAclsRequest: API key 29, versions 1-3, flexible 2+.
+
+    Fields (versions):
+        resource_type_filter: int8 (0+)
+        resource_name_filter: string (0+, nullable 0+)
+        pattern_type_filter: int8 (1+)
+        principal_filter: string (0+, nullable 0+)
+        host_filter: string (0+, nullable 0+)
+        operation: int8 (0+)
+        permission_type: int8 (0+)
+    """
+
+    API_KEY = 29
+    API_NAME = 'DescribeAcls'
+    VALID_VERSIONS = (1, 3)
+    FLEXIBLE_MIN = 2
+    LATEST_VERSION_UNSTABLE = False
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: int
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+    __slots__ = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type')
+    _FIELDS = __slots__
+
+    def __init__(self, *, resource_type_filter: int = 0, resource_name_filter: str | None = '', pattern_type_filter: int = 3, principal_filter: str | None = '', host_filter: str | None = '', operation: int = 0, permission_type: int = 0) -> None:
+        self.resource_type_filter = resource_type_filter
+        self.resource_name_filter = resource_name_filter
+        self.pattern_type_filter = pattern_type_filter
+        self.principal_filter = principal_filter
+        self.host_filter = host_filter
+        self.operation = operation
+        self.permission_type = permission_type
 
 
 _C_Request = DescribeAclsRequest
@@ -176,7 +179,7 @@ _C_Response_DescribeAclsResource = DescribeAclsResponse.DescribeAclsResource
 _C_Response_AclDescription = DescribeAclsResponse.DescribeAclsResource.AclDescription
 
 
-def _d_Request_v1(buf, pos):
+def _d_Request_v1(buf: memoryview, pos: int) -> tuple[DescribeAclsRequest, int]:
     o = _new(_C_Request)
     o.resource_type_filter, = _U_b(buf, pos)
     pos += 1
@@ -190,7 +193,7 @@ def _d_Request_v1(buf, pos):
     return o, pos
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: DescribeAclsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_b(o.resource_type_filter))
     ap(_e_nstr(o.resource_name_filter))
@@ -200,7 +203,7 @@ def _e_Request_v1(o, out):
     ap(_P_bb(o.operation, o.permission_type))
 
 
-def _d_Request_v2(buf, pos):
+def _d_Request_v2(buf: memoryview, pos: int) -> tuple[DescribeAclsRequest, int]:
     o = _new(_C_Request)
     o.resource_type_filter, = _U_b(buf, pos)
     pos += 1
@@ -218,7 +221,7 @@ def _d_Request_v2(buf, pos):
     return o, pos
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: DescribeAclsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_b(o.resource_type_filter))
     ap(_e_cnstr(o.resource_name_filter))
@@ -229,7 +232,7 @@ def _e_Request_v2(o, out):
     ap(b'\x00')
 
 
-def _d_Response_AclDescription_v1(buf, pos):
+def _d_Response_AclDescription_v1(buf: memoryview, pos: int) -> tuple[DescribeAclsResponse.DescribeAclsResource.AclDescription, int]:
     o = _new(_C_Response_AclDescription)
     o.principal, pos = _r_str(buf, pos)
     o.host, pos = _r_str(buf, pos)
@@ -238,7 +241,7 @@ def _d_Response_AclDescription_v1(buf, pos):
     return o, pos
 
 
-def _d_Response_DescribeAclsResource_v1(buf, pos):
+def _d_Response_DescribeAclsResource_v1(buf: memoryview, pos: int) -> tuple[DescribeAclsResponse.DescribeAclsResource, int]:
     o = _new(_C_Response_DescribeAclsResource)
     o.resource_type, = _U_b(buf, pos)
     pos += 1
@@ -249,16 +252,16 @@ def _d_Response_DescribeAclsResource_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field acls is null')
     else:
-        l = []
-        ap = l.append
+        l_acls: list[DescribeAclsResponse.DescribeAclsResource.AclDescription] = []
+        ap_acls = l_acls.append
         for _ in range(n):
-            e, pos = _d_Response_AclDescription_v1(buf, pos)
-            ap(e)
-        o.acls = l
+            e_acls, pos = _d_Response_AclDescription_v1(buf, pos)
+            ap_acls(e_acls)
+        o.acls = l_acls
     return o, pos
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[DescribeAclsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -267,50 +270,50 @@ def _d_Response_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field resources is null')
     else:
-        l = []
-        ap = l.append
+        l_resources: list[DescribeAclsResponse.DescribeAclsResource] = []
+        ap_resources = l_resources.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeAclsResource_v1(buf, pos)
-            ap(e)
-        o.resources = l
+            e_resources, pos = _d_Response_DescribeAclsResource_v1(buf, pos)
+            ap_resources(e_resources)
+        o.resources = l_resources
     return o, pos
 
 
-def _e_Response_AclDescription_v1(o, out):
+def _e_Response_AclDescription_v1(o: DescribeAclsResponse.DescribeAclsResource.AclDescription, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.principal))
     ap(_e_str(o.host))
     ap(_P_bb(o.operation, o.permission_type))
 
 
-def _e_Response_DescribeAclsResource_v1(o, out):
+def _e_Response_DescribeAclsResource_v1(o: DescribeAclsResponse.DescribeAclsResource, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_b(o.resource_type))
     ap(_e_str(o.resource_name))
     ap(_P_b(o.pattern_type))
-    l = o.acls
-    if l is None:
+    l_acls = o.acls
+    if l_acls is None:
         raise ValueError('non-nullable field acls is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_AclDescription_v1(e, out)
+        ap(_P_i(len(l_acls)))
+        for e_acls in l_acls:
+            _e_Response_AclDescription_v1(e_acls, out)
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: DescribeAclsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     ap(_e_nstr(o.error_message))
-    l = o.resources
-    if l is None:
+    l_resources = o.resources
+    if l_resources is None:
         raise ValueError('non-nullable field resources is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribeAclsResource_v1(e, out)
+        ap(_P_i(len(l_resources)))
+        for e_resources in l_resources:
+            _e_Response_DescribeAclsResource_v1(e_resources, out)
 
 
-def _d_Response_AclDescription_v2(buf, pos):
+def _d_Response_AclDescription_v2(buf: memoryview, pos: int) -> tuple[DescribeAclsResponse.DescribeAclsResource.AclDescription, int]:
     o = _new(_C_Response_AclDescription)
     o.principal, pos = _r_cstr(buf, pos)
     o.host, pos = _r_cstr(buf, pos)
@@ -323,7 +326,7 @@ def _d_Response_AclDescription_v2(buf, pos):
     return o, pos
 
 
-def _d_Response_DescribeAclsResource_v2(buf, pos):
+def _d_Response_DescribeAclsResource_v2(buf: memoryview, pos: int) -> tuple[DescribeAclsResponse.DescribeAclsResource, int]:
     o = _new(_C_Response_DescribeAclsResource)
     o.resource_type, = _U_b(buf, pos)
     pos += 1
@@ -334,12 +337,12 @@ def _d_Response_DescribeAclsResource_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field acls is null')
     else:
-        l = []
-        ap = l.append
+        l_acls: list[DescribeAclsResponse.DescribeAclsResource.AclDescription] = []
+        ap_acls = l_acls.append
         for _ in range(n):
-            e, pos = _d_Response_AclDescription_v2(buf, pos)
-            ap(e)
-        o.acls = l
+            e_acls, pos = _d_Response_AclDescription_v2(buf, pos)
+            ap_acls(e_acls)
+        o.acls = l_acls
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -347,7 +350,7 @@ def _d_Response_DescribeAclsResource_v2(buf, pos):
     return o, pos
 
 
-def _d_Response_v2(buf, pos):
+def _d_Response_v2(buf: memoryview, pos: int) -> tuple[DescribeAclsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -356,12 +359,12 @@ def _d_Response_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field resources is null')
     else:
-        l = []
-        ap = l.append
+        l_resources: list[DescribeAclsResponse.DescribeAclsResource] = []
+        ap_resources = l_resources.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeAclsResource_v2(buf, pos)
-            ap(e)
-        o.resources = l
+            e_resources, pos = _d_Response_DescribeAclsResource_v2(buf, pos)
+            ap_resources(e_resources)
+        o.resources = l_resources
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -369,7 +372,7 @@ def _d_Response_v2(buf, pos):
     return o, pos
 
 
-def _e_Response_AclDescription_v2(o, out):
+def _e_Response_AclDescription_v2(o: DescribeAclsResponse.DescribeAclsResource.AclDescription, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.principal))
     ap(_e_cstr(o.host))
@@ -377,32 +380,32 @@ def _e_Response_AclDescription_v2(o, out):
     ap(b'\x00')
 
 
-def _e_Response_DescribeAclsResource_v2(o, out):
+def _e_Response_DescribeAclsResource_v2(o: DescribeAclsResponse.DescribeAclsResource, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_b(o.resource_type))
     ap(_e_cstr(o.resource_name))
     ap(_P_b(o.pattern_type))
-    l = o.acls
-    if l is None:
+    l_acls = o.acls
+    if l_acls is None:
         raise ValueError('non-nullable field acls is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_AclDescription_v2(e, out)
+        ap(_uv(len(l_acls) + 1))
+        for e_acls in l_acls:
+            _e_Response_AclDescription_v2(e_acls, out)
     ap(b'\x00')
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: DescribeAclsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     ap(_e_cnstr(o.error_message))
-    l = o.resources
-    if l is None:
+    l_resources = o.resources
+    if l_resources is None:
         raise ValueError('non-nullable field resources is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DescribeAclsResource_v2(e, out)
+        ap(_uv(len(l_resources) + 1))
+        for e_resources in l_resources:
+            _e_Response_DescribeAclsResource_v2(e_resources, out)
     ap(b'\x00')
 
 

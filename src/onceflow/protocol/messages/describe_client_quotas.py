@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -59,49 +62,6 @@ _P_ih = _S('>ih').pack
 __all__ = ['DescribeClientQuotasRequest', 'DescribeClientQuotasResponse']
 
 
-class DescribeClientQuotasRequest(_Message):
-    """DescribeClientQuotasRequest: API key 48, versions 0-1, flexible 1+.
-
-    Fields (versions):
-        components: []ComponentData (0+)
-        strict: bool (0+)
-    """
-
-    class ComponentData(_Struct):
-        """ComponentData
-
-        Fields (versions):
-            entity_type: string (0+)
-            match_type: int8 (0+)
-            match: string (0+, nullable 0+)
-        """
-
-        entity_type: str
-        match_type: int
-        match: str | None
-        __slots__ = ('entity_type', 'match_type', 'match')
-        _FIELDS = __slots__
-
-        def __init__(self, *, entity_type='', match_type=0, match=''):
-            self.entity_type = entity_type
-            self.match_type = match_type
-            self.match = match
-
-    API_KEY = 48
-    API_NAME = 'DescribeClientQuotas'
-    VALID_VERSIONS = (0, 1)
-    FLEXIBLE_MIN = 1
-    LATEST_VERSION_UNSTABLE = False
-    components: list[DescribeClientQuotasRequest.ComponentData]
-    strict: bool
-    __slots__ = ('components', 'strict')
-    _FIELDS = __slots__
-
-    def __init__(self, *, components=_UNSET, strict=False):
-        self.components = [] if components is _UNSET else components
-        self.strict = strict
-
-
 class DescribeClientQuotasResponse(_Message):
     """DescribeClientQuotasResponse: API key 48, versions 0-1, flexible 1+.
 
@@ -133,7 +93,7 @@ class DescribeClientQuotasResponse(_Message):
             __slots__ = ('entity_type', 'entity_name')
             _FIELDS = __slots__
 
-            def __init__(self, *, entity_type='', entity_name=''):
+            def __init__(self, *, entity_type: str = '', entity_name: str | None = '') -> None:
                 self.entity_type = entity_type
                 self.entity_name = entity_name
 
@@ -150,7 +110,7 @@ class DescribeClientQuotasResponse(_Message):
             __slots__ = ('key', 'value')
             _FIELDS = __slots__
 
-            def __init__(self, *, key='', value=0.0):
+            def __init__(self, *, key: str = '', value: float = 0.0) -> None:
                 self.key = key
                 self.value = value
 
@@ -159,7 +119,7 @@ class DescribeClientQuotasResponse(_Message):
         __slots__ = ('entity', 'values')
         _FIELDS = __slots__
 
-        def __init__(self, *, entity=_UNSET, values=_UNSET):
+        def __init__(self, *, entity: list[DescribeClientQuotasResponse.EntryData.EntityData] | _Unset = _UNSET, values: list[DescribeClientQuotasResponse.EntryData.ValueData] | _Unset = _UNSET) -> None:
             self.entity = [] if entity is _UNSET else entity
             self.values = [] if values is _UNSET else values
 
@@ -175,11 +135,54 @@ class DescribeClientQuotasResponse(_Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'entries')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message='', entries=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', entries: list[DescribeClientQuotasResponse.EntryData] | None | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
         self.entries = [] if entries is _UNSET else entries
+
+
+class DescribeClientQuotasRequest(_Request[DescribeClientQuotasResponse]):
+    """DescribeClientQuotasRequest: API key 48, versions 0-1, flexible 1+.
+
+    Fields (versions):
+        components: []ComponentData (0+)
+        strict: bool (0+)
+    """
+
+    class ComponentData(_Struct):
+        """ComponentData
+
+        Fields (versions):
+            entity_type: string (0+)
+            match_type: int8 (0+)
+            match: string (0+, nullable 0+)
+        """
+
+        entity_type: str
+        match_type: int
+        match: str | None
+        __slots__ = ('entity_type', 'match_type', 'match')
+        _FIELDS = __slots__
+
+        def __init__(self, *, entity_type: str = '', match_type: int = 0, match: str | None = '') -> None:
+            self.entity_type = entity_type
+            self.match_type = match_type
+            self.match = match
+
+    API_KEY = 48
+    API_NAME = 'DescribeClientQuotas'
+    VALID_VERSIONS = (0, 1)
+    FLEXIBLE_MIN = 1
+    LATEST_VERSION_UNSTABLE = False
+    components: list[DescribeClientQuotasRequest.ComponentData]
+    strict: bool
+    __slots__ = ('components', 'strict')
+    _FIELDS = __slots__
+
+    def __init__(self, *, components: list[DescribeClientQuotasRequest.ComponentData] | _Unset = _UNSET, strict: bool = False) -> None:
+        self.components = [] if components is _UNSET else components
+        self.strict = strict
 
 
 _C_Request = DescribeClientQuotasRequest
@@ -190,7 +193,7 @@ _C_Response_EntityData = DescribeClientQuotasResponse.EntryData.EntityData
 _C_Response_ValueData = DescribeClientQuotasResponse.EntryData.ValueData
 
 
-def _d_Request_ComponentData_v0(buf, pos):
+def _d_Request_ComponentData_v0(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasRequest.ComponentData, int]:
     o = _new(_C_Request_ComponentData)
     o.entity_type, pos = _r_str(buf, pos)
     o.match_type, = _U_b(buf, pos)
@@ -199,43 +202,43 @@ def _d_Request_ComponentData_v0(buf, pos):
     return o, pos
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field components is null')
     else:
-        l = []
-        ap = l.append
+        l_components: list[DescribeClientQuotasRequest.ComponentData] = []
+        ap_components = l_components.append
         for _ in range(n):
-            e, pos = _d_Request_ComponentData_v0(buf, pos)
-            ap(e)
-        o.components = l
+            e_components, pos = _d_Request_ComponentData_v0(buf, pos)
+            ap_components(e_components)
+        o.components = l_components
     o.strict, = _U_z(buf, pos)
     pos += 1
     return o, pos
 
 
-def _e_Request_ComponentData_v0(o, out):
+def _e_Request_ComponentData_v0(o: DescribeClientQuotasRequest.ComponentData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.entity_type))
     ap(_P_b(o.match_type))
     ap(_e_nstr(o.match))
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: DescribeClientQuotasRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.components
-    if l is None:
+    l_components = o.components
+    if l_components is None:
         raise ValueError('non-nullable field components is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_ComponentData_v0(e, out)
+        ap(_P_i(len(l_components)))
+        for e_components in l_components:
+            _e_Request_ComponentData_v0(e_components, out)
     ap(_P_z(o.strict))
 
 
-def _d_Request_ComponentData_v1(buf, pos):
+def _d_Request_ComponentData_v1(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasRequest.ComponentData, int]:
     o = _new(_C_Request_ComponentData)
     o.entity_type, pos = _r_cstr(buf, pos)
     o.match_type, = _U_b(buf, pos)
@@ -248,18 +251,18 @@ def _d_Request_ComponentData_v1(buf, pos):
     return o, pos
 
 
-def _d_Request_v1(buf, pos):
+def _d_Request_v1(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field components is null')
     else:
-        l = []
-        ap = l.append
+        l_components: list[DescribeClientQuotasRequest.ComponentData] = []
+        ap_components = l_components.append
         for _ in range(n):
-            e, pos = _d_Request_ComponentData_v1(buf, pos)
-            ap(e)
-        o.components = l
+            e_components, pos = _d_Request_ComponentData_v1(buf, pos)
+            ap_components(e_components)
+        o.components = l_components
     o.strict, = _U_z(buf, pos)
     pos += 1
     if buf[pos]:
@@ -269,7 +272,7 @@ def _d_Request_v1(buf, pos):
     return o, pos
 
 
-def _e_Request_ComponentData_v1(o, out):
+def _e_Request_ComponentData_v1(o: DescribeClientQuotasRequest.ComponentData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.entity_type))
     ap(_P_b(o.match_type))
@@ -277,27 +280,27 @@ def _e_Request_ComponentData_v1(o, out):
     ap(b'\x00')
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: DescribeClientQuotasRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.components
-    if l is None:
+    l_components = o.components
+    if l_components is None:
         raise ValueError('non-nullable field components is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_ComponentData_v1(e, out)
+        ap(_uv(len(l_components) + 1))
+        for e_components in l_components:
+            _e_Request_ComponentData_v1(e_components, out)
     ap(_P_z(o.strict))
     ap(b'\x00')
 
 
-def _d_Response_EntityData_v0(buf, pos):
+def _d_Response_EntityData_v0(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasResponse.EntryData.EntityData, int]:
     o = _new(_C_Response_EntityData)
     o.entity_type, pos = _r_str(buf, pos)
     o.entity_name, pos = _r_nstr(buf, pos)
     return o, pos
 
 
-def _d_Response_ValueData_v0(buf, pos):
+def _d_Response_ValueData_v0(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasResponse.EntryData.ValueData, int]:
     o = _new(_C_Response_ValueData)
     o.key, pos = _r_str(buf, pos)
     o.value, = _U_d(buf, pos)
@@ -305,32 +308,32 @@ def _d_Response_ValueData_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_EntryData_v0(buf, pos):
+def _d_Response_EntryData_v0(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasResponse.EntryData, int]:
     o = _new(_C_Response_EntryData)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field entity is null')
     else:
-        l = []
-        ap = l.append
+        l_entity: list[DescribeClientQuotasResponse.EntryData.EntityData] = []
+        ap_entity = l_entity.append
         for _ in range(n):
-            e, pos = _d_Response_EntityData_v0(buf, pos)
-            ap(e)
-        o.entity = l
+            e_entity, pos = _d_Response_EntityData_v0(buf, pos)
+            ap_entity(e_entity)
+        o.entity = l_entity
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field values is null')
     else:
-        l = []
-        ap = l.append
+        l_values: list[DescribeClientQuotasResponse.EntryData.ValueData] = []
+        ap_values = l_values.append
         for _ in range(n):
-            e, pos = _d_Response_ValueData_v0(buf, pos)
-            ap(e)
-        o.values = l
+            e_values, pos = _d_Response_ValueData_v0(buf, pos)
+            ap_values(e_values)
+        o.values = l_values
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -339,59 +342,59 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         o.entries = None
     else:
-        l = []
-        ap = l.append
+        l_entries: list[DescribeClientQuotasResponse.EntryData] = []
+        ap_entries = l_entries.append
         for _ in range(n):
-            e, pos = _d_Response_EntryData_v0(buf, pos)
-            ap(e)
-        o.entries = l
+            e_entries, pos = _d_Response_EntryData_v0(buf, pos)
+            ap_entries(e_entries)
+        o.entries = l_entries
     return o, pos
 
 
-def _e_Response_EntityData_v0(o, out):
+def _e_Response_EntityData_v0(o: DescribeClientQuotasResponse.EntryData.EntityData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.entity_type))
     ap(_e_nstr(o.entity_name))
 
 
-def _e_Response_ValueData_v0(o, out):
+def _e_Response_ValueData_v0(o: DescribeClientQuotasResponse.EntryData.ValueData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.key))
     ap(_P_d(o.value))
 
 
-def _e_Response_EntryData_v0(o, out):
+def _e_Response_EntryData_v0(o: DescribeClientQuotasResponse.EntryData, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.entity
-    if l is None:
+    l_entity = o.entity
+    if l_entity is None:
         raise ValueError('non-nullable field entity is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_EntityData_v0(e, out)
-    l = o.values
-    if l is None:
+        ap(_P_i(len(l_entity)))
+        for e_entity in l_entity:
+            _e_Response_EntityData_v0(e_entity, out)
+    l_values = o.values
+    if l_values is None:
         raise ValueError('non-nullable field values is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_ValueData_v0(e, out)
+        ap(_P_i(len(l_values)))
+        for e_values in l_values:
+            _e_Response_ValueData_v0(e_values, out)
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: DescribeClientQuotasResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     ap(_e_nstr(o.error_message))
-    l = o.entries
-    if l is None:
+    l_entries = o.entries
+    if l_entries is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_EntryData_v0(e, out)
+        ap(_P_i(len(l_entries)))
+        for e_entries in l_entries:
+            _e_Response_EntryData_v0(e_entries, out)
 
 
-def _d_Response_EntityData_v1(buf, pos):
+def _d_Response_EntityData_v1(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasResponse.EntryData.EntityData, int]:
     o = _new(_C_Response_EntityData)
     o.entity_type, pos = _r_cstr(buf, pos)
     o.entity_name, pos = _r_cnstr(buf, pos)
@@ -402,7 +405,7 @@ def _d_Response_EntityData_v1(buf, pos):
     return o, pos
 
 
-def _d_Response_ValueData_v1(buf, pos):
+def _d_Response_ValueData_v1(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasResponse.EntryData.ValueData, int]:
     o = _new(_C_Response_ValueData)
     o.key, pos = _r_cstr(buf, pos)
     o.value, = _U_d(buf, pos)
@@ -414,28 +417,28 @@ def _d_Response_ValueData_v1(buf, pos):
     return o, pos
 
 
-def _d_Response_EntryData_v1(buf, pos):
+def _d_Response_EntryData_v1(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasResponse.EntryData, int]:
     o = _new(_C_Response_EntryData)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field entity is null')
     else:
-        l = []
-        ap = l.append
+        l_entity: list[DescribeClientQuotasResponse.EntryData.EntityData] = []
+        ap_entity = l_entity.append
         for _ in range(n):
-            e, pos = _d_Response_EntityData_v1(buf, pos)
-            ap(e)
-        o.entity = l
+            e_entity, pos = _d_Response_EntityData_v1(buf, pos)
+            ap_entity(e_entity)
+        o.entity = l_entity
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field values is null')
     else:
-        l = []
-        ap = l.append
+        l_values: list[DescribeClientQuotasResponse.EntryData.ValueData] = []
+        ap_values = l_values.append
         for _ in range(n):
-            e, pos = _d_Response_ValueData_v1(buf, pos)
-            ap(e)
-        o.values = l
+            e_values, pos = _d_Response_ValueData_v1(buf, pos)
+            ap_values(e_values)
+        o.values = l_values
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -443,7 +446,7 @@ def _d_Response_EntryData_v1(buf, pos):
     return o, pos
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -452,12 +455,12 @@ def _d_Response_v1(buf, pos):
     if n < 0:
         o.entries = None
     else:
-        l = []
-        ap = l.append
+        l_entries: list[DescribeClientQuotasResponse.EntryData] = []
+        ap_entries = l_entries.append
         for _ in range(n):
-            e, pos = _d_Response_EntryData_v1(buf, pos)
-            ap(e)
-        o.entries = l
+            e_entries, pos = _d_Response_EntryData_v1(buf, pos)
+            ap_entries(e_entries)
+        o.entries = l_entries
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -465,50 +468,50 @@ def _d_Response_v1(buf, pos):
     return o, pos
 
 
-def _e_Response_EntityData_v1(o, out):
+def _e_Response_EntityData_v1(o: DescribeClientQuotasResponse.EntryData.EntityData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.entity_type))
     ap(_e_cnstr(o.entity_name))
     ap(b'\x00')
 
 
-def _e_Response_ValueData_v1(o, out):
+def _e_Response_ValueData_v1(o: DescribeClientQuotasResponse.EntryData.ValueData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.key))
     ap(_P_d(o.value))
     ap(b'\x00')
 
 
-def _e_Response_EntryData_v1(o, out):
+def _e_Response_EntryData_v1(o: DescribeClientQuotasResponse.EntryData, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.entity
-    if l is None:
+    l_entity = o.entity
+    if l_entity is None:
         raise ValueError('non-nullable field entity is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_EntityData_v1(e, out)
-    l = o.values
-    if l is None:
+        ap(_uv(len(l_entity) + 1))
+        for e_entity in l_entity:
+            _e_Response_EntityData_v1(e_entity, out)
+    l_values = o.values
+    if l_values is None:
         raise ValueError('non-nullable field values is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ValueData_v1(e, out)
+        ap(_uv(len(l_values) + 1))
+        for e_values in l_values:
+            _e_Response_ValueData_v1(e_values, out)
     ap(b'\x00')
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: DescribeClientQuotasResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     ap(_e_cnstr(o.error_message))
-    l = o.entries
-    if l is None:
+    l_entries = o.entries
+    if l_entries is None:
         ap(_NULL_UV)
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_EntryData_v1(e, out)
+        ap(_uv(len(l_entries) + 1))
+        for e_entries in l_entries:
+            _e_Response_EntryData_v1(e_entries, out)
     ap(b'\x00')
 
 

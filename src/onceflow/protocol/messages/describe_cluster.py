@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -61,32 +64,6 @@ _P_ih = _S('>ih').pack
 __all__ = ['DescribeClusterRequest', 'DescribeClusterResponse']
 
 
-class DescribeClusterRequest(_Message):
-    """DescribeClusterRequest: API key 60, versions 0-2, flexible 0+.
-
-    Fields (versions):
-        include_cluster_authorized_operations: bool (0+)
-        endpoint_type: int8 (1+)
-        include_fenced_brokers: bool (2+)
-    """
-
-    API_KEY = 60
-    API_NAME = 'DescribeCluster'
-    VALID_VERSIONS = (0, 2)
-    FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = False
-    include_cluster_authorized_operations: bool
-    endpoint_type: int
-    include_fenced_brokers: bool
-    __slots__ = ('include_cluster_authorized_operations', 'endpoint_type', 'include_fenced_brokers')
-    _FIELDS = __slots__
-
-    def __init__(self, *, include_cluster_authorized_operations=False, endpoint_type=1, include_fenced_brokers=False):
-        self.include_cluster_authorized_operations = include_cluster_authorized_operations
-        self.endpoint_type = endpoint_type
-        self.include_fenced_brokers = include_fenced_brokers
-
-
 class DescribeClusterResponse(_Message):
     """DescribeClusterResponse: API key 60, versions 0-2, flexible 0+.
 
@@ -120,7 +97,7 @@ class DescribeClusterResponse(_Message):
         __slots__ = ('broker_id', 'host', 'port', 'rack', 'is_fenced')
         _FIELDS = __slots__
 
-        def __init__(self, *, broker_id=0, host='', port=0, rack=None, is_fenced=False):
+        def __init__(self, *, broker_id: int = 0, host: str = '', port: int = 0, rack: str | None = None, is_fenced: bool = False) -> None:
             self.broker_id = broker_id
             self.host = host
             self.port = port
@@ -143,7 +120,7 @@ class DescribeClusterResponse(_Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'endpoint_type', 'cluster_id', 'controller_id', 'brokers', 'cluster_authorized_operations')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1, cluster_id='', controller_id=-1, brokers=_UNSET, cluster_authorized_operations=-2147483648):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, endpoint_type: int = 1, cluster_id: str = '', controller_id: int = -1, brokers: list[DescribeClusterResponse.DescribeClusterBroker] | _Unset = _UNSET, cluster_authorized_operations: int = -2147483648) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
@@ -154,12 +131,38 @@ class DescribeClusterResponse(_Message):
         self.cluster_authorized_operations = cluster_authorized_operations
 
 
+class DescribeClusterRequest(_Request[DescribeClusterResponse]):
+    """DescribeClusterRequest: API key 60, versions 0-2, flexible 0+.
+
+    Fields (versions):
+        include_cluster_authorized_operations: bool (0+)
+        endpoint_type: int8 (1+)
+        include_fenced_brokers: bool (2+)
+    """
+
+    API_KEY = 60
+    API_NAME = 'DescribeCluster'
+    VALID_VERSIONS = (0, 2)
+    FLEXIBLE_MIN = 0
+    LATEST_VERSION_UNSTABLE = False
+    include_cluster_authorized_operations: bool
+    endpoint_type: int
+    include_fenced_brokers: bool
+    __slots__ = ('include_cluster_authorized_operations', 'endpoint_type', 'include_fenced_brokers')
+    _FIELDS = __slots__
+
+    def __init__(self, *, include_cluster_authorized_operations: bool = False, endpoint_type: int = 1, include_fenced_brokers: bool = False) -> None:
+        self.include_cluster_authorized_operations = include_cluster_authorized_operations
+        self.endpoint_type = endpoint_type
+        self.include_fenced_brokers = include_fenced_brokers
+
+
 _C_Request = DescribeClusterRequest
 _C_Response = DescribeClusterResponse
 _C_Response_DescribeClusterBroker = DescribeClusterResponse.DescribeClusterBroker
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:
     o = _new(_C_Request)
     o.endpoint_type = 1
     o.include_fenced_brokers = False
@@ -172,7 +175,7 @@ def _d_Request_v0(buf, pos):
     return o, pos
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: DescribeClusterRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.endpoint_type != 1:
         raise _UnsupportedVersionError('attempted to write a non-default endpoint_type at version 0')
@@ -182,7 +185,7 @@ def _e_Request_v0(o, out):
     ap(b'\x00')
 
 
-def _d_Request_v1(buf, pos):
+def _d_Request_v1(buf: memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:
     o = _new(_C_Request)
     o.include_fenced_brokers = False
     o.include_cluster_authorized_operations, o.endpoint_type = _U_zb(buf, pos)
@@ -194,7 +197,7 @@ def _d_Request_v1(buf, pos):
     return o, pos
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: DescribeClusterRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.include_fenced_brokers != False:
         raise _UnsupportedVersionError('attempted to write a non-default include_fenced_brokers at version 1')
@@ -202,7 +205,7 @@ def _e_Request_v1(o, out):
     ap(b'\x00')
 
 
-def _d_Request_v2(buf, pos):
+def _d_Request_v2(buf: memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:
     o = _new(_C_Request)
     o.include_cluster_authorized_operations, o.endpoint_type, o.include_fenced_brokers = _U_zbz(buf, pos)
     pos += 3
@@ -213,13 +216,13 @@ def _d_Request_v2(buf, pos):
     return o, pos
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: DescribeClusterRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_zbz(o.include_cluster_authorized_operations, o.endpoint_type, o.include_fenced_brokers))
     ap(b'\x00')
 
 
-def _d_Response_DescribeClusterBroker_v0(buf, pos):
+def _d_Response_DescribeClusterBroker_v0(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse.DescribeClusterBroker, int]:
     o = _new(_C_Response_DescribeClusterBroker)
     o.is_fenced = False
     o.broker_id, = _U_i(buf, pos)
@@ -235,7 +238,7 @@ def _d_Response_DescribeClusterBroker_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
     o = _new(_C_Response)
     o.endpoint_type = 1
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
@@ -248,12 +251,12 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field brokers is null')
     else:
-        l = []
-        ap = l.append
+        l_brokers: list[DescribeClusterResponse.DescribeClusterBroker] = []
+        ap_brokers = l_brokers.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeClusterBroker_v0(buf, pos)
-            ap(e)
-        o.brokers = l
+            e_brokers, pos = _d_Response_DescribeClusterBroker_v0(buf, pos)
+            ap_brokers(e_brokers)
+        o.brokers = l_brokers
     o.cluster_authorized_operations, = _U_i(buf, pos)
     pos += 4
     if buf[pos]:
@@ -263,7 +266,7 @@ def _d_Response_v0(buf, pos):
     return o, pos
 
 
-def _e_Response_DescribeClusterBroker_v0(o, out):
+def _e_Response_DescribeClusterBroker_v0(o: DescribeClusterResponse.DescribeClusterBroker, out: list[_Bytes]) -> None:
     ap = out.append
     if o.is_fenced != False:
         raise _UnsupportedVersionError('attempted to write a non-default is_fenced at version 0')
@@ -274,7 +277,7 @@ def _e_Response_DescribeClusterBroker_v0(o, out):
     ap(b'\x00')
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: DescribeClusterResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.endpoint_type != 1:
         raise _UnsupportedVersionError('attempted to write a non-default endpoint_type at version 0')
@@ -282,18 +285,18 @@ def _e_Response_v0(o, out):
     ap(_e_cnstr(o.error_message))
     ap(_e_cstr(o.cluster_id))
     ap(_P_i(o.controller_id))
-    l = o.brokers
-    if l is None:
+    l_brokers = o.brokers
+    if l_brokers is None:
         raise ValueError('non-nullable field brokers is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DescribeClusterBroker_v0(e, out)
+        ap(_uv(len(l_brokers) + 1))
+        for e_brokers in l_brokers:
+            _e_Response_DescribeClusterBroker_v0(e_brokers, out)
     ap(_P_i(o.cluster_authorized_operations))
     ap(b'\x00')
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -307,12 +310,12 @@ def _d_Response_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field brokers is null')
     else:
-        l = []
-        ap = l.append
+        l_brokers: list[DescribeClusterResponse.DescribeClusterBroker] = []
+        ap_brokers = l_brokers.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeClusterBroker_v0(buf, pos)
-            ap(e)
-        o.brokers = l
+            e_brokers, pos = _d_Response_DescribeClusterBroker_v0(buf, pos)
+            ap_brokers(e_brokers)
+        o.brokers = l_brokers
     o.cluster_authorized_operations, = _U_i(buf, pos)
     pos += 4
     if buf[pos]:
@@ -322,7 +325,7 @@ def _d_Response_v1(buf, pos):
     return o, pos
 
 
-def _e_Response_DescribeClusterBroker_v1(o, out):
+def _e_Response_DescribeClusterBroker_v1(o: DescribeClusterResponse.DescribeClusterBroker, out: list[_Bytes]) -> None:
     ap = out.append
     if o.is_fenced != False:
         raise _UnsupportedVersionError('attempted to write a non-default is_fenced at version 1')
@@ -333,25 +336,25 @@ def _e_Response_DescribeClusterBroker_v1(o, out):
     ap(b'\x00')
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: DescribeClusterResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     ap(_e_cnstr(o.error_message))
     ap(_P_b(o.endpoint_type))
     ap(_e_cstr(o.cluster_id))
     ap(_P_i(o.controller_id))
-    l = o.brokers
-    if l is None:
+    l_brokers = o.brokers
+    if l_brokers is None:
         raise ValueError('non-nullable field brokers is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DescribeClusterBroker_v1(e, out)
+        ap(_uv(len(l_brokers) + 1))
+        for e_brokers in l_brokers:
+            _e_Response_DescribeClusterBroker_v1(e_brokers, out)
     ap(_P_i(o.cluster_authorized_operations))
     ap(b'\x00')
 
 
-def _d_Response_DescribeClusterBroker_v2(buf, pos):
+def _d_Response_DescribeClusterBroker_v2(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse.DescribeClusterBroker, int]:
     o = _new(_C_Response_DescribeClusterBroker)
     o.broker_id, = _U_i(buf, pos)
     pos += 4
@@ -368,7 +371,7 @@ def _d_Response_DescribeClusterBroker_v2(buf, pos):
     return o, pos
 
 
-def _d_Response_v2(buf, pos):
+def _d_Response_v2(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -382,12 +385,12 @@ def _d_Response_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field brokers is null')
     else:
-        l = []
-        ap = l.append
+        l_brokers: list[DescribeClusterResponse.DescribeClusterBroker] = []
+        ap_brokers = l_brokers.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeClusterBroker_v2(buf, pos)
-            ap(e)
-        o.brokers = l
+            e_brokers, pos = _d_Response_DescribeClusterBroker_v2(buf, pos)
+            ap_brokers(e_brokers)
+        o.brokers = l_brokers
     o.cluster_authorized_operations, = _U_i(buf, pos)
     pos += 4
     if buf[pos]:
@@ -397,7 +400,7 @@ def _d_Response_v2(buf, pos):
     return o, pos
 
 
-def _e_Response_DescribeClusterBroker_v2(o, out):
+def _e_Response_DescribeClusterBroker_v2(o: DescribeClusterResponse.DescribeClusterBroker, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.broker_id))
     ap(_e_cstr(o.host))
@@ -407,20 +410,20 @@ def _e_Response_DescribeClusterBroker_v2(o, out):
     ap(b'\x00')
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: DescribeClusterResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     ap(_e_cnstr(o.error_message))
     ap(_P_b(o.endpoint_type))
     ap(_e_cstr(o.cluster_id))
     ap(_P_i(o.controller_id))
-    l = o.brokers
-    if l is None:
+    l_brokers = o.brokers
+    if l_brokers is None:
         raise ValueError('non-nullable field brokers is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DescribeClusterBroker_v2(e, out)
+        ap(_uv(len(l_brokers) + 1))
+        for e_brokers in l_brokers:
+            _e_Response_DescribeClusterBroker_v2(e_brokers, out)
     ap(_P_i(o.cluster_authorized_operations))
     ap(b'\x00')
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -61,52 +64,6 @@ _P_i = _S('>i').pack
 __all__ = ['DescribeConfigsRequest', 'DescribeConfigsResponse']
 
 
-class DescribeConfigsRequest(_Message):
-    """DescribeConfigsRequest: API key 32, versions 1-4, flexible 4+.
-
-    Fields (versions):
-        resources: []DescribeConfigsResource (0+)
-        include_synonyms: bool (1+)
-        include_documentation: bool (3+)
-    """
-
-    class DescribeConfigsResource(_Struct):
-        """DescribeConfigsResource
-
-        Fields (versions):
-            resource_type: int8 (0+)
-            resource_name: string (0+)
-            configuration_keys: []string (0+, nullable 0+)
-        """
-
-        resource_type: int
-        resource_name: str
-        configuration_keys: list[str] | None
-        __slots__ = ('resource_type', 'resource_name', 'configuration_keys')
-        _FIELDS = __slots__
-
-        def __init__(self, *, resource_type=0, resource_name='', configuration_keys=_UNSET):
-            self.resource_type = resource_type
-            self.resource_name = resource_name
-            self.configuration_keys = [] if configuration_keys is _UNSET else configuration_keys
-
-    API_KEY = 32
-    API_NAME = 'DescribeConfigs'
-    VALID_VERSIONS = (1, 4)
-    FLEXIBLE_MIN = 4
-    LATEST_VERSION_UNSTABLE = False
-    resources: list[DescribeConfigsRequest.DescribeConfigsResource]
-    include_synonyms: bool
-    include_documentation: bool
-    __slots__ = ('resources', 'include_synonyms', 'include_documentation')
-    _FIELDS = __slots__
-
-    def __init__(self, *, resources=_UNSET, include_synonyms=False, include_documentation=False):
-        self.resources = [] if resources is _UNSET else resources
-        self.include_synonyms = include_synonyms
-        self.include_documentation = include_documentation
-
-
 class DescribeConfigsResponse(_Message):
     """DescribeConfigsResponse: API key 32, versions 1-4, flexible 4+.
 
@@ -156,7 +113,7 @@ class DescribeConfigsResponse(_Message):
                 __slots__ = ('name', 'value', 'source')
                 _FIELDS = __slots__
 
-                def __init__(self, *, name='', value='', source=0):
+                def __init__(self, *, name: str = '', value: str | None = '', source: int = 0) -> None:
                     self.name = name
                     self.value = value
                     self.source = source
@@ -173,7 +130,7 @@ class DescribeConfigsResponse(_Message):
             __slots__ = ('name', 'value', 'read_only', 'config_source', 'is_default', 'is_sensitive', 'synonyms', 'config_type', 'documentation')
             _FIELDS = __slots__
 
-            def __init__(self, *, name='', value='', read_only=False, config_source=-1, is_default=False, is_sensitive=False, synonyms=_UNSET, config_type=0, documentation=''):
+            def __init__(self, *, name: str = '', value: str | None = '', read_only: bool = False, config_source: int = -1, is_default: bool = False, is_sensitive: bool = False, synonyms: list[DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym] | _Unset = _UNSET, config_type: int = 0, documentation: str | None = '') -> None:
                 self.name = name
                 self.value = value
                 self.read_only = read_only
@@ -192,7 +149,7 @@ class DescribeConfigsResponse(_Message):
         __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'configs')
         _FIELDS = __slots__
 
-        def __init__(self, *, error_code=0, error_message='', resource_type=0, resource_name='', configs=_UNSET):
+        def __init__(self, *, error_code: int = 0, error_message: str | None = '', resource_type: int = 0, resource_name: str = '', configs: list[DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult] | _Unset = _UNSET) -> None:
             self.error_code = error_code
             self.error_message = error_message
             self.resource_type = resource_type
@@ -209,9 +166,55 @@ class DescribeConfigsResponse(_Message):
     __slots__ = ('throttle_time_ms', 'results')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, results=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, results: list[DescribeConfigsResponse.DescribeConfigsResult] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is _UNSET else results
+
+
+class DescribeConfigsRequest(_Request[DescribeConfigsResponse]):
+    """DescribeConfigsRequest: API key 32, versions 1-4, flexible 4+.
+
+    Fields (versions):
+        resources: []DescribeConfigsResource (0+)
+        include_synonyms: bool (1+)
+        include_documentation: bool (3+)
+    """
+
+    class DescribeConfigsResource(_Struct):
+        """DescribeConfigsResource
+
+        Fields (versions):
+            resource_type: int8 (0+)
+            resource_name: string (0+)
+            configuration_keys: []string (0+, nullable 0+)
+        """
+
+        resource_type: int
+        resource_name: str
+        configuration_keys: list[str] | None
+        __slots__ = ('resource_type', 'resource_name', 'configuration_keys')
+        _FIELDS = __slots__
+
+        def __init__(self, *, resource_type: int = 0, resource_name: str = '', configuration_keys: list[str] | None | _Unset = _UNSET) -> None:
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+            self.configuration_keys = [] if configuration_keys is _UNSET else configuration_keys
+
+    API_KEY = 32
+    API_NAME = 'DescribeConfigs'
+    VALID_VERSIONS = (1, 4)
+    FLEXIBLE_MIN = 4
+    LATEST_VERSION_UNSTABLE = False
+    resources: list[DescribeConfigsRequest.DescribeConfigsResource]
+    include_synonyms: bool
+    include_documentation: bool
+    __slots__ = ('resources', 'include_synonyms', 'include_documentation')
+    _FIELDS = __slots__
+
+    def __init__(self, *, resources: list[DescribeConfigsRequest.DescribeConfigsResource] | _Unset = _UNSET, include_synonyms: bool = False, include_documentation: bool = False) -> None:
+        self.resources = [] if resources is _UNSET else resources
+        self.include_synonyms = include_synonyms
+        self.include_documentation = include_documentation
 
 
 _C_Request = DescribeConfigsRequest
@@ -222,7 +225,7 @@ _C_Response_DescribeConfigsResourceResult = DescribeConfigsResponse.DescribeConf
 _C_Response_DescribeConfigsSynonym = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym
 
 
-def _d_Request_DescribeConfigsResource_v1(buf, pos):
+def _d_Request_DescribeConfigsResource_v1(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest.DescribeConfigsResource, int]:
     o = _new(_C_Request_DescribeConfigsResource)
     o.resource_type, = _U_b(buf, pos)
     pos += 1
@@ -231,104 +234,104 @@ def _d_Request_DescribeConfigsResource_v1(buf, pos):
     if n < 0:
         o.configuration_keys = None
     else:
-        l = []
-        ap = l.append
+        l_configuration_keys: list[str] = []
+        ap_configuration_keys = l_configuration_keys.append
         for _ in range(n):
-            e, pos = _r_str(buf, pos)
-            ap(e)
-        o.configuration_keys = l
+            e_configuration_keys, pos = _r_str(buf, pos)
+            ap_configuration_keys(e_configuration_keys)
+        o.configuration_keys = l_configuration_keys
     return o, pos
 
 
-def _d_Request_v1(buf, pos):
+def _d_Request_v1(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     o = _new(_C_Request)
     o.include_documentation = False
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field resources is null')
     else:
-        l = []
-        ap = l.append
+        l_resources: list[DescribeConfigsRequest.DescribeConfigsResource] = []
+        ap_resources = l_resources.append
         for _ in range(n):
-            e, pos = _d_Request_DescribeConfigsResource_v1(buf, pos)
-            ap(e)
-        o.resources = l
+            e_resources, pos = _d_Request_DescribeConfigsResource_v1(buf, pos)
+            ap_resources(e_resources)
+        o.resources = l_resources
     o.include_synonyms, = _U_z(buf, pos)
     pos += 1
     return o, pos
 
 
-def _e_Request_DescribeConfigsResource_v1(o, out):
+def _e_Request_DescribeConfigsResource_v1(o: DescribeConfigsRequest.DescribeConfigsResource, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_b(o.resource_type))
     ap(_e_str(o.resource_name))
-    l = o.configuration_keys
-    if l is None:
+    l_configuration_keys = o.configuration_keys
+    if l_configuration_keys is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            ap(_e_str(e))
+        ap(_P_i(len(l_configuration_keys)))
+        for e_configuration_keys in l_configuration_keys:
+            ap(_e_str(e_configuration_keys))
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: DescribeConfigsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.include_documentation != False:
         raise _UnsupportedVersionError('attempted to write a non-default include_documentation at version 1')
-    l = o.resources
-    if l is None:
+    l_resources = o.resources
+    if l_resources is None:
         raise ValueError('non-nullable field resources is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_DescribeConfigsResource_v1(e, out)
+        ap(_P_i(len(l_resources)))
+        for e_resources in l_resources:
+            _e_Request_DescribeConfigsResource_v1(e_resources, out)
     ap(_P_z(o.include_synonyms))
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: DescribeConfigsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.include_documentation != False:
         raise _UnsupportedVersionError('attempted to write a non-default include_documentation at version 2')
-    l = o.resources
-    if l is None:
+    l_resources = o.resources
+    if l_resources is None:
         raise ValueError('non-nullable field resources is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_DescribeConfigsResource_v1(e, out)
+        ap(_P_i(len(l_resources)))
+        for e_resources in l_resources:
+            _e_Request_DescribeConfigsResource_v1(e_resources, out)
     ap(_P_z(o.include_synonyms))
 
 
-def _d_Request_v3(buf, pos):
+def _d_Request_v3(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field resources is null')
     else:
-        l = []
-        ap = l.append
+        l_resources: list[DescribeConfigsRequest.DescribeConfigsResource] = []
+        ap_resources = l_resources.append
         for _ in range(n):
-            e, pos = _d_Request_DescribeConfigsResource_v1(buf, pos)
-            ap(e)
-        o.resources = l
+            e_resources, pos = _d_Request_DescribeConfigsResource_v1(buf, pos)
+            ap_resources(e_resources)
+        o.resources = l_resources
     o.include_synonyms, o.include_documentation = _U_zz(buf, pos)
     pos += 2
     return o, pos
 
 
-def _e_Request_v3(o, out):
+def _e_Request_v3(o: DescribeConfigsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.resources
-    if l is None:
+    l_resources = o.resources
+    if l_resources is None:
         raise ValueError('non-nullable field resources is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_DescribeConfigsResource_v1(e, out)
+        ap(_P_i(len(l_resources)))
+        for e_resources in l_resources:
+            _e_Request_DescribeConfigsResource_v1(e_resources, out)
     ap(_P_zz(o.include_synonyms, o.include_documentation))
 
 
-def _d_Request_DescribeConfigsResource_v4(buf, pos):
+def _d_Request_DescribeConfigsResource_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest.DescribeConfigsResource, int]:
     o = _new(_C_Request_DescribeConfigsResource)
     o.resource_type, = _U_b(buf, pos)
     pos += 1
@@ -337,12 +340,12 @@ def _d_Request_DescribeConfigsResource_v4(buf, pos):
     if n < 0:
         o.configuration_keys = None
     else:
-        l = []
-        ap = l.append
+        l_configuration_keys: list[str] = []
+        ap_configuration_keys = l_configuration_keys.append
         for _ in range(n):
-            e, pos = _r_cstr(buf, pos)
-            ap(e)
-        o.configuration_keys = l
+            e_configuration_keys, pos = _r_cstr(buf, pos)
+            ap_configuration_keys(e_configuration_keys)
+        o.configuration_keys = l_configuration_keys
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -350,18 +353,18 @@ def _d_Request_DescribeConfigsResource_v4(buf, pos):
     return o, pos
 
 
-def _d_Request_v4(buf, pos):
+def _d_Request_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field resources is null')
     else:
-        l = []
-        ap = l.append
+        l_resources: list[DescribeConfigsRequest.DescribeConfigsResource] = []
+        ap_resources = l_resources.append
         for _ in range(n):
-            e, pos = _d_Request_DescribeConfigsResource_v4(buf, pos)
-            ap(e)
-        o.resources = l
+            e_resources, pos = _d_Request_DescribeConfigsResource_v4(buf, pos)
+            ap_resources(e_resources)
+        o.resources = l_resources
     o.include_synonyms, o.include_documentation = _U_zz(buf, pos)
     pos += 2
     if buf[pos]:
@@ -371,34 +374,34 @@ def _d_Request_v4(buf, pos):
     return o, pos
 
 
-def _e_Request_DescribeConfigsResource_v4(o, out):
+def _e_Request_DescribeConfigsResource_v4(o: DescribeConfigsRequest.DescribeConfigsResource, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_b(o.resource_type))
     ap(_e_cstr(o.resource_name))
-    l = o.configuration_keys
-    if l is None:
+    l_configuration_keys = o.configuration_keys
+    if l_configuration_keys is None:
         ap(_NULL_UV)
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            ap(_e_cstr(e))
+        ap(_uv(len(l_configuration_keys) + 1))
+        for e_configuration_keys in l_configuration_keys:
+            ap(_e_cstr(e_configuration_keys))
     ap(b'\x00')
 
 
-def _e_Request_v4(o, out):
+def _e_Request_v4(o: DescribeConfigsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.resources
-    if l is None:
+    l_resources = o.resources
+    if l_resources is None:
         raise ValueError('non-nullable field resources is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_DescribeConfigsResource_v4(e, out)
+        ap(_uv(len(l_resources) + 1))
+        for e_resources in l_resources:
+            _e_Request_DescribeConfigsResource_v4(e_resources, out)
     ap(_P_zz(o.include_synonyms, o.include_documentation))
     ap(b'\x00')
 
 
-def _d_Response_DescribeConfigsSynonym_v1(buf, pos):
+def _d_Response_DescribeConfigsSynonym_v1(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym, int]:
     o = _new(_C_Response_DescribeConfigsSynonym)
     o.name, pos = _r_str(buf, pos)
     o.value, pos = _r_nstr(buf, pos)
@@ -407,7 +410,7 @@ def _d_Response_DescribeConfigsSynonym_v1(buf, pos):
     return o, pos
 
 
-def _d_Response_DescribeConfigsResourceResult_v1(buf, pos):
+def _d_Response_DescribeConfigsResourceResult_v1(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult, int]:
     o = _new(_C_Response_DescribeConfigsResourceResult)
     o.is_default = False
     o.config_type = 0
@@ -420,16 +423,16 @@ def _d_Response_DescribeConfigsResourceResult_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field synonyms is null')
     else:
-        l = []
-        ap = l.append
+        l_synonyms: list[DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym] = []
+        ap_synonyms = l_synonyms.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeConfigsSynonym_v1(buf, pos)
-            ap(e)
-        o.synonyms = l
+            e_synonyms, pos = _d_Response_DescribeConfigsSynonym_v1(buf, pos)
+            ap_synonyms(e_synonyms)
+        o.synonyms = l_synonyms
     return o, pos
 
 
-def _d_Response_DescribeConfigsResult_v1(buf, pos):
+def _d_Response_DescribeConfigsResult_v1(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse.DescribeConfigsResult, int]:
     o = _new(_C_Response_DescribeConfigsResult)
     o.error_code, = _U_h(buf, pos)
     pos += 2
@@ -441,16 +444,16 @@ def _d_Response_DescribeConfigsResult_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field configs is null')
     else:
-        l = []
-        ap = l.append
+        l_configs: list[DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult] = []
+        ap_configs = l_configs.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeConfigsResourceResult_v1(buf, pos)
-            ap(e)
-        o.configs = l
+            e_configs, pos = _d_Response_DescribeConfigsResourceResult_v1(buf, pos)
+            ap_configs(e_configs)
+        o.configs = l_configs
     return o, pos
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -458,109 +461,109 @@ def _d_Response_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field results is null')
     else:
-        l = []
-        ap = l.append
+        l_results: list[DescribeConfigsResponse.DescribeConfigsResult] = []
+        ap_results = l_results.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeConfigsResult_v1(buf, pos)
-            ap(e)
-        o.results = l
+            e_results, pos = _d_Response_DescribeConfigsResult_v1(buf, pos)
+            ap_results(e_results)
+        o.results = l_results
     return o, pos
 
 
-def _e_Response_DescribeConfigsSynonym_v1(o, out):
+def _e_Response_DescribeConfigsSynonym_v1(o: DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
     ap(_e_nstr(o.value))
     ap(_P_b(o.source))
 
 
-def _e_Response_DescribeConfigsResourceResult_v1(o, out):
+def _e_Response_DescribeConfigsResourceResult_v1(o: DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult, out: list[_Bytes]) -> None:
     ap = out.append
     if o.is_default != False:
         raise _UnsupportedVersionError('attempted to write a non-default is_default at version 1')
     ap(_e_str(o.name))
     ap(_e_nstr(o.value))
     ap(_P_zbz(o.read_only, o.config_source, o.is_sensitive))
-    l = o.synonyms
-    if l is None:
+    l_synonyms = o.synonyms
+    if l_synonyms is None:
         raise ValueError('non-nullable field synonyms is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribeConfigsSynonym_v1(e, out)
+        ap(_P_i(len(l_synonyms)))
+        for e_synonyms in l_synonyms:
+            _e_Response_DescribeConfigsSynonym_v1(e_synonyms, out)
 
 
-def _e_Response_DescribeConfigsResult_v1(o, out):
+def _e_Response_DescribeConfigsResult_v1(o: DescribeConfigsResponse.DescribeConfigsResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_nstr(o.error_message))
     ap(_P_b(o.resource_type))
     ap(_e_str(o.resource_name))
-    l = o.configs
-    if l is None:
+    l_configs = o.configs
+    if l_configs is None:
         raise ValueError('non-nullable field configs is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribeConfigsResourceResult_v1(e, out)
+        ap(_P_i(len(l_configs)))
+        for e_configs in l_configs:
+            _e_Response_DescribeConfigsResourceResult_v1(e_configs, out)
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: DescribeConfigsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.results
-    if l is None:
+    l_results = o.results
+    if l_results is None:
         raise ValueError('non-nullable field results is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribeConfigsResult_v1(e, out)
+        ap(_P_i(len(l_results)))
+        for e_results in l_results:
+            _e_Response_DescribeConfigsResult_v1(e_results, out)
 
 
-def _e_Response_DescribeConfigsResourceResult_v2(o, out):
+def _e_Response_DescribeConfigsResourceResult_v2(o: DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult, out: list[_Bytes]) -> None:
     ap = out.append
     if o.is_default != False:
         raise _UnsupportedVersionError('attempted to write a non-default is_default at version 2')
     ap(_e_str(o.name))
     ap(_e_nstr(o.value))
     ap(_P_zbz(o.read_only, o.config_source, o.is_sensitive))
-    l = o.synonyms
-    if l is None:
+    l_synonyms = o.synonyms
+    if l_synonyms is None:
         raise ValueError('non-nullable field synonyms is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribeConfigsSynonym_v1(e, out)
+        ap(_P_i(len(l_synonyms)))
+        for e_synonyms in l_synonyms:
+            _e_Response_DescribeConfigsSynonym_v1(e_synonyms, out)
 
 
-def _e_Response_DescribeConfigsResult_v2(o, out):
+def _e_Response_DescribeConfigsResult_v2(o: DescribeConfigsResponse.DescribeConfigsResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_nstr(o.error_message))
     ap(_P_b(o.resource_type))
     ap(_e_str(o.resource_name))
-    l = o.configs
-    if l is None:
+    l_configs = o.configs
+    if l_configs is None:
         raise ValueError('non-nullable field configs is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribeConfigsResourceResult_v2(e, out)
+        ap(_P_i(len(l_configs)))
+        for e_configs in l_configs:
+            _e_Response_DescribeConfigsResourceResult_v2(e_configs, out)
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: DescribeConfigsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.results
-    if l is None:
+    l_results = o.results
+    if l_results is None:
         raise ValueError('non-nullable field results is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribeConfigsResult_v2(e, out)
+        ap(_P_i(len(l_results)))
+        for e_results in l_results:
+            _e_Response_DescribeConfigsResult_v2(e_results, out)
 
 
-def _d_Response_DescribeConfigsResourceResult_v3(buf, pos):
+def _d_Response_DescribeConfigsResourceResult_v3(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult, int]:
     o = _new(_C_Response_DescribeConfigsResourceResult)
     o.is_default = False
     o.name, pos = _r_str(buf, pos)
@@ -571,19 +574,19 @@ def _d_Response_DescribeConfigsResourceResult_v3(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field synonyms is null')
     else:
-        l = []
-        ap = l.append
+        l_synonyms: list[DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym] = []
+        ap_synonyms = l_synonyms.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeConfigsSynonym_v1(buf, pos)
-            ap(e)
-        o.synonyms = l
+            e_synonyms, pos = _d_Response_DescribeConfigsSynonym_v1(buf, pos)
+            ap_synonyms(e_synonyms)
+        o.synonyms = l_synonyms
     o.config_type, = _U_b(buf, pos)
     pos += 1
     o.documentation, pos = _r_nstr(buf, pos)
     return o, pos
 
 
-def _d_Response_DescribeConfigsResult_v3(buf, pos):
+def _d_Response_DescribeConfigsResult_v3(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse.DescribeConfigsResult, int]:
     o = _new(_C_Response_DescribeConfigsResult)
     o.error_code, = _U_h(buf, pos)
     pos += 2
@@ -595,16 +598,16 @@ def _d_Response_DescribeConfigsResult_v3(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field configs is null')
     else:
-        l = []
-        ap = l.append
+        l_configs: list[DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult] = []
+        ap_configs = l_configs.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeConfigsResourceResult_v3(buf, pos)
-            ap(e)
-        o.configs = l
+            e_configs, pos = _d_Response_DescribeConfigsResourceResult_v3(buf, pos)
+            ap_configs(e_configs)
+        o.configs = l_configs
     return o, pos
 
 
-def _d_Response_v3(buf, pos):
+def _d_Response_v3(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -612,61 +615,61 @@ def _d_Response_v3(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field results is null')
     else:
-        l = []
-        ap = l.append
+        l_results: list[DescribeConfigsResponse.DescribeConfigsResult] = []
+        ap_results = l_results.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeConfigsResult_v3(buf, pos)
-            ap(e)
-        o.results = l
+            e_results, pos = _d_Response_DescribeConfigsResult_v3(buf, pos)
+            ap_results(e_results)
+        o.results = l_results
     return o, pos
 
 
-def _e_Response_DescribeConfigsResourceResult_v3(o, out):
+def _e_Response_DescribeConfigsResourceResult_v3(o: DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult, out: list[_Bytes]) -> None:
     ap = out.append
     if o.is_default != False:
         raise _UnsupportedVersionError('attempted to write a non-default is_default at version 3')
     ap(_e_str(o.name))
     ap(_e_nstr(o.value))
     ap(_P_zbz(o.read_only, o.config_source, o.is_sensitive))
-    l = o.synonyms
-    if l is None:
+    l_synonyms = o.synonyms
+    if l_synonyms is None:
         raise ValueError('non-nullable field synonyms is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribeConfigsSynonym_v1(e, out)
+        ap(_P_i(len(l_synonyms)))
+        for e_synonyms in l_synonyms:
+            _e_Response_DescribeConfigsSynonym_v1(e_synonyms, out)
     ap(_P_b(o.config_type))
     ap(_e_nstr(o.documentation))
 
 
-def _e_Response_DescribeConfigsResult_v3(o, out):
+def _e_Response_DescribeConfigsResult_v3(o: DescribeConfigsResponse.DescribeConfigsResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_nstr(o.error_message))
     ap(_P_b(o.resource_type))
     ap(_e_str(o.resource_name))
-    l = o.configs
-    if l is None:
+    l_configs = o.configs
+    if l_configs is None:
         raise ValueError('non-nullable field configs is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribeConfigsResourceResult_v3(e, out)
+        ap(_P_i(len(l_configs)))
+        for e_configs in l_configs:
+            _e_Response_DescribeConfigsResourceResult_v3(e_configs, out)
 
 
-def _e_Response_v3(o, out):
+def _e_Response_v3(o: DescribeConfigsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.results
-    if l is None:
+    l_results = o.results
+    if l_results is None:
         raise ValueError('non-nullable field results is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribeConfigsResult_v3(e, out)
+        ap(_P_i(len(l_results)))
+        for e_results in l_results:
+            _e_Response_DescribeConfigsResult_v3(e_results, out)
 
 
-def _d_Response_DescribeConfigsSynonym_v4(buf, pos):
+def _d_Response_DescribeConfigsSynonym_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym, int]:
     o = _new(_C_Response_DescribeConfigsSynonym)
     o.name, pos = _r_cstr(buf, pos)
     o.value, pos = _r_cnstr(buf, pos)
@@ -679,7 +682,7 @@ def _d_Response_DescribeConfigsSynonym_v4(buf, pos):
     return o, pos
 
 
-def _d_Response_DescribeConfigsResourceResult_v4(buf, pos):
+def _d_Response_DescribeConfigsResourceResult_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult, int]:
     o = _new(_C_Response_DescribeConfigsResourceResult)
     o.is_default = False
     o.name, pos = _r_cstr(buf, pos)
@@ -690,12 +693,12 @@ def _d_Response_DescribeConfigsResourceResult_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field synonyms is null')
     else:
-        l = []
-        ap = l.append
+        l_synonyms: list[DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym] = []
+        ap_synonyms = l_synonyms.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeConfigsSynonym_v4(buf, pos)
-            ap(e)
-        o.synonyms = l
+            e_synonyms, pos = _d_Response_DescribeConfigsSynonym_v4(buf, pos)
+            ap_synonyms(e_synonyms)
+        o.synonyms = l_synonyms
     o.config_type, = _U_b(buf, pos)
     pos += 1
     o.documentation, pos = _r_cnstr(buf, pos)
@@ -706,7 +709,7 @@ def _d_Response_DescribeConfigsResourceResult_v4(buf, pos):
     return o, pos
 
 
-def _d_Response_DescribeConfigsResult_v4(buf, pos):
+def _d_Response_DescribeConfigsResult_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse.DescribeConfigsResult, int]:
     o = _new(_C_Response_DescribeConfigsResult)
     o.error_code, = _U_h(buf, pos)
     pos += 2
@@ -718,12 +721,12 @@ def _d_Response_DescribeConfigsResult_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field configs is null')
     else:
-        l = []
-        ap = l.append
+        l_configs: list[DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult] = []
+        ap_configs = l_configs.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeConfigsResourceResult_v4(buf, pos)
-            ap(e)
-        o.configs = l
+            e_configs, pos = _d_Response_DescribeConfigsResourceResult_v4(buf, pos)
+            ap_configs(e_configs)
+        o.configs = l_configs
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -731,7 +734,7 @@ def _d_Response_DescribeConfigsResult_v4(buf, pos):
     return o, pos
 
 
-def _d_Response_v4(buf, pos):
+def _d_Response_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -739,12 +742,12 @@ def _d_Response_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field results is null')
     else:
-        l = []
-        ap = l.append
+        l_results: list[DescribeConfigsResponse.DescribeConfigsResult] = []
+        ap_results = l_results.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeConfigsResult_v4(buf, pos)
-            ap(e)
-        o.results = l
+            e_results, pos = _d_Response_DescribeConfigsResult_v4(buf, pos)
+            ap_results(e_results)
+        o.results = l_results
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -752,7 +755,7 @@ def _d_Response_v4(buf, pos):
     return o, pos
 
 
-def _e_Response_DescribeConfigsSynonym_v4(o, out):
+def _e_Response_DescribeConfigsSynonym_v4(o: DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
     ap(_e_cnstr(o.value))
@@ -760,51 +763,51 @@ def _e_Response_DescribeConfigsSynonym_v4(o, out):
     ap(b'\x00')
 
 
-def _e_Response_DescribeConfigsResourceResult_v4(o, out):
+def _e_Response_DescribeConfigsResourceResult_v4(o: DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult, out: list[_Bytes]) -> None:
     ap = out.append
     if o.is_default != False:
         raise _UnsupportedVersionError('attempted to write a non-default is_default at version 4')
     ap(_e_cstr(o.name))
     ap(_e_cnstr(o.value))
     ap(_P_zbz(o.read_only, o.config_source, o.is_sensitive))
-    l = o.synonyms
-    if l is None:
+    l_synonyms = o.synonyms
+    if l_synonyms is None:
         raise ValueError('non-nullable field synonyms is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DescribeConfigsSynonym_v4(e, out)
+        ap(_uv(len(l_synonyms) + 1))
+        for e_synonyms in l_synonyms:
+            _e_Response_DescribeConfigsSynonym_v4(e_synonyms, out)
     ap(_P_b(o.config_type))
     ap(_e_cnstr(o.documentation))
     ap(b'\x00')
 
 
-def _e_Response_DescribeConfigsResult_v4(o, out):
+def _e_Response_DescribeConfigsResult_v4(o: DescribeConfigsResponse.DescribeConfigsResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_cnstr(o.error_message))
     ap(_P_b(o.resource_type))
     ap(_e_cstr(o.resource_name))
-    l = o.configs
-    if l is None:
+    l_configs = o.configs
+    if l_configs is None:
         raise ValueError('non-nullable field configs is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DescribeConfigsResourceResult_v4(e, out)
+        ap(_uv(len(l_configs) + 1))
+        for e_configs in l_configs:
+            _e_Response_DescribeConfigsResourceResult_v4(e_configs, out)
     ap(b'\x00')
 
 
-def _e_Response_v4(o, out):
+def _e_Response_v4(o: DescribeConfigsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.results
-    if l is None:
+    l_results = o.results
+    if l_results is None:
         raise ValueError('non-nullable field results is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DescribeConfigsResult_v4(e, out)
+        ap(_uv(len(l_results) + 1))
+        for e_results in l_results:
+            _e_Response_DescribeConfigsResult_v4(e_results, out)
     ap(b'\x00')
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,29 +60,6 @@ _P_i = _S('>i').pack
 __all__ = ['DescribeGroupsRequest', 'DescribeGroupsResponse']
 
 
-class DescribeGroupsRequest(_Message):
-    """DescribeGroupsRequest: API key 15, versions 0-6, flexible 5+.
-
-    Fields (versions):
-        groups: []string (0+)
-        include_authorized_operations: bool (3+)
-    """
-
-    API_KEY = 15
-    API_NAME = 'DescribeGroups'
-    VALID_VERSIONS = (0, 6)
-    FLEXIBLE_MIN = 5
-    LATEST_VERSION_UNSTABLE = False
-    groups: list[str]
-    include_authorized_operations: bool
-    __slots__ = ('groups', 'include_authorized_operations')
-    _FIELDS = __slots__
-
-    def __init__(self, *, groups=_UNSET, include_authorized_operations=False):
-        self.groups = [] if groups is _UNSET else groups
-        self.include_authorized_operations = include_authorized_operations
-
-
 class DescribeGroupsResponse(_Message):
     """DescribeGroupsResponse: API key 15, versions 0-6, flexible 5+.
 
@@ -123,7 +103,7 @@ class DescribeGroupsResponse(_Message):
             __slots__ = ('member_id', 'group_instance_id', 'client_id', 'client_host', 'member_metadata', 'member_assignment')
             _FIELDS = __slots__
 
-            def __init__(self, *, member_id='', group_instance_id=None, client_id='', client_host='', member_metadata=b'', member_assignment=b''):
+            def __init__(self, *, member_id: str = '', group_instance_id: str | None = None, client_id: str = '', client_host: str = '', member_metadata: bytes = b'', member_assignment: bytes = b'') -> None:
                 self.member_id = member_id
                 self.group_instance_id = group_instance_id
                 self.client_id = client_id
@@ -142,7 +122,7 @@ class DescribeGroupsResponse(_Message):
         __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'protocol_type', 'protocol_data', 'members', 'authorized_operations')
         _FIELDS = __slots__
 
-        def __init__(self, *, error_code=0, error_message=None, group_id='', group_state='', protocol_type='', protocol_data='', members=_UNSET, authorized_operations=-2147483648):
+        def __init__(self, *, error_code: int = 0, error_message: str | None = None, group_id: str = '', group_state: str = '', protocol_type: str = '', protocol_data: str = '', members: list[DescribeGroupsResponse.DescribedGroup.DescribedGroupMember] | _Unset = _UNSET, authorized_operations: int = -2147483648) -> None:
             self.error_code = error_code
             self.error_message = error_message
             self.group_id = group_id
@@ -162,9 +142,32 @@ class DescribeGroupsResponse(_Message):
     __slots__ = ('throttle_time_ms', 'groups')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, groups=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, groups: list[DescribeGroupsResponse.DescribedGroup] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.groups = [] if groups is _UNSET else groups
+
+
+class DescribeGroupsRequest(_Request[DescribeGroupsResponse]):
+    """DescribeGroupsRequest: API key 15, versions 0-6, flexible 5+.
+
+    Fields (versions):
+        groups: []string (0+)
+        include_authorized_operations: bool (3+)
+    """
+
+    API_KEY = 15
+    API_NAME = 'DescribeGroups'
+    VALID_VERSIONS = (0, 6)
+    FLEXIBLE_MIN = 5
+    LATEST_VERSION_UNSTABLE = False
+    groups: list[str]
+    include_authorized_operations: bool
+    __slots__ = ('groups', 'include_authorized_operations')
+    _FIELDS = __slots__
+
+    def __init__(self, *, groups: list[str] | _Unset = _UNSET, include_authorized_operations: bool = False) -> None:
+        self.groups = [] if groups is _UNSET else groups
+        self.include_authorized_operations = include_authorized_operations
 
 
 _C_Request = DescribeGroupsRequest
@@ -173,102 +176,102 @@ _C_Response_DescribedGroup = DescribeGroupsResponse.DescribedGroup
 _C_Response_DescribedGroupMember = DescribeGroupsResponse.DescribedGroup.DescribedGroupMember
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
     o = _new(_C_Request)
     o.include_authorized_operations = False
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[str] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _r_str(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _r_str(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     return o, pos
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: DescribeGroupsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.include_authorized_operations != False:
         raise _UnsupportedVersionError('attempted to write a non-default include_authorized_operations at version 0')
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            ap(_e_str(e))
+        ap(_P_i(len(l_groups)))
+        for e_groups in l_groups:
+            ap(_e_str(e_groups))
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: DescribeGroupsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.include_authorized_operations != False:
         raise _UnsupportedVersionError('attempted to write a non-default include_authorized_operations at version 1')
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            ap(_e_str(e))
+        ap(_P_i(len(l_groups)))
+        for e_groups in l_groups:
+            ap(_e_str(e_groups))
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: DescribeGroupsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.include_authorized_operations != False:
         raise _UnsupportedVersionError('attempted to write a non-default include_authorized_operations at version 2')
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            ap(_e_str(e))
+        ap(_P_i(len(l_groups)))
+        for e_groups in l_groups:
+            ap(_e_str(e_groups))
 
 
-def _d_Request_v3(buf, pos):
+def _d_Request_v3(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[str] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _r_str(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _r_str(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     o.include_authorized_operations, = _U_z(buf, pos)
     pos += 1
     return o, pos
 
 
-def _e_Request_v3(o, out):
+def _e_Request_v3(o: DescribeGroupsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            ap(_e_str(e))
+        ap(_P_i(len(l_groups)))
+        for e_groups in l_groups:
+            ap(_e_str(e_groups))
     ap(_P_z(o.include_authorized_operations))
 
 
-def _d_Request_v5(buf, pos):
+def _d_Request_v5(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[str] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _r_cstr(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _r_cstr(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     o.include_authorized_operations, = _U_z(buf, pos)
     pos += 1
     if buf[pos]:
@@ -278,20 +281,20 @@ def _d_Request_v5(buf, pos):
     return o, pos
 
 
-def _e_Request_v5(o, out):
+def _e_Request_v5(o: DescribeGroupsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            ap(_e_cstr(e))
+        ap(_uv(len(l_groups) + 1))
+        for e_groups in l_groups:
+            ap(_e_cstr(e_groups))
     ap(_P_z(o.include_authorized_operations))
     ap(b'\x00')
 
 
-def _d_Response_DescribedGroupMember_v0(buf, pos):
+def _d_Response_DescribedGroupMember_v0(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse.DescribedGroup.DescribedGroupMember, int]:
     o = _new(_C_Response_DescribedGroupMember)
     o.group_instance_id = None
     o.member_id, pos = _r_str(buf, pos)
@@ -302,7 +305,7 @@ def _d_Response_DescribedGroupMember_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_DescribedGroup_v0(buf, pos):
+def _d_Response_DescribedGroup_v0(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse.DescribedGroup, int]:
     o = _new(_C_Response_DescribedGroup)
     o.error_message = None
     o.authorized_operations = -2147483648
@@ -316,32 +319,32 @@ def _d_Response_DescribedGroup_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field members is null')
     else:
-        l = []
-        ap = l.append
+        l_members: list[DescribeGroupsResponse.DescribedGroup.DescribedGroupMember] = []
+        ap_members = l_members.append
         for _ in range(n):
-            e, pos = _d_Response_DescribedGroupMember_v0(buf, pos)
-            ap(e)
-        o.members = l
+            e_members, pos = _d_Response_DescribedGroupMember_v0(buf, pos)
+            ap_members(e_members)
+        o.members = l_members
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms = 0
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[DescribeGroupsResponse.DescribedGroup] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _d_Response_DescribedGroup_v0(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _d_Response_DescribedGroup_v0(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     return o, pos
 
 
-def _e_Response_DescribedGroupMember_v0(o, out):
+def _e_Response_DescribedGroupMember_v0(o: DescribeGroupsResponse.DescribedGroup.DescribedGroupMember, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.member_id))
     ap(_e_str(o.client_id))
@@ -350,7 +353,7 @@ def _e_Response_DescribedGroupMember_v0(o, out):
     ap(_e_bytes(o.member_assignment))
 
 
-def _e_Response_DescribedGroup_v0(o, out):
+def _e_Response_DescribedGroup_v0(o: DescribeGroupsResponse.DescribedGroup, out: list[_Bytes]) -> None:
     ap = out.append
     if o.error_message is not None:
         raise _UnsupportedVersionError('attempted to write a non-default error_message at version 0')
@@ -361,27 +364,27 @@ def _e_Response_DescribedGroup_v0(o, out):
     ap(_e_str(o.group_state))
     ap(_e_str(o.protocol_type))
     ap(_e_str(o.protocol_data))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribedGroupMember_v0(e, out)
+        ap(_P_i(len(l_members)))
+        for e_members in l_members:
+            _e_Response_DescribedGroupMember_v0(e_members, out)
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: DescribeGroupsResponse, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribedGroup_v0(e, out)
+        ap(_P_i(len(l_groups)))
+        for e_groups in l_groups:
+            _e_Response_DescribedGroup_v0(e_groups, out)
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -389,16 +392,16 @@ def _d_Response_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[DescribeGroupsResponse.DescribedGroup] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _d_Response_DescribedGroup_v0(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _d_Response_DescribedGroup_v0(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     return o, pos
 
 
-def _e_Response_DescribedGroup_v1(o, out):
+def _e_Response_DescribedGroup_v1(o: DescribeGroupsResponse.DescribedGroup, out: list[_Bytes]) -> None:
     ap = out.append
     if o.error_message is not None:
         raise _UnsupportedVersionError('attempted to write a non-default error_message at version 1')
@@ -409,28 +412,28 @@ def _e_Response_DescribedGroup_v1(o, out):
     ap(_e_str(o.group_state))
     ap(_e_str(o.protocol_type))
     ap(_e_str(o.protocol_data))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribedGroupMember_v0(e, out)
+        ap(_P_i(len(l_members)))
+        for e_members in l_members:
+            _e_Response_DescribedGroupMember_v0(e_members, out)
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: DescribeGroupsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribedGroup_v1(e, out)
+        ap(_P_i(len(l_groups)))
+        for e_groups in l_groups:
+            _e_Response_DescribedGroup_v1(e_groups, out)
 
 
-def _e_Response_DescribedGroup_v2(o, out):
+def _e_Response_DescribedGroup_v2(o: DescribeGroupsResponse.DescribedGroup, out: list[_Bytes]) -> None:
     ap = out.append
     if o.error_message is not None:
         raise _UnsupportedVersionError('attempted to write a non-default error_message at version 2')
@@ -441,28 +444,28 @@ def _e_Response_DescribedGroup_v2(o, out):
     ap(_e_str(o.group_state))
     ap(_e_str(o.protocol_type))
     ap(_e_str(o.protocol_data))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribedGroupMember_v0(e, out)
+        ap(_P_i(len(l_members)))
+        for e_members in l_members:
+            _e_Response_DescribedGroupMember_v0(e_members, out)
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: DescribeGroupsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribedGroup_v2(e, out)
+        ap(_P_i(len(l_groups)))
+        for e_groups in l_groups:
+            _e_Response_DescribedGroup_v2(e_groups, out)
 
 
-def _d_Response_DescribedGroup_v3(buf, pos):
+def _d_Response_DescribedGroup_v3(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse.DescribedGroup, int]:
     o = _new(_C_Response_DescribedGroup)
     o.error_message = None
     o.error_code, = _U_h(buf, pos)
@@ -475,18 +478,18 @@ def _d_Response_DescribedGroup_v3(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field members is null')
     else:
-        l = []
-        ap = l.append
+        l_members: list[DescribeGroupsResponse.DescribedGroup.DescribedGroupMember] = []
+        ap_members = l_members.append
         for _ in range(n):
-            e, pos = _d_Response_DescribedGroupMember_v0(buf, pos)
-            ap(e)
-        o.members = l
+            e_members, pos = _d_Response_DescribedGroupMember_v0(buf, pos)
+            ap_members(e_members)
+        o.members = l_members
     o.authorized_operations, = _U_i(buf, pos)
     pos += 4
     return o, pos
 
 
-def _d_Response_v3(buf, pos):
+def _d_Response_v3(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -494,16 +497,16 @@ def _d_Response_v3(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[DescribeGroupsResponse.DescribedGroup] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _d_Response_DescribedGroup_v3(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _d_Response_DescribedGroup_v3(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     return o, pos
 
 
-def _e_Response_DescribedGroup_v3(o, out):
+def _e_Response_DescribedGroup_v3(o: DescribeGroupsResponse.DescribedGroup, out: list[_Bytes]) -> None:
     ap = out.append
     if o.error_message is not None:
         raise _UnsupportedVersionError('attempted to write a non-default error_message at version 3')
@@ -512,29 +515,29 @@ def _e_Response_DescribedGroup_v3(o, out):
     ap(_e_str(o.group_state))
     ap(_e_str(o.protocol_type))
     ap(_e_str(o.protocol_data))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribedGroupMember_v0(e, out)
+        ap(_P_i(len(l_members)))
+        for e_members in l_members:
+            _e_Response_DescribedGroupMember_v0(e_members, out)
     ap(_P_i(o.authorized_operations))
 
 
-def _e_Response_v3(o, out):
+def _e_Response_v3(o: DescribeGroupsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribedGroup_v3(e, out)
+        ap(_P_i(len(l_groups)))
+        for e_groups in l_groups:
+            _e_Response_DescribedGroup_v3(e_groups, out)
 
 
-def _d_Response_DescribedGroupMember_v4(buf, pos):
+def _d_Response_DescribedGroupMember_v4(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse.DescribedGroup.DescribedGroupMember, int]:
     o = _new(_C_Response_DescribedGroupMember)
     o.member_id, pos = _r_str(buf, pos)
     o.group_instance_id, pos = _r_nstr(buf, pos)
@@ -545,7 +548,7 @@ def _d_Response_DescribedGroupMember_v4(buf, pos):
     return o, pos
 
 
-def _d_Response_DescribedGroup_v4(buf, pos):
+def _d_Response_DescribedGroup_v4(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse.DescribedGroup, int]:
     o = _new(_C_Response_DescribedGroup)
     o.error_message = None
     o.error_code, = _U_h(buf, pos)
@@ -558,18 +561,18 @@ def _d_Response_DescribedGroup_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field members is null')
     else:
-        l = []
-        ap = l.append
+        l_members: list[DescribeGroupsResponse.DescribedGroup.DescribedGroupMember] = []
+        ap_members = l_members.append
         for _ in range(n):
-            e, pos = _d_Response_DescribedGroupMember_v4(buf, pos)
-            ap(e)
-        o.members = l
+            e_members, pos = _d_Response_DescribedGroupMember_v4(buf, pos)
+            ap_members(e_members)
+        o.members = l_members
     o.authorized_operations, = _U_i(buf, pos)
     pos += 4
     return o, pos
 
 
-def _d_Response_v4(buf, pos):
+def _d_Response_v4(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -577,16 +580,16 @@ def _d_Response_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[DescribeGroupsResponse.DescribedGroup] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _d_Response_DescribedGroup_v4(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _d_Response_DescribedGroup_v4(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     return o, pos
 
 
-def _e_Response_DescribedGroupMember_v4(o, out):
+def _e_Response_DescribedGroupMember_v4(o: DescribeGroupsResponse.DescribedGroup.DescribedGroupMember, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.member_id))
     ap(_e_nstr(o.group_instance_id))
@@ -596,7 +599,7 @@ def _e_Response_DescribedGroupMember_v4(o, out):
     ap(_e_bytes(o.member_assignment))
 
 
-def _e_Response_DescribedGroup_v4(o, out):
+def _e_Response_DescribedGroup_v4(o: DescribeGroupsResponse.DescribedGroup, out: list[_Bytes]) -> None:
     ap = out.append
     if o.error_message is not None:
         raise _UnsupportedVersionError('attempted to write a non-default error_message at version 4')
@@ -605,29 +608,29 @@ def _e_Response_DescribedGroup_v4(o, out):
     ap(_e_str(o.group_state))
     ap(_e_str(o.protocol_type))
     ap(_e_str(o.protocol_data))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribedGroupMember_v4(e, out)
+        ap(_P_i(len(l_members)))
+        for e_members in l_members:
+            _e_Response_DescribedGroupMember_v4(e_members, out)
     ap(_P_i(o.authorized_operations))
 
 
-def _e_Response_v4(o, out):
+def _e_Response_v4(o: DescribeGroupsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribedGroup_v4(e, out)
+        ap(_P_i(len(l_groups)))
+        for e_groups in l_groups:
+            _e_Response_DescribedGroup_v4(e_groups, out)
 
 
-def _d_Response_DescribedGroupMember_v5(buf, pos):
+def _d_Response_DescribedGroupMember_v5(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse.DescribedGroup.DescribedGroupMember, int]:
     o = _new(_C_Response_DescribedGroupMember)
     o.member_id, pos = _r_cstr(buf, pos)
     o.group_instance_id, pos = _r_cnstr(buf, pos)
@@ -642,7 +645,7 @@ def _d_Response_DescribedGroupMember_v5(buf, pos):
     return o, pos
 
 
-def _d_Response_DescribedGroup_v5(buf, pos):
+def _d_Response_DescribedGroup_v5(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse.DescribedGroup, int]:
     o = _new(_C_Response_DescribedGroup)
     o.error_message = None
     o.error_code, = _U_h(buf, pos)
@@ -655,12 +658,12 @@ def _d_Response_DescribedGroup_v5(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field members is null')
     else:
-        l = []
-        ap = l.append
+        l_members: list[DescribeGroupsResponse.DescribedGroup.DescribedGroupMember] = []
+        ap_members = l_members.append
         for _ in range(n):
-            e, pos = _d_Response_DescribedGroupMember_v5(buf, pos)
-            ap(e)
-        o.members = l
+            e_members, pos = _d_Response_DescribedGroupMember_v5(buf, pos)
+            ap_members(e_members)
+        o.members = l_members
     o.authorized_operations, = _U_i(buf, pos)
     pos += 4
     if buf[pos]:
@@ -670,7 +673,7 @@ def _d_Response_DescribedGroup_v5(buf, pos):
     return o, pos
 
 
-def _d_Response_v5(buf, pos):
+def _d_Response_v5(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -678,12 +681,12 @@ def _d_Response_v5(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[DescribeGroupsResponse.DescribedGroup] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _d_Response_DescribedGroup_v5(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _d_Response_DescribedGroup_v5(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -691,7 +694,7 @@ def _d_Response_v5(buf, pos):
     return o, pos
 
 
-def _e_Response_DescribedGroupMember_v5(o, out):
+def _e_Response_DescribedGroupMember_v5(o: DescribeGroupsResponse.DescribedGroup.DescribedGroupMember, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.member_id))
     ap(_e_cnstr(o.group_instance_id))
@@ -702,7 +705,7 @@ def _e_Response_DescribedGroupMember_v5(o, out):
     ap(b'\x00')
 
 
-def _e_Response_DescribedGroup_v5(o, out):
+def _e_Response_DescribedGroup_v5(o: DescribeGroupsResponse.DescribedGroup, out: list[_Bytes]) -> None:
     ap = out.append
     if o.error_message is not None:
         raise _UnsupportedVersionError('attempted to write a non-default error_message at version 5')
@@ -711,31 +714,31 @@ def _e_Response_DescribedGroup_v5(o, out):
     ap(_e_cstr(o.group_state))
     ap(_e_cstr(o.protocol_type))
     ap(_e_cstr(o.protocol_data))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DescribedGroupMember_v5(e, out)
+        ap(_uv(len(l_members) + 1))
+        for e_members in l_members:
+            _e_Response_DescribedGroupMember_v5(e_members, out)
     ap(_P_i(o.authorized_operations))
     ap(b'\x00')
 
 
-def _e_Response_v5(o, out):
+def _e_Response_v5(o: DescribeGroupsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DescribedGroup_v5(e, out)
+        ap(_uv(len(l_groups) + 1))
+        for e_groups in l_groups:
+            _e_Response_DescribedGroup_v5(e_groups, out)
     ap(b'\x00')
 
 
-def _d_Response_DescribedGroup_v6(buf, pos):
+def _d_Response_DescribedGroup_v6(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse.DescribedGroup, int]:
     o = _new(_C_Response_DescribedGroup)
     o.error_code, = _U_h(buf, pos)
     pos += 2
@@ -748,12 +751,12 @@ def _d_Response_DescribedGroup_v6(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field members is null')
     else:
-        l = []
-        ap = l.append
+        l_members: list[DescribeGroupsResponse.DescribedGroup.DescribedGroupMember] = []
+        ap_members = l_members.append
         for _ in range(n):
-            e, pos = _d_Response_DescribedGroupMember_v5(buf, pos)
-            ap(e)
-        o.members = l
+            e_members, pos = _d_Response_DescribedGroupMember_v5(buf, pos)
+            ap_members(e_members)
+        o.members = l_members
     o.authorized_operations, = _U_i(buf, pos)
     pos += 4
     if buf[pos]:
@@ -763,7 +766,7 @@ def _d_Response_DescribedGroup_v6(buf, pos):
     return o, pos
 
 
-def _d_Response_v6(buf, pos):
+def _d_Response_v6(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -771,12 +774,12 @@ def _d_Response_v6(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[DescribeGroupsResponse.DescribedGroup] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _d_Response_DescribedGroup_v6(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _d_Response_DescribedGroup_v6(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -784,7 +787,7 @@ def _d_Response_v6(buf, pos):
     return o, pos
 
 
-def _e_Response_DescribedGroup_v6(o, out):
+def _e_Response_DescribedGroup_v6(o: DescribeGroupsResponse.DescribedGroup, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_cnstr(o.error_message))
@@ -792,27 +795,27 @@ def _e_Response_DescribedGroup_v6(o, out):
     ap(_e_cstr(o.group_state))
     ap(_e_cstr(o.protocol_type))
     ap(_e_cstr(o.protocol_data))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DescribedGroupMember_v5(e, out)
+        ap(_uv(len(l_members) + 1))
+        for e_members in l_members:
+            _e_Response_DescribedGroupMember_v5(e_members, out)
     ap(_P_i(o.authorized_operations))
     ap(b'\x00')
 
 
-def _e_Response_v6(o, out):
+def _e_Response_v6(o: DescribeGroupsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DescribedGroup_v6(e, out)
+        ap(_uv(len(l_groups) + 1))
+        for e_groups in l_groups:
+            _e_Response_DescribedGroup_v6(e_groups, out)
     ap(b'\x00')
 
 

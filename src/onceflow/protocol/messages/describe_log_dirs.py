@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -63,43 +66,6 @@ _P_qqz = _S('>qq?').pack
 __all__ = ['DescribeLogDirsRequest', 'DescribeLogDirsResponse']
 
 
-class DescribeLogDirsRequest(_Message):
-    """DescribeLogDirsRequest: API key 35, versions 1-5, flexible 2+.
-
-    Fields (versions):
-        topics: []DescribableLogDirTopic (0+, nullable 0+)
-    """
-
-    class DescribableLogDirTopic(_Struct):
-        """DescribableLogDirTopic
-
-        Fields (versions):
-            topic: string (0+)
-            partitions: []int32 (0+)
-        """
-
-        topic: str
-        partitions: list[int]
-        __slots__ = ('topic', 'partitions')
-        _FIELDS = __slots__
-
-        def __init__(self, *, topic='', partitions=_UNSET):
-            self.topic = topic
-            self.partitions = [] if partitions is _UNSET else partitions
-
-    API_KEY = 35
-    API_NAME = 'DescribeLogDirs'
-    VALID_VERSIONS = (1, 5)
-    FLEXIBLE_MIN = 2
-    LATEST_VERSION_UNSTABLE = False
-    topics: list[DescribeLogDirsRequest.DescribableLogDirTopic] | None
-    __slots__ = ('topics',)
-    _FIELDS = __slots__
-
-    def __init__(self, *, topics=_UNSET):
-        self.topics = [] if topics is _UNSET else topics
-
-
 class DescribeLogDirsResponse(_Message):
     """DescribeLogDirsResponse: API key 35, versions 1-5, flexible 2+.
 
@@ -146,7 +112,7 @@ class DescribeLogDirsResponse(_Message):
                 __slots__ = ('partition_index', 'partition_size', 'offset_lag', 'is_future_key')
                 _FIELDS = __slots__
 
-                def __init__(self, *, partition_index=0, partition_size=0, offset_lag=0, is_future_key=False):
+                def __init__(self, *, partition_index: int = 0, partition_size: int = 0, offset_lag: int = 0, is_future_key: bool = False) -> None:
                     self.partition_index = partition_index
                     self.partition_size = partition_size
                     self.offset_lag = offset_lag
@@ -157,7 +123,7 @@ class DescribeLogDirsResponse(_Message):
             __slots__ = ('name', 'partitions')
             _FIELDS = __slots__
 
-            def __init__(self, *, name='', partitions=_UNSET):
+            def __init__(self, *, name: str = '', partitions: list[DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition] | _Unset = _UNSET) -> None:
                 self.name = name
                 self.partitions = [] if partitions is _UNSET else partitions
 
@@ -170,7 +136,7 @@ class DescribeLogDirsResponse(_Message):
         __slots__ = ('error_code', 'log_dir', 'topics', 'total_bytes', 'usable_bytes', 'is_cordoned')
         _FIELDS = __slots__
 
-        def __init__(self, *, error_code=0, log_dir='', topics=_UNSET, total_bytes=-1, usable_bytes=-1, is_cordoned=False):
+        def __init__(self, *, error_code: int = 0, log_dir: str = '', topics: list[DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic] | _Unset = _UNSET, total_bytes: int = -1, usable_bytes: int = -1, is_cordoned: bool = False) -> None:
             self.error_code = error_code
             self.log_dir = log_dir
             self.topics = [] if topics is _UNSET else topics
@@ -189,10 +155,47 @@ class DescribeLogDirsResponse(_Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'results')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, results=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, results: list[DescribeLogDirsResponse.DescribeLogDirsResult] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.results = [] if results is _UNSET else results
+
+
+class DescribeLogDirsRequest(_Request[DescribeLogDirsResponse]):
+    """DescribeLogDirsRequest: API key 35, versions 1-5, flexible 2+.
+
+    Fields (versions):
+        topics: []DescribableLogDirTopic (0+, nullable 0+)
+    """
+
+    class DescribableLogDirTopic(_Struct):
+        """DescribableLogDirTopic
+
+        Fields (versions):
+            topic: string (0+)
+            partitions: []int32 (0+)
+        """
+
+        topic: str
+        partitions: list[int]
+        __slots__ = ('topic', 'partitions')
+        _FIELDS = __slots__
+
+        def __init__(self, *, topic: str = '', partitions: list[int] | _Unset = _UNSET) -> None:
+            self.topic = topic
+            self.partitions = [] if partitions is _UNSET else partitions
+
+    API_KEY = 35
+    API_NAME = 'DescribeLogDirs'
+    VALID_VERSIONS = (1, 5)
+    FLEXIBLE_MIN = 2
+    LATEST_VERSION_UNSTABLE = False
+    topics: list[DescribeLogDirsRequest.DescribableLogDirTopic] | None
+    __slots__ = ('topics',)
+    _FIELDS = __slots__
+
+    def __init__(self, *, topics: list[DescribeLogDirsRequest.DescribableLogDirTopic] | None | _Unset = _UNSET) -> None:
+        self.topics = [] if topics is _UNSET else topics
 
 
 _C_Request = DescribeLogDirsRequest
@@ -203,7 +206,7 @@ _C_Response_DescribeLogDirsTopic = DescribeLogDirsResponse.DescribeLogDirsResult
 _C_Response_DescribeLogDirsPartition = DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition
 
 
-def _d_Request_DescribableLogDirTopic_v1(buf, pos):
+def _d_Request_DescribableLogDirTopic_v1(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest.DescribableLogDirTopic, int]:
     o = _new(_C_Request_DescribableLogDirTopic)
     o.topic, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
@@ -214,44 +217,44 @@ def _d_Request_DescribableLogDirTopic_v1(buf, pos):
     return o, pos
 
 
-def _d_Request_v1(buf, pos):
+def _d_Request_v1(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         o.topics = None
     else:
-        l = []
-        ap = l.append
+        l_topics: list[DescribeLogDirsRequest.DescribableLogDirTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_DescribableLogDirTopic_v1(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_DescribableLogDirTopic_v1(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Request_DescribableLogDirTopic_v1(o, out):
+def _e_Request_DescribableLogDirTopic_v1(o: DescribeLogDirsRequest.DescribableLogDirTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        ap(_e_fixed(l, 'i'))
+        ap(_P_i(len(l_partitions)))
+        ap(_e_fixed(l_partitions, 'i'))
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: DescribeLogDirsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_DescribableLogDirTopic_v1(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_DescribableLogDirTopic_v1(e_topics, out)
 
 
-def _d_Request_DescribableLogDirTopic_v2(buf, pos):
+def _d_Request_DescribableLogDirTopic_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest.DescribableLogDirTopic, int]:
     o = _new(_C_Request_DescribableLogDirTopic)
     o.topic, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
@@ -266,18 +269,18 @@ def _d_Request_DescribableLogDirTopic_v2(buf, pos):
     return o, pos
 
 
-def _d_Request_v2(buf, pos):
+def _d_Request_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         o.topics = None
     else:
-        l = []
-        ap = l.append
+        l_topics: list[DescribeLogDirsRequest.DescribableLogDirTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_DescribableLogDirTopic_v2(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_DescribableLogDirTopic_v2(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -285,54 +288,54 @@ def _d_Request_v2(buf, pos):
     return o, pos
 
 
-def _e_Request_DescribableLogDirTopic_v2(o, out):
+def _e_Request_DescribableLogDirTopic_v2(o: DescribeLogDirsRequest.DescribableLogDirTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
+        ap(_uv(len(l_partitions) + 1))
+        ap(_e_fixed(l_partitions, 'i'))
     ap(b'\x00')
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: DescribeLogDirsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         ap(_NULL_UV)
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_DescribableLogDirTopic_v2(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_DescribableLogDirTopic_v2(e_topics, out)
     ap(b'\x00')
 
 
-def _d_Response_DescribeLogDirsPartition_v1(buf, pos):
+def _d_Response_DescribeLogDirsPartition_v1(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition, int]:
     o = _new(_C_Response_DescribeLogDirsPartition)
     o.partition_index, o.partition_size, o.offset_lag, o.is_future_key = _U_iqqz(buf, pos)
     pos += 21
     return o, pos
 
 
-def _d_Response_DescribeLogDirsTopic_v1(buf, pos):
+def _d_Response_DescribeLogDirsTopic_v1(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic, int]:
     o = _new(_C_Response_DescribeLogDirsTopic)
     o.name, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeLogDirsPartition_v1(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_DescribeLogDirsPartition_v1(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Response_DescribeLogDirsResult_v1(buf, pos):
+def _d_Response_DescribeLogDirsResult_v1(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse.DescribeLogDirsResult, int]:
     o = _new(_C_Response_DescribeLogDirsResult)
     o.total_bytes = -1
     o.usable_bytes = -1
@@ -344,16 +347,16 @@ def _d_Response_DescribeLogDirsResult_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeLogDirsTopic_v1(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_DescribeLogDirsTopic_v1(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     o = _new(_C_Response)
     o.error_code = 0
     o.throttle_time_ms, = _U_i(buf, pos)
@@ -362,58 +365,58 @@ def _d_Response_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field results is null')
     else:
-        l = []
-        ap = l.append
+        l_results: list[DescribeLogDirsResponse.DescribeLogDirsResult] = []
+        ap_results = l_results.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeLogDirsResult_v1(buf, pos)
-            ap(e)
-        o.results = l
+            e_results, pos = _d_Response_DescribeLogDirsResult_v1(buf, pos)
+            ap_results(e_results)
+        o.results = l_results
     return o, pos
 
 
-def _e_Response_DescribeLogDirsPartition_v1(o, out):
+def _e_Response_DescribeLogDirsPartition_v1(o: DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_iqqz(o.partition_index, o.partition_size, o.offset_lag, o.is_future_key))
 
 
-def _e_Response_DescribeLogDirsTopic_v1(o, out):
+def _e_Response_DescribeLogDirsTopic_v1(o: DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribeLogDirsPartition_v1(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_DescribeLogDirsPartition_v1(e_partitions, out)
 
 
-def _e_Response_DescribeLogDirsResult_v1(o, out):
+def _e_Response_DescribeLogDirsResult_v1(o: DescribeLogDirsResponse.DescribeLogDirsResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_str(o.log_dir))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribeLogDirsTopic_v1(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_DescribeLogDirsTopic_v1(e_topics, out)
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: DescribeLogDirsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.results
-    if l is None:
+    l_results = o.results
+    if l_results is None:
         raise ValueError('non-nullable field results is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_DescribeLogDirsResult_v1(e, out)
+        ap(_P_i(len(l_results)))
+        for e_results in l_results:
+            _e_Response_DescribeLogDirsResult_v1(e_results, out)
 
 
-def _d_Response_DescribeLogDirsPartition_v2(buf, pos):
+def _d_Response_DescribeLogDirsPartition_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition, int]:
     o = _new(_C_Response_DescribeLogDirsPartition)
     o.partition_index, o.partition_size, o.offset_lag, o.is_future_key = _U_iqqz(buf, pos)
     pos += 21
@@ -424,19 +427,19 @@ def _d_Response_DescribeLogDirsPartition_v2(buf, pos):
     return o, pos
 
 
-def _d_Response_DescribeLogDirsTopic_v2(buf, pos):
+def _d_Response_DescribeLogDirsTopic_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic, int]:
     o = _new(_C_Response_DescribeLogDirsTopic)
     o.name, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeLogDirsPartition_v2(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_DescribeLogDirsPartition_v2(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -444,7 +447,7 @@ def _d_Response_DescribeLogDirsTopic_v2(buf, pos):
     return o, pos
 
 
-def _d_Response_DescribeLogDirsResult_v2(buf, pos):
+def _d_Response_DescribeLogDirsResult_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse.DescribeLogDirsResult, int]:
     o = _new(_C_Response_DescribeLogDirsResult)
     o.total_bytes = -1
     o.usable_bytes = -1
@@ -456,12 +459,12 @@ def _d_Response_DescribeLogDirsResult_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeLogDirsTopic_v2(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_DescribeLogDirsTopic_v2(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -469,7 +472,7 @@ def _d_Response_DescribeLogDirsResult_v2(buf, pos):
     return o, pos
 
 
-def _d_Response_v2(buf, pos):
+def _d_Response_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     o = _new(_C_Response)
     o.error_code = 0
     o.throttle_time_ms, = _U_i(buf, pos)
@@ -478,12 +481,12 @@ def _d_Response_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field results is null')
     else:
-        l = []
-        ap = l.append
+        l_results: list[DescribeLogDirsResponse.DescribeLogDirsResult] = []
+        ap_results = l_results.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeLogDirsResult_v2(buf, pos)
-            ap(e)
-        o.results = l
+            e_results, pos = _d_Response_DescribeLogDirsResult_v2(buf, pos)
+            ap_results(e_results)
+        o.results = l_results
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -491,53 +494,53 @@ def _d_Response_v2(buf, pos):
     return o, pos
 
 
-def _e_Response_DescribeLogDirsPartition_v2(o, out):
+def _e_Response_DescribeLogDirsPartition_v2(o: DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_iqqz(o.partition_index, o.partition_size, o.offset_lag, o.is_future_key))
     ap(b'\x00')
 
 
-def _e_Response_DescribeLogDirsTopic_v2(o, out):
+def _e_Response_DescribeLogDirsTopic_v2(o: DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DescribeLogDirsPartition_v2(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_DescribeLogDirsPartition_v2(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Response_DescribeLogDirsResult_v2(o, out):
+def _e_Response_DescribeLogDirsResult_v2(o: DescribeLogDirsResponse.DescribeLogDirsResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_cstr(o.log_dir))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DescribeLogDirsTopic_v2(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_DescribeLogDirsTopic_v2(e_topics, out)
     ap(b'\x00')
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: DescribeLogDirsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.results
-    if l is None:
+    l_results = o.results
+    if l_results is None:
         raise ValueError('non-nullable field results is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DescribeLogDirsResult_v2(e, out)
+        ap(_uv(len(l_results) + 1))
+        for e_results in l_results:
+            _e_Response_DescribeLogDirsResult_v2(e_results, out)
     ap(b'\x00')
 
 
-def _d_Response_v3(buf, pos):
+def _d_Response_v3(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -545,12 +548,12 @@ def _d_Response_v3(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field results is null')
     else:
-        l = []
-        ap = l.append
+        l_results: list[DescribeLogDirsResponse.DescribeLogDirsResult] = []
+        ap_results = l_results.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeLogDirsResult_v2(buf, pos)
-            ap(e)
-        o.results = l
+            e_results, pos = _d_Response_DescribeLogDirsResult_v2(buf, pos)
+            ap_results(e_results)
+        o.results = l_results
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -558,20 +561,20 @@ def _d_Response_v3(buf, pos):
     return o, pos
 
 
-def _e_Response_v3(o, out):
+def _e_Response_v3(o: DescribeLogDirsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l = o.results
-    if l is None:
+    l_results = o.results
+    if l_results is None:
         raise ValueError('non-nullable field results is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DescribeLogDirsResult_v2(e, out)
+        ap(_uv(len(l_results) + 1))
+        for e_results in l_results:
+            _e_Response_DescribeLogDirsResult_v2(e_results, out)
     ap(b'\x00')
 
 
-def _d_Response_DescribeLogDirsResult_v4(buf, pos):
+def _d_Response_DescribeLogDirsResult_v4(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse.DescribeLogDirsResult, int]:
     o = _new(_C_Response_DescribeLogDirsResult)
     o.is_cordoned = False
     o.error_code, = _U_h(buf, pos)
@@ -581,12 +584,12 @@ def _d_Response_DescribeLogDirsResult_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeLogDirsTopic_v2(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_DescribeLogDirsTopic_v2(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.total_bytes, o.usable_bytes = _U_qq(buf, pos)
     pos += 16
     if buf[pos]:
@@ -596,7 +599,7 @@ def _d_Response_DescribeLogDirsResult_v4(buf, pos):
     return o, pos
 
 
-def _d_Response_v4(buf, pos):
+def _d_Response_v4(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -604,12 +607,12 @@ def _d_Response_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field results is null')
     else:
-        l = []
-        ap = l.append
+        l_results: list[DescribeLogDirsResponse.DescribeLogDirsResult] = []
+        ap_results = l_results.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeLogDirsResult_v4(buf, pos)
-            ap(e)
-        o.results = l
+            e_results, pos = _d_Response_DescribeLogDirsResult_v4(buf, pos)
+            ap_results(e_results)
+        o.results = l_results
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -617,35 +620,35 @@ def _d_Response_v4(buf, pos):
     return o, pos
 
 
-def _e_Response_DescribeLogDirsResult_v4(o, out):
+def _e_Response_DescribeLogDirsResult_v4(o: DescribeLogDirsResponse.DescribeLogDirsResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_cstr(o.log_dir))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DescribeLogDirsTopic_v2(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_DescribeLogDirsTopic_v2(e_topics, out)
     ap(_P_qq(o.total_bytes, o.usable_bytes))
     ap(b'\x00')
 
 
-def _e_Response_v4(o, out):
+def _e_Response_v4(o: DescribeLogDirsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l = o.results
-    if l is None:
+    l_results = o.results
+    if l_results is None:
         raise ValueError('non-nullable field results is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DescribeLogDirsResult_v4(e, out)
+        ap(_uv(len(l_results) + 1))
+        for e_results in l_results:
+            _e_Response_DescribeLogDirsResult_v4(e_results, out)
     ap(b'\x00')
 
 
-def _d_Response_DescribeLogDirsResult_v5(buf, pos):
+def _d_Response_DescribeLogDirsResult_v5(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse.DescribeLogDirsResult, int]:
     o = _new(_C_Response_DescribeLogDirsResult)
     o.error_code, = _U_h(buf, pos)
     pos += 2
@@ -654,12 +657,12 @@ def _d_Response_DescribeLogDirsResult_v5(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeLogDirsTopic_v2(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_DescribeLogDirsTopic_v2(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.total_bytes, o.usable_bytes, o.is_cordoned = _U_qqz(buf, pos)
     pos += 17
     if buf[pos]:
@@ -669,7 +672,7 @@ def _d_Response_DescribeLogDirsResult_v5(buf, pos):
     return o, pos
 
 
-def _d_Response_v5(buf, pos):
+def _d_Response_v5(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -677,12 +680,12 @@ def _d_Response_v5(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field results is null')
     else:
-        l = []
-        ap = l.append
+        l_results: list[DescribeLogDirsResponse.DescribeLogDirsResult] = []
+        ap_results = l_results.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeLogDirsResult_v5(buf, pos)
-            ap(e)
-        o.results = l
+            e_results, pos = _d_Response_DescribeLogDirsResult_v5(buf, pos)
+            ap_results(e_results)
+        o.results = l_results
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -690,31 +693,31 @@ def _d_Response_v5(buf, pos):
     return o, pos
 
 
-def _e_Response_DescribeLogDirsResult_v5(o, out):
+def _e_Response_DescribeLogDirsResult_v5(o: DescribeLogDirsResponse.DescribeLogDirsResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_cstr(o.log_dir))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DescribeLogDirsTopic_v2(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_DescribeLogDirsTopic_v2(e_topics, out)
     ap(_P_qqz(o.total_bytes, o.usable_bytes, o.is_cordoned))
     ap(b'\x00')
 
 
-def _e_Response_v5(o, out):
+def _e_Response_v5(o: DescribeLogDirsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l = o.results
-    if l is None:
+    l_results = o.results
+    if l_results is None:
         raise ValueError('non-nullable field results is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DescribeLogDirsResult_v5(e, out)
+        ap(_uv(len(l_results) + 1))
+        for e_results in l_results:
+            _e_Response_DescribeLogDirsResult_v5(e_results, out)
     ap(b'\x00')
 
 

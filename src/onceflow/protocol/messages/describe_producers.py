@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -55,43 +58,6 @@ _U_qiiqiq = _S('>qiiqiq').unpack_from
 _P_qiiqiq = _S('>qiiqiq').pack
 
 __all__ = ['DescribeProducersRequest', 'DescribeProducersResponse']
-
-
-class DescribeProducersRequest(_Message):
-    """DescribeProducersRequest: API key 61, versions 0, flexible 0+.
-
-    Fields (versions):
-        topics: []TopicRequest (0+)
-    """
-
-    class TopicRequest(_Struct):
-        """TopicRequest
-
-        Fields (versions):
-            name: string (0+)
-            partition_indexes: []int32 (0+)
-        """
-
-        name: str
-        partition_indexes: list[int]
-        __slots__ = ('name', 'partition_indexes')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name='', partition_indexes=_UNSET):
-            self.name = name
-            self.partition_indexes = [] if partition_indexes is _UNSET else partition_indexes
-
-    API_KEY = 61
-    API_NAME = 'DescribeProducers'
-    VALID_VERSIONS = (0, 0)
-    FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = False
-    topics: list[DescribeProducersRequest.TopicRequest]
-    __slots__ = ('topics',)
-    _FIELDS = __slots__
-
-    def __init__(self, *, topics=_UNSET):
-        self.topics = [] if topics is _UNSET else topics
 
 
 class DescribeProducersResponse(_Message):
@@ -141,7 +107,7 @@ class DescribeProducersResponse(_Message):
                 __slots__ = ('producer_id', 'producer_epoch', 'last_sequence', 'last_timestamp', 'coordinator_epoch', 'current_txn_start_offset')
                 _FIELDS = __slots__
 
-                def __init__(self, *, producer_id=0, producer_epoch=0, last_sequence=-1, last_timestamp=-1, coordinator_epoch=0, current_txn_start_offset=-1):
+                def __init__(self, *, producer_id: int = 0, producer_epoch: int = 0, last_sequence: int = -1, last_timestamp: int = -1, coordinator_epoch: int = 0, current_txn_start_offset: int = -1) -> None:
                     self.producer_id = producer_id
                     self.producer_epoch = producer_epoch
                     self.last_sequence = last_sequence
@@ -156,7 +122,7 @@ class DescribeProducersResponse(_Message):
             __slots__ = ('partition_index', 'error_code', 'error_message', 'active_producers')
             _FIELDS = __slots__
 
-            def __init__(self, *, partition_index=0, error_code=0, error_message=None, active_producers=_UNSET):
+            def __init__(self, *, partition_index: int = 0, error_code: int = 0, error_message: str | None = None, active_producers: list[DescribeProducersResponse.TopicResponse.PartitionResponse.ProducerState] | _Unset = _UNSET) -> None:
                 self.partition_index = partition_index
                 self.error_code = error_code
                 self.error_message = error_message
@@ -167,7 +133,7 @@ class DescribeProducersResponse(_Message):
         __slots__ = ('name', 'partitions')
         _FIELDS = __slots__
 
-        def __init__(self, *, name='', partitions=_UNSET):
+        def __init__(self, *, name: str = '', partitions: list[DescribeProducersResponse.TopicResponse.PartitionResponse] | _Unset = _UNSET) -> None:
             self.name = name
             self.partitions = [] if partitions is _UNSET else partitions
 
@@ -181,8 +147,45 @@ class DescribeProducersResponse(_Message):
     __slots__ = ('throttle_time_ms', 'topics')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, topics=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, topics: list[DescribeProducersResponse.TopicResponse] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is _UNSET else topics
+
+
+class DescribeProducersRequest(_Request[DescribeProducersResponse]):
+    """DescribeProducersRequest: API key 61, versions 0, flexible 0+.
+
+    Fields (versions):
+        topics: []TopicRequest (0+)
+    """
+
+    class TopicRequest(_Struct):
+        """TopicRequest
+
+        Fields (versions):
+            name: string (0+)
+            partition_indexes: []int32 (0+)
+        """
+
+        name: str
+        partition_indexes: list[int]
+        __slots__ = ('name', 'partition_indexes')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', partition_indexes: list[int] | _Unset = _UNSET) -> None:
+            self.name = name
+            self.partition_indexes = [] if partition_indexes is _UNSET else partition_indexes
+
+    API_KEY = 61
+    API_NAME = 'DescribeProducers'
+    VALID_VERSIONS = (0, 0)
+    FLEXIBLE_MIN = 0
+    LATEST_VERSION_UNSTABLE = False
+    topics: list[DescribeProducersRequest.TopicRequest]
+    __slots__ = ('topics',)
+    _FIELDS = __slots__
+
+    def __init__(self, *, topics: list[DescribeProducersRequest.TopicRequest] | _Unset = _UNSET) -> None:
         self.topics = [] if topics is _UNSET else topics
 
 
@@ -194,7 +197,7 @@ _C_Response_PartitionResponse = DescribeProducersResponse.TopicResponse.Partitio
 _C_Response_ProducerState = DescribeProducersResponse.TopicResponse.PartitionResponse.ProducerState
 
 
-def _d_Request_TopicRequest_v0(buf, pos):
+def _d_Request_TopicRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeProducersRequest.TopicRequest, int]:
     o = _new(_C_Request_TopicRequest)
     o.name, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
@@ -209,18 +212,18 @@ def _d_Request_TopicRequest_v0(buf, pos):
     return o, pos
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[DescribeProducersRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[DescribeProducersRequest.TopicRequest] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_TopicRequest_v0(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_TopicRequest_v0(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -228,31 +231,31 @@ def _d_Request_v0(buf, pos):
     return o, pos
 
 
-def _e_Request_TopicRequest_v0(o, out):
+def _e_Request_TopicRequest_v0(o: DescribeProducersRequest.TopicRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partition_indexes
-    if l is None:
+    l_partition_indexes = o.partition_indexes
+    if l_partition_indexes is None:
         raise ValueError('non-nullable field partition_indexes is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
+        ap(_uv(len(l_partition_indexes) + 1))
+        ap(_e_fixed(l_partition_indexes, 'i'))
     ap(b'\x00')
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: DescribeProducersRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_TopicRequest_v0(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_TopicRequest_v0(e_topics, out)
     ap(b'\x00')
 
 
-def _d_Response_ProducerState_v0(buf, pos):
+def _d_Response_ProducerState_v0(buf: memoryview, pos: int) -> tuple[DescribeProducersResponse.TopicResponse.PartitionResponse.ProducerState, int]:
     o = _new(_C_Response_ProducerState)
     o.producer_id, o.producer_epoch, o.last_sequence, o.last_timestamp, o.coordinator_epoch, o.current_txn_start_offset = _U_qiiqiq(buf, pos)
     pos += 36
@@ -263,7 +266,7 @@ def _d_Response_ProducerState_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_PartitionResponse_v0(buf, pos):
+def _d_Response_PartitionResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeProducersResponse.TopicResponse.PartitionResponse, int]:
     o = _new(_C_Response_PartitionResponse)
     o.partition_index, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -272,12 +275,12 @@ def _d_Response_PartitionResponse_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field active_producers is null')
     else:
-        l = []
-        ap = l.append
+        l_active_producers: list[DescribeProducersResponse.TopicResponse.PartitionResponse.ProducerState] = []
+        ap_active_producers = l_active_producers.append
         for _ in range(n):
-            e, pos = _d_Response_ProducerState_v0(buf, pos)
-            ap(e)
-        o.active_producers = l
+            e_active_producers, pos = _d_Response_ProducerState_v0(buf, pos)
+            ap_active_producers(e_active_producers)
+        o.active_producers = l_active_producers
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -285,19 +288,19 @@ def _d_Response_PartitionResponse_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_TopicResponse_v0(buf, pos):
+def _d_Response_TopicResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeProducersResponse.TopicResponse, int]:
     o = _new(_C_Response_TopicResponse)
     o.name, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[DescribeProducersResponse.TopicResponse.PartitionResponse] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_PartitionResponse_v0(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_PartitionResponse_v0(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -305,7 +308,7 @@ def _d_Response_TopicResponse_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[DescribeProducersResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -313,12 +316,12 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[DescribeProducersResponse.TopicResponse] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_TopicResponse_v0(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_TopicResponse_v0(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -326,49 +329,49 @@ def _d_Response_v0(buf, pos):
     return o, pos
 
 
-def _e_Response_ProducerState_v0(o, out):
+def _e_Response_ProducerState_v0(o: DescribeProducersResponse.TopicResponse.PartitionResponse.ProducerState, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_qiiqiq(o.producer_id, o.producer_epoch, o.last_sequence, o.last_timestamp, o.coordinator_epoch, o.current_txn_start_offset))
     ap(b'\x00')
 
 
-def _e_Response_PartitionResponse_v0(o, out):
+def _e_Response_PartitionResponse_v0(o: DescribeProducersResponse.TopicResponse.PartitionResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.partition_index, o.error_code))
     ap(_e_cnstr(o.error_message))
-    l = o.active_producers
-    if l is None:
+    l_active_producers = o.active_producers
+    if l_active_producers is None:
         raise ValueError('non-nullable field active_producers is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ProducerState_v0(e, out)
+        ap(_uv(len(l_active_producers) + 1))
+        for e_active_producers in l_active_producers:
+            _e_Response_ProducerState_v0(e_active_producers, out)
     ap(b'\x00')
 
 
-def _e_Response_TopicResponse_v0(o, out):
+def _e_Response_TopicResponse_v0(o: DescribeProducersResponse.TopicResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_PartitionResponse_v0(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_PartitionResponse_v0(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: DescribeProducersResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_TopicResponse_v0(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_TopicResponse_v0(e_topics, out)
     ap(b'\x00')
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -69,57 +72,6 @@ _P_qqq = _S('>qqq').pack
 __all__ = ['DescribeQuorumRequest', 'DescribeQuorumResponse']
 
 
-class DescribeQuorumRequest(_Message):
-    """DescribeQuorumRequest: API key 55, versions 0-2, flexible 0+.
-
-    Fields (versions):
-        topics: []TopicData (0+)
-    """
-
-    class TopicData(_Struct):
-        """TopicData
-
-        Fields (versions):
-            topic_name: string (0+)
-            partitions: []PartitionData (0+)
-        """
-
-        class PartitionData(_Struct):
-            """PartitionData
-
-            Fields (versions):
-                partition_index: int32 (0+)
-            """
-
-            partition_index: int
-            __slots__ = ('partition_index',)
-            _FIELDS = __slots__
-
-            def __init__(self, *, partition_index=0):
-                self.partition_index = partition_index
-
-        topic_name: str
-        partitions: list[DescribeQuorumRequest.TopicData.PartitionData]
-        __slots__ = ('topic_name', 'partitions')
-        _FIELDS = __slots__
-
-        def __init__(self, *, topic_name='', partitions=_UNSET):
-            self.topic_name = topic_name
-            self.partitions = [] if partitions is _UNSET else partitions
-
-    API_KEY = 55
-    API_NAME = 'DescribeQuorum'
-    VALID_VERSIONS = (0, 2)
-    FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = False
-    topics: list[DescribeQuorumRequest.TopicData]
-    __slots__ = ('topics',)
-    _FIELDS = __slots__
-
-    def __init__(self, *, topics=_UNSET):
-        self.topics = [] if topics is _UNSET else topics
-
-
 class DescribeQuorumResponse(_Message):
     """DescribeQuorumResponse: API key 55, versions 0-2, flexible 0+.
 
@@ -163,7 +115,7 @@ class DescribeQuorumResponse(_Message):
             __slots__ = ('partition_index', 'error_code', 'error_message', 'leader_id', 'leader_epoch', 'high_watermark', 'current_voters', 'observers')
             _FIELDS = __slots__
 
-            def __init__(self, *, partition_index=0, error_code=0, error_message='', leader_id=0, leader_epoch=0, high_watermark=0, current_voters=_UNSET, observers=_UNSET):
+            def __init__(self, *, partition_index: int = 0, error_code: int = 0, error_message: str | None = '', leader_id: int = 0, leader_epoch: int = 0, high_watermark: int = 0, current_voters: list[DescribeQuorumResponse.ReplicaState] | _Unset = _UNSET, observers: list[DescribeQuorumResponse.ReplicaState] | _Unset = _UNSET) -> None:
                 self.partition_index = partition_index
                 self.error_code = error_code
                 self.error_message = error_message
@@ -178,7 +130,7 @@ class DescribeQuorumResponse(_Message):
         __slots__ = ('topic_name', 'partitions')
         _FIELDS = __slots__
 
-        def __init__(self, *, topic_name='', partitions=_UNSET):
+        def __init__(self, *, topic_name: str = '', partitions: list[DescribeQuorumResponse.TopicData.PartitionData] | _Unset = _UNSET) -> None:
             self.topic_name = topic_name
             self.partitions = [] if partitions is _UNSET else partitions
 
@@ -201,7 +153,7 @@ class DescribeQuorumResponse(_Message):
         __slots__ = ('replica_id', 'replica_directory_id', 'log_end_offset', 'last_fetch_timestamp', 'last_caught_up_timestamp')
         _FIELDS = __slots__
 
-        def __init__(self, *, replica_id=0, replica_directory_id=_ZERO_UUID, log_end_offset=0, last_fetch_timestamp=-1, last_caught_up_timestamp=-1):
+        def __init__(self, *, replica_id: int = 0, replica_directory_id: _uuid.UUID = _ZERO_UUID, log_end_offset: int = 0, last_fetch_timestamp: int = -1, last_caught_up_timestamp: int = -1) -> None:
             self.replica_id = replica_id
             self.replica_directory_id = replica_directory_id
             self.log_end_offset = log_end_offset
@@ -231,7 +183,7 @@ class DescribeQuorumResponse(_Message):
             __slots__ = ('name', 'host', 'port')
             _FIELDS = __slots__
 
-            def __init__(self, *, name='', host='', port=0):
+            def __init__(self, *, name: str = '', host: str = '', port: int = 0) -> None:
                 self.name = name
                 self.host = host
                 self.port = port
@@ -241,7 +193,7 @@ class DescribeQuorumResponse(_Message):
         __slots__ = ('node_id', 'listeners')
         _FIELDS = __slots__
 
-        def __init__(self, *, node_id=0, listeners=_UNSET):
+        def __init__(self, *, node_id: int = 0, listeners: list[DescribeQuorumResponse.Node.Listener] | _Unset = _UNSET) -> None:
             self.node_id = node_id
             self.listeners = [] if listeners is _UNSET else listeners
 
@@ -257,11 +209,62 @@ class DescribeQuorumResponse(_Message):
     __slots__ = ('error_code', 'error_message', 'topics', 'nodes')
     _FIELDS = __slots__
 
-    def __init__(self, *, error_code=0, error_message='', topics=_UNSET, nodes=_UNSET):
+    def __init__(self, *, error_code: int = 0, error_message: str | None = '', topics: list[DescribeQuorumResponse.TopicData] | _Unset = _UNSET, nodes: list[DescribeQuorumResponse.Node] | _Unset = _UNSET) -> None:
         self.error_code = error_code
         self.error_message = error_message
         self.topics = [] if topics is _UNSET else topics
         self.nodes = [] if nodes is _UNSET else nodes
+
+
+class DescribeQuorumRequest(_Request[DescribeQuorumResponse]):
+    """DescribeQuorumRequest: API key 55, versions 0-2, flexible 0+.
+
+    Fields (versions):
+        topics: []TopicData (0+)
+    """
+
+    class TopicData(_Struct):
+        """TopicData
+
+        Fields (versions):
+            topic_name: string (0+)
+            partitions: []PartitionData (0+)
+        """
+
+        class PartitionData(_Struct):
+            """PartitionData
+
+            Fields (versions):
+                partition_index: int32 (0+)
+            """
+
+            partition_index: int
+            __slots__ = ('partition_index',)
+            _FIELDS = __slots__
+
+            def __init__(self, *, partition_index: int = 0) -> None:
+                self.partition_index = partition_index
+
+        topic_name: str
+        partitions: list[DescribeQuorumRequest.TopicData.PartitionData]
+        __slots__ = ('topic_name', 'partitions')
+        _FIELDS = __slots__
+
+        def __init__(self, *, topic_name: str = '', partitions: list[DescribeQuorumRequest.TopicData.PartitionData] | _Unset = _UNSET) -> None:
+            self.topic_name = topic_name
+            self.partitions = [] if partitions is _UNSET else partitions
+
+    API_KEY = 55
+    API_NAME = 'DescribeQuorum'
+    VALID_VERSIONS = (0, 2)
+    FLEXIBLE_MIN = 0
+    LATEST_VERSION_UNSTABLE = False
+    topics: list[DescribeQuorumRequest.TopicData]
+    __slots__ = ('topics',)
+    _FIELDS = __slots__
+
+    def __init__(self, *, topics: list[DescribeQuorumRequest.TopicData] | _Unset = _UNSET) -> None:
+        self.topics = [] if topics is _UNSET else topics
 
 
 _C_Request = DescribeQuorumRequest
@@ -275,7 +278,7 @@ _C_Response_Node = DescribeQuorumResponse.Node
 _C_Response_Listener = DescribeQuorumResponse.Node.Listener
 
 
-def _d_Request_PartitionData_v0(buf, pos):
+def _d_Request_PartitionData_v0(buf: memoryview, pos: int) -> tuple[DescribeQuorumRequest.TopicData.PartitionData, int]:
     o = _new(_C_Request_PartitionData)
     o.partition_index, = _U_i(buf, pos)
     pos += 4
@@ -286,19 +289,19 @@ def _d_Request_PartitionData_v0(buf, pos):
     return o, pos
 
 
-def _d_Request_TopicData_v0(buf, pos):
+def _d_Request_TopicData_v0(buf: memoryview, pos: int) -> tuple[DescribeQuorumRequest.TopicData, int]:
     o = _new(_C_Request_TopicData)
     o.topic_name, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[DescribeQuorumRequest.TopicData.PartitionData] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_PartitionData_v0(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Request_PartitionData_v0(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -306,18 +309,18 @@ def _d_Request_TopicData_v0(buf, pos):
     return o, pos
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[DescribeQuorumRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[DescribeQuorumRequest.TopicData] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_TopicData_v0(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_TopicData_v0(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -325,38 +328,38 @@ def _d_Request_v0(buf, pos):
     return o, pos
 
 
-def _e_Request_PartitionData_v0(o, out):
+def _e_Request_PartitionData_v0(o: DescribeQuorumRequest.TopicData.PartitionData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.partition_index))
     ap(b'\x00')
 
 
-def _e_Request_TopicData_v0(o, out):
+def _e_Request_TopicData_v0(o: DescribeQuorumRequest.TopicData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.topic_name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_PartitionData_v0(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Request_PartitionData_v0(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: DescribeQuorumRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_TopicData_v0(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_TopicData_v0(e_topics, out)
     ap(b'\x00')
 
 
-def _d_Response_ReplicaState_v0(buf, pos):
+def _d_Response_ReplicaState_v0(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse.ReplicaState, int]:
     o = _new(_C_Response_ReplicaState)
     o.replica_directory_id = _ZERO_UUID
     o.last_fetch_timestamp = -1
@@ -370,7 +373,7 @@ def _d_Response_ReplicaState_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_PartitionData_v0(buf, pos):
+def _d_Response_PartitionData_v0(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse.TopicData.PartitionData, int]:
     o = _new(_C_Response_PartitionData)
     o.error_message = ''
     o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.high_watermark = _U_ihiiq(buf, pos)
@@ -379,22 +382,22 @@ def _d_Response_PartitionData_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field current_voters is null')
     else:
-        l = []
-        ap = l.append
+        l_current_voters: list[DescribeQuorumResponse.ReplicaState] = []
+        ap_current_voters = l_current_voters.append
         for _ in range(n):
-            e, pos = _d_Response_ReplicaState_v0(buf, pos)
-            ap(e)
-        o.current_voters = l
+            e_current_voters, pos = _d_Response_ReplicaState_v0(buf, pos)
+            ap_current_voters(e_current_voters)
+        o.current_voters = l_current_voters
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field observers is null')
     else:
-        l = []
-        ap = l.append
+        l_observers: list[DescribeQuorumResponse.ReplicaState] = []
+        ap_observers = l_observers.append
         for _ in range(n):
-            e, pos = _d_Response_ReplicaState_v0(buf, pos)
-            ap(e)
-        o.observers = l
+            e_observers, pos = _d_Response_ReplicaState_v0(buf, pos)
+            ap_observers(e_observers)
+        o.observers = l_observers
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -402,19 +405,19 @@ def _d_Response_PartitionData_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_TopicData_v0(buf, pos):
+def _d_Response_TopicData_v0(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse.TopicData, int]:
     o = _new(_C_Response_TopicData)
     o.topic_name, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[DescribeQuorumResponse.TopicData.PartitionData] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_PartitionData_v0(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_PartitionData_v0(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -422,7 +425,7 @@ def _d_Response_TopicData_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse, int]:
     o = _new(_C_Response)
     o.error_message = ''
     o.nodes = []
@@ -432,12 +435,12 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[DescribeQuorumResponse.TopicData] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_TopicData_v0(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_TopicData_v0(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -445,7 +448,7 @@ def _d_Response_v0(buf, pos):
     return o, pos
 
 
-def _e_Response_ReplicaState_v0(o, out):
+def _e_Response_ReplicaState_v0(o: DescribeQuorumResponse.ReplicaState, out: list[_Bytes]) -> None:
     ap = out.append
     if o.replica_directory_id != _ZERO_UUID:
         raise _UnsupportedVersionError('attempted to write a non-default replica_directory_id at version 0')
@@ -453,55 +456,55 @@ def _e_Response_ReplicaState_v0(o, out):
     ap(b'\x00')
 
 
-def _e_Response_PartitionData_v0(o, out):
+def _e_Response_PartitionData_v0(o: DescribeQuorumResponse.TopicData.PartitionData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ihiiq(o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.high_watermark))
-    l = o.current_voters
-    if l is None:
+    l_current_voters = o.current_voters
+    if l_current_voters is None:
         raise ValueError('non-nullable field current_voters is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ReplicaState_v0(e, out)
-    l = o.observers
-    if l is None:
+        ap(_uv(len(l_current_voters) + 1))
+        for e_current_voters in l_current_voters:
+            _e_Response_ReplicaState_v0(e_current_voters, out)
+    l_observers = o.observers
+    if l_observers is None:
         raise ValueError('non-nullable field observers is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ReplicaState_v0(e, out)
+        ap(_uv(len(l_observers) + 1))
+        for e_observers in l_observers:
+            _e_Response_ReplicaState_v0(e_observers, out)
     ap(b'\x00')
 
 
-def _e_Response_TopicData_v0(o, out):
+def _e_Response_TopicData_v0(o: DescribeQuorumResponse.TopicData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.topic_name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_PartitionData_v0(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_PartitionData_v0(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: DescribeQuorumResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.nodes is None or len(o.nodes) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default nodes at version 0')
     ap(_P_h(o.error_code))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_TopicData_v0(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_TopicData_v0(e_topics, out)
     ap(b'\x00')
 
 
-def _d_Response_ReplicaState_v1(buf, pos):
+def _d_Response_ReplicaState_v1(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse.ReplicaState, int]:
     o = _new(_C_Response_ReplicaState)
     o.replica_directory_id = _ZERO_UUID
     o.replica_id, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp = _U_iqqq(buf, pos)
@@ -513,7 +516,7 @@ def _d_Response_ReplicaState_v1(buf, pos):
     return o, pos
 
 
-def _d_Response_PartitionData_v1(buf, pos):
+def _d_Response_PartitionData_v1(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse.TopicData.PartitionData, int]:
     o = _new(_C_Response_PartitionData)
     o.error_message = ''
     o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.high_watermark = _U_ihiiq(buf, pos)
@@ -522,22 +525,22 @@ def _d_Response_PartitionData_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field current_voters is null')
     else:
-        l = []
-        ap = l.append
+        l_current_voters: list[DescribeQuorumResponse.ReplicaState] = []
+        ap_current_voters = l_current_voters.append
         for _ in range(n):
-            e, pos = _d_Response_ReplicaState_v1(buf, pos)
-            ap(e)
-        o.current_voters = l
+            e_current_voters, pos = _d_Response_ReplicaState_v1(buf, pos)
+            ap_current_voters(e_current_voters)
+        o.current_voters = l_current_voters
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field observers is null')
     else:
-        l = []
-        ap = l.append
+        l_observers: list[DescribeQuorumResponse.ReplicaState] = []
+        ap_observers = l_observers.append
         for _ in range(n):
-            e, pos = _d_Response_ReplicaState_v1(buf, pos)
-            ap(e)
-        o.observers = l
+            e_observers, pos = _d_Response_ReplicaState_v1(buf, pos)
+            ap_observers(e_observers)
+        o.observers = l_observers
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -545,19 +548,19 @@ def _d_Response_PartitionData_v1(buf, pos):
     return o, pos
 
 
-def _d_Response_TopicData_v1(buf, pos):
+def _d_Response_TopicData_v1(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse.TopicData, int]:
     o = _new(_C_Response_TopicData)
     o.topic_name, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[DescribeQuorumResponse.TopicData.PartitionData] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_PartitionData_v1(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_PartitionData_v1(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -565,7 +568,7 @@ def _d_Response_TopicData_v1(buf, pos):
     return o, pos
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse, int]:
     o = _new(_C_Response)
     o.error_message = ''
     o.nodes = []
@@ -575,12 +578,12 @@ def _d_Response_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[DescribeQuorumResponse.TopicData] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_TopicData_v1(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_TopicData_v1(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -588,7 +591,7 @@ def _d_Response_v1(buf, pos):
     return o, pos
 
 
-def _e_Response_ReplicaState_v1(o, out):
+def _e_Response_ReplicaState_v1(o: DescribeQuorumResponse.ReplicaState, out: list[_Bytes]) -> None:
     ap = out.append
     if o.replica_directory_id != _ZERO_UUID:
         raise _UnsupportedVersionError('attempted to write a non-default replica_directory_id at version 1')
@@ -596,55 +599,55 @@ def _e_Response_ReplicaState_v1(o, out):
     ap(b'\x00')
 
 
-def _e_Response_PartitionData_v1(o, out):
+def _e_Response_PartitionData_v1(o: DescribeQuorumResponse.TopicData.PartitionData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ihiiq(o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.high_watermark))
-    l = o.current_voters
-    if l is None:
+    l_current_voters = o.current_voters
+    if l_current_voters is None:
         raise ValueError('non-nullable field current_voters is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ReplicaState_v1(e, out)
-    l = o.observers
-    if l is None:
+        ap(_uv(len(l_current_voters) + 1))
+        for e_current_voters in l_current_voters:
+            _e_Response_ReplicaState_v1(e_current_voters, out)
+    l_observers = o.observers
+    if l_observers is None:
         raise ValueError('non-nullable field observers is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ReplicaState_v1(e, out)
+        ap(_uv(len(l_observers) + 1))
+        for e_observers in l_observers:
+            _e_Response_ReplicaState_v1(e_observers, out)
     ap(b'\x00')
 
 
-def _e_Response_TopicData_v1(o, out):
+def _e_Response_TopicData_v1(o: DescribeQuorumResponse.TopicData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.topic_name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_PartitionData_v1(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_PartitionData_v1(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: DescribeQuorumResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.nodes is None or len(o.nodes) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default nodes at version 1')
     ap(_P_h(o.error_code))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_TopicData_v1(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_TopicData_v1(e_topics, out)
     ap(b'\x00')
 
 
-def _d_Response_ReplicaState_v2(buf, pos):
+def _d_Response_ReplicaState_v2(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse.ReplicaState, int]:
     o = _new(_C_Response_ReplicaState)
     o.replica_id, = _U_i(buf, pos)
     pos += 4
@@ -658,7 +661,7 @@ def _d_Response_ReplicaState_v2(buf, pos):
     return o, pos
 
 
-def _d_Response_PartitionData_v2(buf, pos):
+def _d_Response_PartitionData_v2(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse.TopicData.PartitionData, int]:
     o = _new(_C_Response_PartitionData)
     o.partition_index, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -669,22 +672,22 @@ def _d_Response_PartitionData_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field current_voters is null')
     else:
-        l = []
-        ap = l.append
+        l_current_voters: list[DescribeQuorumResponse.ReplicaState] = []
+        ap_current_voters = l_current_voters.append
         for _ in range(n):
-            e, pos = _d_Response_ReplicaState_v2(buf, pos)
-            ap(e)
-        o.current_voters = l
+            e_current_voters, pos = _d_Response_ReplicaState_v2(buf, pos)
+            ap_current_voters(e_current_voters)
+        o.current_voters = l_current_voters
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field observers is null')
     else:
-        l = []
-        ap = l.append
+        l_observers: list[DescribeQuorumResponse.ReplicaState] = []
+        ap_observers = l_observers.append
         for _ in range(n):
-            e, pos = _d_Response_ReplicaState_v2(buf, pos)
-            ap(e)
-        o.observers = l
+            e_observers, pos = _d_Response_ReplicaState_v2(buf, pos)
+            ap_observers(e_observers)
+        o.observers = l_observers
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -692,19 +695,19 @@ def _d_Response_PartitionData_v2(buf, pos):
     return o, pos
 
 
-def _d_Response_TopicData_v2(buf, pos):
+def _d_Response_TopicData_v2(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse.TopicData, int]:
     o = _new(_C_Response_TopicData)
     o.topic_name, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[DescribeQuorumResponse.TopicData.PartitionData] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_PartitionData_v2(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_PartitionData_v2(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -712,7 +715,7 @@ def _d_Response_TopicData_v2(buf, pos):
     return o, pos
 
 
-def _d_Response_Listener_v2(buf, pos):
+def _d_Response_Listener_v2(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse.Node.Listener, int]:
     o = _new(_C_Response_Listener)
     o.name, pos = _r_cstr(buf, pos)
     o.host, pos = _r_cstr(buf, pos)
@@ -725,7 +728,7 @@ def _d_Response_Listener_v2(buf, pos):
     return o, pos
 
 
-def _d_Response_Node_v2(buf, pos):
+def _d_Response_Node_v2(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse.Node, int]:
     o = _new(_C_Response_Node)
     o.node_id, = _U_i(buf, pos)
     pos += 4
@@ -733,12 +736,12 @@ def _d_Response_Node_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field listeners is null')
     else:
-        l = []
-        ap = l.append
+        l_listeners: list[DescribeQuorumResponse.Node.Listener] = []
+        ap_listeners = l_listeners.append
         for _ in range(n):
-            e, pos = _d_Response_Listener_v2(buf, pos)
-            ap(e)
-        o.listeners = l
+            e_listeners, pos = _d_Response_Listener_v2(buf, pos)
+            ap_listeners(e_listeners)
+        o.listeners = l_listeners
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -746,7 +749,7 @@ def _d_Response_Node_v2(buf, pos):
     return o, pos
 
 
-def _d_Response_v2(buf, pos):
+def _d_Response_v2(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse, int]:
     o = _new(_C_Response)
     o.error_code, = _U_h(buf, pos)
     pos += 2
@@ -755,22 +758,22 @@ def _d_Response_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[DescribeQuorumResponse.TopicData] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_TopicData_v2(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_TopicData_v2(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field nodes is null')
     else:
-        l = []
-        ap = l.append
+        l_nodes: list[DescribeQuorumResponse.Node] = []
+        ap_nodes = l_nodes.append
         for _ in range(n):
-            e, pos = _d_Response_Node_v2(buf, pos)
-            ap(e)
-        o.nodes = l
+            e_nodes, pos = _d_Response_Node_v2(buf, pos)
+            ap_nodes(e_nodes)
+        o.nodes = l_nodes
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -778,7 +781,7 @@ def _d_Response_v2(buf, pos):
     return o, pos
 
 
-def _e_Response_ReplicaState_v2(o, out):
+def _e_Response_ReplicaState_v2(o: DescribeQuorumResponse.ReplicaState, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.replica_id))
     ap(o.replica_directory_id.bytes)
@@ -786,42 +789,42 @@ def _e_Response_ReplicaState_v2(o, out):
     ap(b'\x00')
 
 
-def _e_Response_PartitionData_v2(o, out):
+def _e_Response_PartitionData_v2(o: DescribeQuorumResponse.TopicData.PartitionData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.partition_index, o.error_code))
     ap(_e_cnstr(o.error_message))
     ap(_P_iiq(o.leader_id, o.leader_epoch, o.high_watermark))
-    l = o.current_voters
-    if l is None:
+    l_current_voters = o.current_voters
+    if l_current_voters is None:
         raise ValueError('non-nullable field current_voters is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ReplicaState_v2(e, out)
-    l = o.observers
-    if l is None:
+        ap(_uv(len(l_current_voters) + 1))
+        for e_current_voters in l_current_voters:
+            _e_Response_ReplicaState_v2(e_current_voters, out)
+    l_observers = o.observers
+    if l_observers is None:
         raise ValueError('non-nullable field observers is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ReplicaState_v2(e, out)
+        ap(_uv(len(l_observers) + 1))
+        for e_observers in l_observers:
+            _e_Response_ReplicaState_v2(e_observers, out)
     ap(b'\x00')
 
 
-def _e_Response_TopicData_v2(o, out):
+def _e_Response_TopicData_v2(o: DescribeQuorumResponse.TopicData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.topic_name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_PartitionData_v2(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_PartitionData_v2(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Response_Listener_v2(o, out):
+def _e_Response_Listener_v2(o: DescribeQuorumResponse.Node.Listener, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
     ap(_e_cstr(o.host))
@@ -829,37 +832,37 @@ def _e_Response_Listener_v2(o, out):
     ap(b'\x00')
 
 
-def _e_Response_Node_v2(o, out):
+def _e_Response_Node_v2(o: DescribeQuorumResponse.Node, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.node_id))
-    l = o.listeners
-    if l is None:
+    l_listeners = o.listeners
+    if l_listeners is None:
         raise ValueError('non-nullable field listeners is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_Listener_v2(e, out)
+        ap(_uv(len(l_listeners) + 1))
+        for e_listeners in l_listeners:
+            _e_Response_Listener_v2(e_listeners, out)
     ap(b'\x00')
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: DescribeQuorumResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_cnstr(o.error_message))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_TopicData_v2(e, out)
-    l = o.nodes
-    if l is None:
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_TopicData_v2(e_topics, out)
+    l_nodes = o.nodes
+    if l_nodes is None:
         raise ValueError('non-nullable field nodes is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_Node_v2(e, out)
+        ap(_uv(len(l_nodes) + 1))
+        for e_nodes in l_nodes:
+            _e_Response_Node_v2(e_nodes, out)
     ap(b'\x00')
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,63 +60,6 @@ _U_i = _S('>i').unpack_from
 _P_i = _S('>i').pack
 
 __all__ = ['DescribeTopicPartitionsRequest', 'DescribeTopicPartitionsResponse']
-
-
-class DescribeTopicPartitionsRequest(_Message):
-    """DescribeTopicPartitionsRequest: API key 75, versions 0, flexible 0+.
-
-    Fields (versions):
-        topics: []TopicRequest (0+)
-        response_partition_limit: int32 (0+)
-        cursor: Cursor (0+, nullable 0+)
-    """
-
-    class TopicRequest(_Struct):
-        """TopicRequest
-
-        Fields (versions):
-            name: string (0+)
-        """
-
-        name: str
-        __slots__ = ('name',)
-        _FIELDS = __slots__
-
-        def __init__(self, *, name=''):
-            self.name = name
-
-    class Cursor(_Struct):
-        """Cursor
-
-        Fields (versions):
-            topic_name: string (0+)
-            partition_index: int32 (0+)
-        """
-
-        topic_name: str
-        partition_index: int
-        __slots__ = ('topic_name', 'partition_index')
-        _FIELDS = __slots__
-
-        def __init__(self, *, topic_name='', partition_index=0):
-            self.topic_name = topic_name
-            self.partition_index = partition_index
-
-    API_KEY = 75
-    API_NAME = 'DescribeTopicPartitions'
-    VALID_VERSIONS = (0, 0)
-    FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = False
-    topics: list[DescribeTopicPartitionsRequest.TopicRequest]
-    response_partition_limit: int
-    cursor: DescribeTopicPartitionsRequest.Cursor | None
-    __slots__ = ('topics', 'response_partition_limit', 'cursor')
-    _FIELDS = __slots__
-
-    def __init__(self, *, topics=_UNSET, response_partition_limit=2000, cursor=None):
-        self.topics = [] if topics is _UNSET else topics
-        self.response_partition_limit = response_partition_limit
-        self.cursor = cursor
 
 
 class DescribeTopicPartitionsResponse(_Message):
@@ -164,7 +110,7 @@ class DescribeTopicPartitionsResponse(_Message):
             __slots__ = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'eligible_leader_replicas', 'last_known_elr', 'offline_replicas')
             _FIELDS = __slots__
 
-            def __init__(self, *, error_code=0, partition_index=0, leader_id=0, leader_epoch=-1, replica_nodes=_UNSET, isr_nodes=_UNSET, eligible_leader_replicas=None, last_known_elr=None, offline_replicas=_UNSET):
+            def __init__(self, *, error_code: int = 0, partition_index: int = 0, leader_id: int = 0, leader_epoch: int = -1, replica_nodes: list[int] | _Unset = _UNSET, isr_nodes: list[int] | _Unset = _UNSET, eligible_leader_replicas: list[int] | None = None, last_known_elr: list[int] | None = None, offline_replicas: list[int] | _Unset = _UNSET) -> None:
                 self.error_code = error_code
                 self.partition_index = partition_index
                 self.leader_id = leader_id
@@ -184,7 +130,7 @@ class DescribeTopicPartitionsResponse(_Message):
         __slots__ = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations')
         _FIELDS = __slots__
 
-        def __init__(self, *, error_code=0, name='', topic_id=_ZERO_UUID, is_internal=False, partitions=_UNSET, topic_authorized_operations=-2147483648):
+        def __init__(self, *, error_code: int = 0, name: str | None = '', topic_id: _uuid.UUID = _ZERO_UUID, is_internal: bool = False, partitions: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition] | _Unset = _UNSET, topic_authorized_operations: int = -2147483648) -> None:
             self.error_code = error_code
             self.name = name
             self.topic_id = topic_id
@@ -205,7 +151,7 @@ class DescribeTopicPartitionsResponse(_Message):
         __slots__ = ('topic_name', 'partition_index')
         _FIELDS = __slots__
 
-        def __init__(self, *, topic_name='', partition_index=0):
+        def __init__(self, *, topic_name: str = '', partition_index: int = 0) -> None:
             self.topic_name = topic_name
             self.partition_index = partition_index
 
@@ -220,10 +166,67 @@ class DescribeTopicPartitionsResponse(_Message):
     __slots__ = ('throttle_time_ms', 'topics', 'next_cursor')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, topics=_UNSET, next_cursor=None):
+    def __init__(self, *, throttle_time_ms: int = 0, topics: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic] | _Unset = _UNSET, next_cursor: DescribeTopicPartitionsResponse.Cursor | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _UNSET else topics
         self.next_cursor = next_cursor
+
+
+class DescribeTopicPartitionsRequest(_Request[DescribeTopicPartitionsResponse]):
+    """DescribeTopicPartitionsRequest: API key 75, versions 0, flexible 0+.
+
+    Fields (versions):
+        topics: []TopicRequest (0+)
+        response_partition_limit: int32 (0+)
+        cursor: Cursor (0+, nullable 0+)
+    """
+
+    class TopicRequest(_Struct):
+        """TopicRequest
+
+        Fields (versions):
+            name: string (0+)
+        """
+
+        name: str
+        __slots__ = ('name',)
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '') -> None:
+            self.name = name
+
+    class Cursor(_Struct):
+        """Cursor
+
+        Fields (versions):
+            topic_name: string (0+)
+            partition_index: int32 (0+)
+        """
+
+        topic_name: str
+        partition_index: int
+        __slots__ = ('topic_name', 'partition_index')
+        _FIELDS = __slots__
+
+        def __init__(self, *, topic_name: str = '', partition_index: int = 0) -> None:
+            self.topic_name = topic_name
+            self.partition_index = partition_index
+
+    API_KEY = 75
+    API_NAME = 'DescribeTopicPartitions'
+    VALID_VERSIONS = (0, 0)
+    FLEXIBLE_MIN = 0
+    LATEST_VERSION_UNSTABLE = False
+    topics: list[DescribeTopicPartitionsRequest.TopicRequest]
+    response_partition_limit: int
+    cursor: DescribeTopicPartitionsRequest.Cursor | None
+    __slots__ = ('topics', 'response_partition_limit', 'cursor')
+    _FIELDS = __slots__
+
+    def __init__(self, *, topics: list[DescribeTopicPartitionsRequest.TopicRequest] | _Unset = _UNSET, response_partition_limit: int = 2000, cursor: DescribeTopicPartitionsRequest.Cursor | None = None) -> None:
+        self.topics = [] if topics is _UNSET else topics
+        self.response_partition_limit = response_partition_limit
+        self.cursor = cursor
 
 
 _C_Request = DescribeTopicPartitionsRequest
@@ -235,7 +238,7 @@ _C_Response_DescribeTopicPartitionsResponsePartition = DescribeTopicPartitionsRe
 _C_Response_Cursor = DescribeTopicPartitionsResponse.Cursor
 
 
-def _d_Request_TopicRequest_v0(buf, pos):
+def _d_Request_TopicRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsRequest.TopicRequest, int]:
     o = _new(_C_Request_TopicRequest)
     o.name, pos = _r_cstr(buf, pos)
     if buf[pos]:
@@ -245,7 +248,7 @@ def _d_Request_TopicRequest_v0(buf, pos):
     return o, pos
 
 
-def _d_Request_Cursor_v0(buf, pos):
+def _d_Request_Cursor_v0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsRequest.Cursor, int]:
     o = _new(_C_Request_Cursor)
     o.topic_name, pos = _r_cstr(buf, pos)
     o.partition_index, = _U_i(buf, pos)
@@ -257,18 +260,18 @@ def _d_Request_Cursor_v0(buf, pos):
     return o, pos
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[DescribeTopicPartitionsRequest.TopicRequest] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_TopicRequest_v0(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_TopicRequest_v0(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.response_partition_limit, = _U_i(buf, pos)
     pos += 4
     m, = _U_b(buf, pos)
@@ -284,39 +287,39 @@ def _d_Request_v0(buf, pos):
     return o, pos
 
 
-def _e_Request_TopicRequest_v0(o, out):
+def _e_Request_TopicRequest_v0(o: DescribeTopicPartitionsRequest.TopicRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
     ap(b'\x00')
 
 
-def _e_Request_Cursor_v0(o, out):
+def _e_Request_Cursor_v0(o: DescribeTopicPartitionsRequest.Cursor, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.topic_name))
     ap(_P_i(o.partition_index))
     ap(b'\x00')
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: DescribeTopicPartitionsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_TopicRequest_v0(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_TopicRequest_v0(e_topics, out)
     ap(_P_i(o.response_partition_limit))
-    s = o.cursor
-    if s is None:
+    s_cursor = o.cursor
+    if s_cursor is None:
         ap(b'\xff')
     else:
         ap(b'\x01')
-        _e_Request_Cursor_v0(s, out)
+        _e_Request_Cursor_v0(s_cursor, out)
     ap(b'\x00')
 
 
-def _d_Response_DescribeTopicPartitionsResponsePartition_v0(buf, pos):
+def _d_Response_DescribeTopicPartitionsResponsePartition_v0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition, int]:
     o = _new(_C_Response_DescribeTopicPartitionsResponsePartition)
     o.error_code, o.partition_index, o.leader_id, o.leader_epoch = _U_hiii(buf, pos)
     pos += 14
@@ -352,7 +355,7 @@ def _d_Response_DescribeTopicPartitionsResponsePartition_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_DescribeTopicPartitionsResponseTopic_v0(buf, pos):
+def _d_Response_DescribeTopicPartitionsResponseTopic_v0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic, int]:
     o = _new(_C_Response_DescribeTopicPartitionsResponseTopic)
     o.error_code, = _U_h(buf, pos)
     pos += 2
@@ -364,12 +367,12 @@ def _d_Response_DescribeTopicPartitionsResponseTopic_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeTopicPartitionsResponsePartition_v0(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_DescribeTopicPartitionsResponsePartition_v0(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     o.topic_authorized_operations, = _U_i(buf, pos)
     pos += 4
     if buf[pos]:
@@ -379,7 +382,7 @@ def _d_Response_DescribeTopicPartitionsResponseTopic_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_Cursor_v0(buf, pos):
+def _d_Response_Cursor_v0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsResponse.Cursor, int]:
     o = _new(_C_Response_Cursor)
     o.topic_name, pos = _r_cstr(buf, pos)
     o.partition_index, = _U_i(buf, pos)
@@ -391,7 +394,7 @@ def _d_Response_Cursor_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -399,12 +402,12 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeTopicPartitionsResponseTopic_v0(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_DescribeTopicPartitionsResponseTopic_v0(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     m, = _U_b(buf, pos)
     pos += 1
     if m < 0:
@@ -418,82 +421,82 @@ def _d_Response_v0(buf, pos):
     return o, pos
 
 
-def _e_Response_DescribeTopicPartitionsResponsePartition_v0(o, out):
+def _e_Response_DescribeTopicPartitionsResponsePartition_v0(o: DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_hiii(o.error_code, o.partition_index, o.leader_id, o.leader_epoch))
-    l = o.replica_nodes
-    if l is None:
+    l_replica_nodes = o.replica_nodes
+    if l_replica_nodes is None:
         raise ValueError('non-nullable field replica_nodes is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
-    l = o.isr_nodes
-    if l is None:
+        ap(_uv(len(l_replica_nodes) + 1))
+        ap(_e_fixed(l_replica_nodes, 'i'))
+    l_isr_nodes = o.isr_nodes
+    if l_isr_nodes is None:
         raise ValueError('non-nullable field isr_nodes is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
-    l = o.eligible_leader_replicas
-    if l is None:
+        ap(_uv(len(l_isr_nodes) + 1))
+        ap(_e_fixed(l_isr_nodes, 'i'))
+    l_eligible_leader_replicas = o.eligible_leader_replicas
+    if l_eligible_leader_replicas is None:
         ap(_NULL_UV)
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
-    l = o.last_known_elr
-    if l is None:
+        ap(_uv(len(l_eligible_leader_replicas) + 1))
+        ap(_e_fixed(l_eligible_leader_replicas, 'i'))
+    l_last_known_elr = o.last_known_elr
+    if l_last_known_elr is None:
         ap(_NULL_UV)
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
-    l = o.offline_replicas
-    if l is None:
+        ap(_uv(len(l_last_known_elr) + 1))
+        ap(_e_fixed(l_last_known_elr, 'i'))
+    l_offline_replicas = o.offline_replicas
+    if l_offline_replicas is None:
         raise ValueError('non-nullable field offline_replicas is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
+        ap(_uv(len(l_offline_replicas) + 1))
+        ap(_e_fixed(l_offline_replicas, 'i'))
     ap(b'\x00')
 
 
-def _e_Response_DescribeTopicPartitionsResponseTopic_v0(o, out):
+def _e_Response_DescribeTopicPartitionsResponseTopic_v0(o: DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_cnstr(o.name))
     ap(o.topic_id.bytes)
     ap(_P_z(o.is_internal))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DescribeTopicPartitionsResponsePartition_v0(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_DescribeTopicPartitionsResponsePartition_v0(e_partitions, out)
     ap(_P_i(o.topic_authorized_operations))
     ap(b'\x00')
 
 
-def _e_Response_Cursor_v0(o, out):
+def _e_Response_Cursor_v0(o: DescribeTopicPartitionsResponse.Cursor, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.topic_name))
     ap(_P_i(o.partition_index))
     ap(b'\x00')
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: DescribeTopicPartitionsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DescribeTopicPartitionsResponseTopic_v0(e, out)
-    s = o.next_cursor
-    if s is None:
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_DescribeTopicPartitionsResponseTopic_v0(e_topics, out)
+    s_next_cursor = o.next_cursor
+    if s_next_cursor is None:
         ap(b'\xff')
     else:
         ap(b'\x01')
-        _e_Response_Cursor_v0(s, out)
+        _e_Response_Cursor_v0(s_next_cursor, out)
     ap(b'\x00')
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,26 +60,6 @@ _P_iqqh = _S('>iqqh').pack
 __all__ = ['DescribeTransactionsRequest', 'DescribeTransactionsResponse']
 
 
-class DescribeTransactionsRequest(_Message):
-    """DescribeTransactionsRequest: API key 65, versions 0, flexible 0+.
-
-    Fields (versions):
-        transactional_ids: []string (0+)
-    """
-
-    API_KEY = 65
-    API_NAME = 'DescribeTransactions'
-    VALID_VERSIONS = (0, 0)
-    FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = False
-    transactional_ids: list[str]
-    __slots__ = ('transactional_ids',)
-    _FIELDS = __slots__
-
-    def __init__(self, *, transactional_ids=_UNSET):
-        self.transactional_ids = [] if transactional_ids is _UNSET else transactional_ids
-
-
 class DescribeTransactionsResponse(_Message):
     """DescribeTransactionsResponse: API key 65, versions 0, flexible 0+.
 
@@ -112,7 +95,7 @@ class DescribeTransactionsResponse(_Message):
             __slots__ = ('topic', 'partitions')
             _FIELDS = __slots__
 
-            def __init__(self, *, topic='', partitions=_UNSET):
+            def __init__(self, *, topic: str = '', partitions: list[int] | _Unset = _UNSET) -> None:
                 self.topic = topic
                 self.partitions = [] if partitions is _UNSET else partitions
 
@@ -127,7 +110,7 @@ class DescribeTransactionsResponse(_Message):
         __slots__ = ('error_code', 'transactional_id', 'transaction_state', 'transaction_timeout_ms', 'transaction_start_time_ms', 'producer_id', 'producer_epoch', 'topics')
         _FIELDS = __slots__
 
-        def __init__(self, *, error_code=0, transactional_id='', transaction_state='', transaction_timeout_ms=0, transaction_start_time_ms=0, producer_id=0, producer_epoch=0, topics=_UNSET):
+        def __init__(self, *, error_code: int = 0, transactional_id: str = '', transaction_state: str = '', transaction_timeout_ms: int = 0, transaction_start_time_ms: int = 0, producer_id: int = 0, producer_epoch: int = 0, topics: list[DescribeTransactionsResponse.TransactionState.TopicData] | _Unset = _UNSET) -> None:
             self.error_code = error_code
             self.transactional_id = transactional_id
             self.transaction_state = transaction_state
@@ -147,9 +130,29 @@ class DescribeTransactionsResponse(_Message):
     __slots__ = ('throttle_time_ms', 'transaction_states')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, transaction_states=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, transaction_states: list[DescribeTransactionsResponse.TransactionState] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.transaction_states = [] if transaction_states is _UNSET else transaction_states
+
+
+class DescribeTransactionsRequest(_Request[DescribeTransactionsResponse]):
+    """DescribeTransactionsRequest: API key 65, versions 0, flexible 0+.
+
+    Fields (versions):
+        transactional_ids: []string (0+)
+    """
+
+    API_KEY = 65
+    API_NAME = 'DescribeTransactions'
+    VALID_VERSIONS = (0, 0)
+    FLEXIBLE_MIN = 0
+    LATEST_VERSION_UNSTABLE = False
+    transactional_ids: list[str]
+    __slots__ = ('transactional_ids',)
+    _FIELDS = __slots__
+
+    def __init__(self, *, transactional_ids: list[str] | _Unset = _UNSET) -> None:
+        self.transactional_ids = [] if transactional_ids is _UNSET else transactional_ids
 
 
 _C_Request = DescribeTransactionsRequest
@@ -158,18 +161,18 @@ _C_Response_TransactionState = DescribeTransactionsResponse.TransactionState
 _C_Response_TopicData = DescribeTransactionsResponse.TransactionState.TopicData
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[DescribeTransactionsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field transactional_ids is null')
     else:
-        l = []
-        ap = l.append
+        l_transactional_ids: list[str] = []
+        ap_transactional_ids = l_transactional_ids.append
         for _ in range(n):
-            e, pos = _r_cstr(buf, pos)
-            ap(e)
-        o.transactional_ids = l
+            e_transactional_ids, pos = _r_cstr(buf, pos)
+            ap_transactional_ids(e_transactional_ids)
+        o.transactional_ids = l_transactional_ids
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -177,19 +180,19 @@ def _d_Request_v0(buf, pos):
     return o, pos
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: DescribeTransactionsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.transactional_ids
-    if l is None:
+    l_transactional_ids = o.transactional_ids
+    if l_transactional_ids is None:
         raise ValueError('non-nullable field transactional_ids is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            ap(_e_cstr(e))
+        ap(_uv(len(l_transactional_ids) + 1))
+        for e_transactional_ids in l_transactional_ids:
+            ap(_e_cstr(e_transactional_ids))
     ap(b'\x00')
 
 
-def _d_Response_TopicData_v0(buf, pos):
+def _d_Response_TopicData_v0(buf: memoryview, pos: int) -> tuple[DescribeTransactionsResponse.TransactionState.TopicData, int]:
     o = _new(_C_Response_TopicData)
     o.topic, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
@@ -204,7 +207,7 @@ def _d_Response_TopicData_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_TransactionState_v0(buf, pos):
+def _d_Response_TransactionState_v0(buf: memoryview, pos: int) -> tuple[DescribeTransactionsResponse.TransactionState, int]:
     o = _new(_C_Response_TransactionState)
     o.error_code, = _U_h(buf, pos)
     pos += 2
@@ -216,12 +219,12 @@ def _d_Response_TransactionState_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[DescribeTransactionsResponse.TransactionState.TopicData] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_TopicData_v0(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_TopicData_v0(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -229,7 +232,7 @@ def _d_Response_TransactionState_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[DescribeTransactionsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -237,12 +240,12 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field transaction_states is null')
     else:
-        l = []
-        ap = l.append
+        l_transaction_states: list[DescribeTransactionsResponse.TransactionState] = []
+        ap_transaction_states = l_transaction_states.append
         for _ in range(n):
-            e, pos = _d_Response_TransactionState_v0(buf, pos)
-            ap(e)
-        o.transaction_states = l
+            e_transaction_states, pos = _d_Response_TransactionState_v0(buf, pos)
+            ap_transaction_states(e_transaction_states)
+        o.transaction_states = l_transaction_states
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -250,44 +253,44 @@ def _d_Response_v0(buf, pos):
     return o, pos
 
 
-def _e_Response_TopicData_v0(o, out):
+def _e_Response_TopicData_v0(o: DescribeTransactionsResponse.TransactionState.TopicData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
+        ap(_uv(len(l_partitions) + 1))
+        ap(_e_fixed(l_partitions, 'i'))
     ap(b'\x00')
 
 
-def _e_Response_TransactionState_v0(o, out):
+def _e_Response_TransactionState_v0(o: DescribeTransactionsResponse.TransactionState, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_cstr(o.transactional_id))
     ap(_e_cstr(o.transaction_state))
     ap(_P_iqqh(o.transaction_timeout_ms, o.transaction_start_time_ms, o.producer_id, o.producer_epoch))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_TopicData_v0(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_TopicData_v0(e_topics, out)
     ap(b'\x00')
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: DescribeTransactionsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.transaction_states
-    if l is None:
+    l_transaction_states = o.transaction_states
+    if l_transaction_states is None:
         raise ValueError('non-nullable field transaction_states is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_TransactionState_v0(e, out)
+        ap(_uv(len(l_transaction_states) + 1))
+        for e_transaction_states in l_transaction_states:
+            _e_Response_TransactionState_v0(e_transaction_states, out)
     ap(b'\x00')
 
 

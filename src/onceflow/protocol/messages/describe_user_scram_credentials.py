@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -59,40 +62,6 @@ _P_ih = _S('>ih').pack
 __all__ = ['DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse']
 
 
-class DescribeUserScramCredentialsRequest(_Message):
-    """DescribeUserScramCredentialsRequest: API key 50, versions 0, flexible 0+.
-
-    Fields (versions):
-        users: []UserName (0+, nullable 0+)
-    """
-
-    class UserName(_Struct):
-        """UserName
-
-        Fields (versions):
-            name: string (0+)
-        """
-
-        name: str
-        __slots__ = ('name',)
-        _FIELDS = __slots__
-
-        def __init__(self, *, name=''):
-            self.name = name
-
-    API_KEY = 50
-    API_NAME = 'DescribeUserScramCredentials'
-    VALID_VERSIONS = (0, 0)
-    FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = False
-    users: list[DescribeUserScramCredentialsRequest.UserName] | None
-    __slots__ = ('users',)
-    _FIELDS = __slots__
-
-    def __init__(self, *, users=_UNSET):
-        self.users = [] if users is _UNSET else users
-
-
 class DescribeUserScramCredentialsResponse(_Message):
     """DescribeUserScramCredentialsResponse: API key 50, versions 0, flexible 0+.
 
@@ -126,7 +95,7 @@ class DescribeUserScramCredentialsResponse(_Message):
             __slots__ = ('mechanism', 'iterations')
             _FIELDS = __slots__
 
-            def __init__(self, *, mechanism=0, iterations=0):
+            def __init__(self, *, mechanism: int = 0, iterations: int = 0) -> None:
                 self.mechanism = mechanism
                 self.iterations = iterations
 
@@ -137,7 +106,7 @@ class DescribeUserScramCredentialsResponse(_Message):
         __slots__ = ('user', 'error_code', 'error_message', 'credential_infos')
         _FIELDS = __slots__
 
-        def __init__(self, *, user='', error_code=0, error_message='', credential_infos=_UNSET):
+        def __init__(self, *, user: str = '', error_code: int = 0, error_message: str | None = '', credential_infos: list[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.CredentialInfo] | _Unset = _UNSET) -> None:
             self.user = user
             self.error_code = error_code
             self.error_message = error_message
@@ -155,11 +124,45 @@ class DescribeUserScramCredentialsResponse(_Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'results')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message='', results=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', results: list[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
         self.results = [] if results is _UNSET else results
+
+
+class DescribeUserScramCredentialsRequest(_Request[DescribeUserScramCredentialsResponse]):
+    """DescribeUserScramCredentialsRequest: API key 50, versions 0, flexible 0+.
+
+    Fields (versions):
+        users: []UserName (0+, nullable 0+)
+    """
+
+    class UserName(_Struct):
+        """UserName
+
+        Fields (versions):
+            name: string (0+)
+        """
+
+        name: str
+        __slots__ = ('name',)
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '') -> None:
+            self.name = name
+
+    API_KEY = 50
+    API_NAME = 'DescribeUserScramCredentials'
+    VALID_VERSIONS = (0, 0)
+    FLEXIBLE_MIN = 0
+    LATEST_VERSION_UNSTABLE = False
+    users: list[DescribeUserScramCredentialsRequest.UserName] | None
+    __slots__ = ('users',)
+    _FIELDS = __slots__
+
+    def __init__(self, *, users: list[DescribeUserScramCredentialsRequest.UserName] | None | _Unset = _UNSET) -> None:
+        self.users = [] if users is _UNSET else users
 
 
 _C_Request = DescribeUserScramCredentialsRequest
@@ -169,7 +172,7 @@ _C_Response_DescribeUserScramCredentialsResult = DescribeUserScramCredentialsRes
 _C_Response_CredentialInfo = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.CredentialInfo
 
 
-def _d_Request_UserName_v0(buf, pos):
+def _d_Request_UserName_v0(buf: memoryview, pos: int) -> tuple[DescribeUserScramCredentialsRequest.UserName, int]:
     o = _new(_C_Request_UserName)
     o.name, pos = _r_cstr(buf, pos)
     if buf[pos]:
@@ -179,18 +182,18 @@ def _d_Request_UserName_v0(buf, pos):
     return o, pos
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[DescribeUserScramCredentialsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         o.users = None
     else:
-        l = []
-        ap = l.append
+        l_users: list[DescribeUserScramCredentialsRequest.UserName] = []
+        ap_users = l_users.append
         for _ in range(n):
-            e, pos = _d_Request_UserName_v0(buf, pos)
-            ap(e)
-        o.users = l
+            e_users, pos = _d_Request_UserName_v0(buf, pos)
+            ap_users(e_users)
+        o.users = l_users
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -198,25 +201,25 @@ def _d_Request_v0(buf, pos):
     return o, pos
 
 
-def _e_Request_UserName_v0(o, out):
+def _e_Request_UserName_v0(o: DescribeUserScramCredentialsRequest.UserName, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
     ap(b'\x00')
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: DescribeUserScramCredentialsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.users
-    if l is None:
+    l_users = o.users
+    if l_users is None:
         ap(_NULL_UV)
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_UserName_v0(e, out)
+        ap(_uv(len(l_users) + 1))
+        for e_users in l_users:
+            _e_Request_UserName_v0(e_users, out)
     ap(b'\x00')
 
 
-def _d_Response_CredentialInfo_v0(buf, pos):
+def _d_Response_CredentialInfo_v0(buf: memoryview, pos: int) -> tuple[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.CredentialInfo, int]:
     o = _new(_C_Response_CredentialInfo)
     o.mechanism, o.iterations = _U_bi(buf, pos)
     pos += 5
@@ -227,7 +230,7 @@ def _d_Response_CredentialInfo_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_DescribeUserScramCredentialsResult_v0(buf, pos):
+def _d_Response_DescribeUserScramCredentialsResult_v0(buf: memoryview, pos: int) -> tuple[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult, int]:
     o = _new(_C_Response_DescribeUserScramCredentialsResult)
     o.user, pos = _r_cstr(buf, pos)
     o.error_code, = _U_h(buf, pos)
@@ -237,12 +240,12 @@ def _d_Response_DescribeUserScramCredentialsResult_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field credential_infos is null')
     else:
-        l = []
-        ap = l.append
+        l_credential_infos: list[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.CredentialInfo] = []
+        ap_credential_infos = l_credential_infos.append
         for _ in range(n):
-            e, pos = _d_Response_CredentialInfo_v0(buf, pos)
-            ap(e)
-        o.credential_infos = l
+            e_credential_infos, pos = _d_Response_CredentialInfo_v0(buf, pos)
+            ap_credential_infos(e_credential_infos)
+        o.credential_infos = l_credential_infos
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -250,7 +253,7 @@ def _d_Response_DescribeUserScramCredentialsResult_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[DescribeUserScramCredentialsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -259,12 +262,12 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field results is null')
     else:
-        l = []
-        ap = l.append
+        l_results: list[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult] = []
+        ap_results = l_results.append
         for _ in range(n):
-            e, pos = _d_Response_DescribeUserScramCredentialsResult_v0(buf, pos)
-            ap(e)
-        o.results = l
+            e_results, pos = _d_Response_DescribeUserScramCredentialsResult_v0(buf, pos)
+            ap_results(e_results)
+        o.results = l_results
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -272,38 +275,38 @@ def _d_Response_v0(buf, pos):
     return o, pos
 
 
-def _e_Response_CredentialInfo_v0(o, out):
+def _e_Response_CredentialInfo_v0(o: DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.CredentialInfo, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_bi(o.mechanism, o.iterations))
     ap(b'\x00')
 
 
-def _e_Response_DescribeUserScramCredentialsResult_v0(o, out):
+def _e_Response_DescribeUserScramCredentialsResult_v0(o: DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.user))
     ap(_P_h(o.error_code))
     ap(_e_cnstr(o.error_message))
-    l = o.credential_infos
-    if l is None:
+    l_credential_infos = o.credential_infos
+    if l_credential_infos is None:
         raise ValueError('non-nullable field credential_infos is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_CredentialInfo_v0(e, out)
+        ap(_uv(len(l_credential_infos) + 1))
+        for e_credential_infos in l_credential_infos:
+            _e_Response_CredentialInfo_v0(e_credential_infos, out)
     ap(b'\x00')
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: DescribeUserScramCredentialsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     ap(_e_cnstr(o.error_message))
-    l = o.results
-    if l is None:
+    l_results = o.results
+    if l_results is None:
         raise ValueError('non-nullable field results is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_DescribeUserScramCredentialsResult_v0(e, out)
+        ap(_uv(len(l_results) + 1))
+        for e_results in l_results:
+            _e_Response_DescribeUserScramCredentialsResult_v0(e_results, out)
     ap(b'\x00')
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -55,49 +58,6 @@ _P_ih = _S('>ih').pack
 __all__ = ['ElectLeadersRequest', 'ElectLeadersResponse']
 
 
-class ElectLeadersRequest(_Message):
-    """ElectLeadersRequest: API key 43, versions 0-2, flexible 2+.
-
-    Fields (versions):
-        election_type: int8 (1+)
-        topic_partitions: []TopicPartitions (0+, nullable 0+)
-        timeout_ms: int32 (0+)
-    """
-
-    class TopicPartitions(_Struct):
-        """TopicPartitions
-
-        Fields (versions):
-            topic: string (0+)
-            partitions: []int32 (0+)
-        """
-
-        topic: str
-        partitions: list[int]
-        __slots__ = ('topic', 'partitions')
-        _FIELDS = __slots__
-
-        def __init__(self, *, topic='', partitions=_UNSET):
-            self.topic = topic
-            self.partitions = [] if partitions is _UNSET else partitions
-
-    API_KEY = 43
-    API_NAME = 'ElectLeaders'
-    VALID_VERSIONS = (0, 2)
-    FLEXIBLE_MIN = 2
-    LATEST_VERSION_UNSTABLE = False
-    election_type: int
-    topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None
-    timeout_ms: int
-    __slots__ = ('election_type', 'topic_partitions', 'timeout_ms')
-    _FIELDS = __slots__
-
-    def __init__(self, *, election_type=0, topic_partitions=_UNSET, timeout_ms=60000):
-        self.election_type = election_type
-        self.topic_partitions = [] if topic_partitions is _UNSET else topic_partitions
-        self.timeout_ms = timeout_ms
-
-
 class ElectLeadersResponse(_Message):
     """ElectLeadersResponse: API key 43, versions 0-2, flexible 2+.
 
@@ -130,7 +90,7 @@ class ElectLeadersResponse(_Message):
             __slots__ = ('partition_id', 'error_code', 'error_message')
             _FIELDS = __slots__
 
-            def __init__(self, *, partition_id=0, error_code=0, error_message=''):
+            def __init__(self, *, partition_id: int = 0, error_code: int = 0, error_message: str | None = '') -> None:
                 self.partition_id = partition_id
                 self.error_code = error_code
                 self.error_message = error_message
@@ -140,7 +100,7 @@ class ElectLeadersResponse(_Message):
         __slots__ = ('topic', 'partition_result')
         _FIELDS = __slots__
 
-        def __init__(self, *, topic='', partition_result=_UNSET):
+        def __init__(self, *, topic: str = '', partition_result: list[ElectLeadersResponse.ReplicaElectionResult.PartitionResult] | _Unset = _UNSET) -> None:
             self.topic = topic
             self.partition_result = [] if partition_result is _UNSET else partition_result
 
@@ -155,10 +115,53 @@ class ElectLeadersResponse(_Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'replica_election_results')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, replica_election_results=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, replica_election_results: list[ElectLeadersResponse.ReplicaElectionResult] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.replica_election_results = [] if replica_election_results is _UNSET else replica_election_results
+
+
+class ElectLeadersRequest(_Request[ElectLeadersResponse]):
+    """ElectLeadersRequest: API key 43, versions 0-2, flexible 2+.
+
+    Fields (versions):
+        election_type: int8 (1+)
+        topic_partitions: []TopicPartitions (0+, nullable 0+)
+        timeout_ms: int32 (0+)
+    """
+
+    class TopicPartitions(_Struct):
+        """TopicPartitions
+
+        Fields (versions):
+            topic: string (0+)
+            partitions: []int32 (0+)
+        """
+
+        topic: str
+        partitions: list[int]
+        __slots__ = ('topic', 'partitions')
+        _FIELDS = __slots__
+
+        def __init__(self, *, topic: str = '', partitions: list[int] | _Unset = _UNSET) -> None:
+            self.topic = topic
+            self.partitions = [] if partitions is _UNSET else partitions
+
+    API_KEY = 43
+    API_NAME = 'ElectLeaders'
+    VALID_VERSIONS = (0, 2)
+    FLEXIBLE_MIN = 2
+    LATEST_VERSION_UNSTABLE = False
+    election_type: int
+    topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None
+    timeout_ms: int
+    __slots__ = ('election_type', 'topic_partitions', 'timeout_ms')
+    _FIELDS = __slots__
+
+    def __init__(self, *, election_type: int = 0, topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None | _Unset = _UNSET, timeout_ms: int = 60000) -> None:
+        self.election_type = election_type
+        self.topic_partitions = [] if topic_partitions is _UNSET else topic_partitions
+        self.timeout_ms = timeout_ms
 
 
 _C_Request = ElectLeadersRequest
@@ -168,7 +171,7 @@ _C_Response_ReplicaElectionResult = ElectLeadersResponse.ReplicaElectionResult
 _C_Response_PartitionResult = ElectLeadersResponse.ReplicaElectionResult.PartitionResult
 
 
-def _d_Request_TopicPartitions_v0(buf, pos):
+def _d_Request_TopicPartitions_v0(buf: memoryview, pos: int) -> tuple[ElectLeadersRequest.TopicPartitions, int]:
     o = _new(_C_Request_TopicPartitions)
     o.topic, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
@@ -179,50 +182,50 @@ def _d_Request_TopicPartitions_v0(buf, pos):
     return o, pos
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[ElectLeadersRequest, int]:
     o = _new(_C_Request)
     o.election_type = 0
     n, pos = _r_alen(buf, pos)
     if n < 0:
         o.topic_partitions = None
     else:
-        l = []
-        ap = l.append
+        l_topic_partitions: list[ElectLeadersRequest.TopicPartitions] = []
+        ap_topic_partitions = l_topic_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_TopicPartitions_v0(buf, pos)
-            ap(e)
-        o.topic_partitions = l
+            e_topic_partitions, pos = _d_Request_TopicPartitions_v0(buf, pos)
+            ap_topic_partitions(e_topic_partitions)
+        o.topic_partitions = l_topic_partitions
     o.timeout_ms, = _U_i(buf, pos)
     pos += 4
     return o, pos
 
 
-def _e_Request_TopicPartitions_v0(o, out):
+def _e_Request_TopicPartitions_v0(o: ElectLeadersRequest.TopicPartitions, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        ap(_e_fixed(l, 'i'))
+        ap(_P_i(len(l_partitions)))
+        ap(_e_fixed(l_partitions, 'i'))
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: ElectLeadersRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.election_type != 0:
         raise _UnsupportedVersionError('attempted to write a non-default election_type at version 0')
-    l = o.topic_partitions
-    if l is None:
+    l_topic_partitions = o.topic_partitions
+    if l_topic_partitions is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_TopicPartitions_v0(e, out)
+        ap(_P_i(len(l_topic_partitions)))
+        for e_topic_partitions in l_topic_partitions:
+            _e_Request_TopicPartitions_v0(e_topic_partitions, out)
     ap(_P_i(o.timeout_ms))
 
 
-def _d_Request_v1(buf, pos):
+def _d_Request_v1(buf: memoryview, pos: int) -> tuple[ElectLeadersRequest, int]:
     o = _new(_C_Request)
     o.election_type, = _U_b(buf, pos)
     pos += 1
@@ -230,31 +233,31 @@ def _d_Request_v1(buf, pos):
     if n < 0:
         o.topic_partitions = None
     else:
-        l = []
-        ap = l.append
+        l_topic_partitions: list[ElectLeadersRequest.TopicPartitions] = []
+        ap_topic_partitions = l_topic_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_TopicPartitions_v0(buf, pos)
-            ap(e)
-        o.topic_partitions = l
+            e_topic_partitions, pos = _d_Request_TopicPartitions_v0(buf, pos)
+            ap_topic_partitions(e_topic_partitions)
+        o.topic_partitions = l_topic_partitions
     o.timeout_ms, = _U_i(buf, pos)
     pos += 4
     return o, pos
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: ElectLeadersRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_b(o.election_type))
-    l = o.topic_partitions
-    if l is None:
+    l_topic_partitions = o.topic_partitions
+    if l_topic_partitions is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_TopicPartitions_v0(e, out)
+        ap(_P_i(len(l_topic_partitions)))
+        for e_topic_partitions in l_topic_partitions:
+            _e_Request_TopicPartitions_v0(e_topic_partitions, out)
     ap(_P_i(o.timeout_ms))
 
 
-def _d_Request_TopicPartitions_v2(buf, pos):
+def _d_Request_TopicPartitions_v2(buf: memoryview, pos: int) -> tuple[ElectLeadersRequest.TopicPartitions, int]:
     o = _new(_C_Request_TopicPartitions)
     o.topic, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
@@ -269,7 +272,7 @@ def _d_Request_TopicPartitions_v2(buf, pos):
     return o, pos
 
 
-def _d_Request_v2(buf, pos):
+def _d_Request_v2(buf: memoryview, pos: int) -> tuple[ElectLeadersRequest, int]:
     o = _new(_C_Request)
     o.election_type, = _U_b(buf, pos)
     pos += 1
@@ -277,12 +280,12 @@ def _d_Request_v2(buf, pos):
     if n < 0:
         o.topic_partitions = None
     else:
-        l = []
-        ap = l.append
+        l_topic_partitions: list[ElectLeadersRequest.TopicPartitions] = []
+        ap_topic_partitions = l_topic_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_TopicPartitions_v2(buf, pos)
-            ap(e)
-        o.topic_partitions = l
+            e_topic_partitions, pos = _d_Request_TopicPartitions_v2(buf, pos)
+            ap_topic_partitions(e_topic_partitions)
+        o.topic_partitions = l_topic_partitions
     o.timeout_ms, = _U_i(buf, pos)
     pos += 4
     if buf[pos]:
@@ -292,33 +295,33 @@ def _d_Request_v2(buf, pos):
     return o, pos
 
 
-def _e_Request_TopicPartitions_v2(o, out):
+def _e_Request_TopicPartitions_v2(o: ElectLeadersRequest.TopicPartitions, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
+        ap(_uv(len(l_partitions) + 1))
+        ap(_e_fixed(l_partitions, 'i'))
     ap(b'\x00')
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: ElectLeadersRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_b(o.election_type))
-    l = o.topic_partitions
-    if l is None:
+    l_topic_partitions = o.topic_partitions
+    if l_topic_partitions is None:
         ap(_NULL_UV)
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_TopicPartitions_v2(e, out)
+        ap(_uv(len(l_topic_partitions) + 1))
+        for e_topic_partitions in l_topic_partitions:
+            _e_Request_TopicPartitions_v2(e_topic_partitions, out)
     ap(_P_i(o.timeout_ms))
     ap(b'\x00')
 
 
-def _d_Response_PartitionResult_v0(buf, pos):
+def _d_Response_PartitionResult_v0(buf: memoryview, pos: int) -> tuple[ElectLeadersResponse.ReplicaElectionResult.PartitionResult, int]:
     o = _new(_C_Response_PartitionResult)
     o.partition_id, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -326,23 +329,23 @@ def _d_Response_PartitionResult_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_ReplicaElectionResult_v0(buf, pos):
+def _d_Response_ReplicaElectionResult_v0(buf: memoryview, pos: int) -> tuple[ElectLeadersResponse.ReplicaElectionResult, int]:
     o = _new(_C_Response_ReplicaElectionResult)
     o.topic, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partition_result is null')
     else:
-        l = []
-        ap = l.append
+        l_partition_result: list[ElectLeadersResponse.ReplicaElectionResult.PartitionResult] = []
+        ap_partition_result = l_partition_result.append
         for _ in range(n):
-            e, pos = _d_Response_PartitionResult_v0(buf, pos)
-            ap(e)
-        o.partition_result = l
+            e_partition_result, pos = _d_Response_PartitionResult_v0(buf, pos)
+            ap_partition_result(e_partition_result)
+        o.partition_result = l_partition_result
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[ElectLeadersResponse, int]:
     o = _new(_C_Response)
     o.error_code = 0
     o.throttle_time_ms, = _U_i(buf, pos)
@@ -351,48 +354,48 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field replica_election_results is null')
     else:
-        l = []
-        ap = l.append
+        l_replica_election_results: list[ElectLeadersResponse.ReplicaElectionResult] = []
+        ap_replica_election_results = l_replica_election_results.append
         for _ in range(n):
-            e, pos = _d_Response_ReplicaElectionResult_v0(buf, pos)
-            ap(e)
-        o.replica_election_results = l
+            e_replica_election_results, pos = _d_Response_ReplicaElectionResult_v0(buf, pos)
+            ap_replica_election_results(e_replica_election_results)
+        o.replica_election_results = l_replica_election_results
     return o, pos
 
 
-def _e_Response_PartitionResult_v0(o, out):
+def _e_Response_PartitionResult_v0(o: ElectLeadersResponse.ReplicaElectionResult.PartitionResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.partition_id, o.error_code))
     ap(_e_nstr(o.error_message))
 
 
-def _e_Response_ReplicaElectionResult_v0(o, out):
+def _e_Response_ReplicaElectionResult_v0(o: ElectLeadersResponse.ReplicaElectionResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.topic))
-    l = o.partition_result
-    if l is None:
+    l_partition_result = o.partition_result
+    if l_partition_result is None:
         raise ValueError('non-nullable field partition_result is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_PartitionResult_v0(e, out)
+        ap(_P_i(len(l_partition_result)))
+        for e_partition_result in l_partition_result:
+            _e_Response_PartitionResult_v0(e_partition_result, out)
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: ElectLeadersResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.error_code != 0:
         raise _UnsupportedVersionError('attempted to write a non-default error_code at version 0')
     ap(_P_i(o.throttle_time_ms))
-    l = o.replica_election_results
-    if l is None:
+    l_replica_election_results = o.replica_election_results
+    if l_replica_election_results is None:
         raise ValueError('non-nullable field replica_election_results is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_ReplicaElectionResult_v0(e, out)
+        ap(_P_i(len(l_replica_election_results)))
+        for e_replica_election_results in l_replica_election_results:
+            _e_Response_ReplicaElectionResult_v0(e_replica_election_results, out)
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[ElectLeadersResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -400,28 +403,28 @@ def _d_Response_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field replica_election_results is null')
     else:
-        l = []
-        ap = l.append
+        l_replica_election_results: list[ElectLeadersResponse.ReplicaElectionResult] = []
+        ap_replica_election_results = l_replica_election_results.append
         for _ in range(n):
-            e, pos = _d_Response_ReplicaElectionResult_v0(buf, pos)
-            ap(e)
-        o.replica_election_results = l
+            e_replica_election_results, pos = _d_Response_ReplicaElectionResult_v0(buf, pos)
+            ap_replica_election_results(e_replica_election_results)
+        o.replica_election_results = l_replica_election_results
     return o, pos
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: ElectLeadersResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l = o.replica_election_results
-    if l is None:
+    l_replica_election_results = o.replica_election_results
+    if l_replica_election_results is None:
         raise ValueError('non-nullable field replica_election_results is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_ReplicaElectionResult_v0(e, out)
+        ap(_P_i(len(l_replica_election_results)))
+        for e_replica_election_results in l_replica_election_results:
+            _e_Response_ReplicaElectionResult_v0(e_replica_election_results, out)
 
 
-def _d_Response_PartitionResult_v2(buf, pos):
+def _d_Response_PartitionResult_v2(buf: memoryview, pos: int) -> tuple[ElectLeadersResponse.ReplicaElectionResult.PartitionResult, int]:
     o = _new(_C_Response_PartitionResult)
     o.partition_id, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -433,19 +436,19 @@ def _d_Response_PartitionResult_v2(buf, pos):
     return o, pos
 
 
-def _d_Response_ReplicaElectionResult_v2(buf, pos):
+def _d_Response_ReplicaElectionResult_v2(buf: memoryview, pos: int) -> tuple[ElectLeadersResponse.ReplicaElectionResult, int]:
     o = _new(_C_Response_ReplicaElectionResult)
     o.topic, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partition_result is null')
     else:
-        l = []
-        ap = l.append
+        l_partition_result: list[ElectLeadersResponse.ReplicaElectionResult.PartitionResult] = []
+        ap_partition_result = l_partition_result.append
         for _ in range(n):
-            e, pos = _d_Response_PartitionResult_v2(buf, pos)
-            ap(e)
-        o.partition_result = l
+            e_partition_result, pos = _d_Response_PartitionResult_v2(buf, pos)
+            ap_partition_result(e_partition_result)
+        o.partition_result = l_partition_result
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -453,7 +456,7 @@ def _d_Response_ReplicaElectionResult_v2(buf, pos):
     return o, pos
 
 
-def _d_Response_v2(buf, pos):
+def _d_Response_v2(buf: memoryview, pos: int) -> tuple[ElectLeadersResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -461,12 +464,12 @@ def _d_Response_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field replica_election_results is null')
     else:
-        l = []
-        ap = l.append
+        l_replica_election_results: list[ElectLeadersResponse.ReplicaElectionResult] = []
+        ap_replica_election_results = l_replica_election_results.append
         for _ in range(n):
-            e, pos = _d_Response_ReplicaElectionResult_v2(buf, pos)
-            ap(e)
-        o.replica_election_results = l
+            e_replica_election_results, pos = _d_Response_ReplicaElectionResult_v2(buf, pos)
+            ap_replica_election_results(e_replica_election_results)
+        o.replica_election_results = l_replica_election_results
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -474,36 +477,36 @@ def _d_Response_v2(buf, pos):
     return o, pos
 
 
-def _e_Response_PartitionResult_v2(o, out):
+def _e_Response_PartitionResult_v2(o: ElectLeadersResponse.ReplicaElectionResult.PartitionResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.partition_id, o.error_code))
     ap(_e_cnstr(o.error_message))
     ap(b'\x00')
 
 
-def _e_Response_ReplicaElectionResult_v2(o, out):
+def _e_Response_ReplicaElectionResult_v2(o: ElectLeadersResponse.ReplicaElectionResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.topic))
-    l = o.partition_result
-    if l is None:
+    l_partition_result = o.partition_result
+    if l_partition_result is None:
         raise ValueError('non-nullable field partition_result is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_PartitionResult_v2(e, out)
+        ap(_uv(len(l_partition_result) + 1))
+        for e_partition_result in l_partition_result:
+            _e_Response_PartitionResult_v2(e_partition_result, out)
     ap(b'\x00')
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: ElectLeadersResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l = o.replica_election_results
-    if l is None:
+    l_replica_election_results = o.replica_election_results
+    if l_replica_election_results is None:
         raise ValueError('non-nullable field replica_election_results is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ReplicaElectionResult_v2(e, out)
+        ap(_uv(len(l_replica_election_results) + 1))
+        for e_replica_election_results in l_replica_election_results:
+            _e_Response_ReplicaElectionResult_v2(e_replica_election_results, out)
     ap(b'\x00')
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -59,35 +62,6 @@ _P_qhz = _S('>qh?').pack
 __all__ = ['EndTxnRequest', 'EndTxnResponse']
 
 
-class EndTxnRequest(_Message):
-    """EndTxnRequest: API key 26, versions 0-5, flexible 3+.
-
-    Fields (versions):
-        transactional_id: string (0+)
-        producer_id: int64 (0+)
-        producer_epoch: int16 (0+)
-        committed: bool (0+)
-    """
-
-    API_KEY = 26
-    API_NAME = 'EndTxn'
-    VALID_VERSIONS = (0, 5)
-    FLEXIBLE_MIN = 3
-    LATEST_VERSION_UNSTABLE = False
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    committed: bool
-    __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'committed')
-    _FIELDS = __slots__
-
-    def __init__(self, *, transactional_id='', producer_id=0, producer_epoch=0, committed=False):
-        self.transactional_id = transactional_id
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.committed = committed
-
-
 class EndTxnResponse(_Message):
     """EndTxnResponse: API key 26, versions 0-5, flexible 3+.
 
@@ -110,18 +84,47 @@ class EndTxnResponse(_Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, producer_id=-1, producer_epoch=-1):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, producer_id: int = -1, producer_epoch: int = -1) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
 
 
+class EndTxnRequest(_Request[EndTxnResponse]):
+    """EndTxnRequest: API key 26, versions 0-5, flexible 3+.
+
+    Fields (versions):
+        transactional_id: string (0+)
+        producer_id: int64 (0+)
+        producer_epoch: int16 (0+)
+        committed: bool (0+)
+    """
+
+    API_KEY = 26
+    API_NAME = 'EndTxn'
+    VALID_VERSIONS = (0, 5)
+    FLEXIBLE_MIN = 3
+    LATEST_VERSION_UNSTABLE = False
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+    __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'committed')
+    _FIELDS = __slots__
+
+    def __init__(self, *, transactional_id: str = '', producer_id: int = 0, producer_epoch: int = 0, committed: bool = False) -> None:
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.committed = committed
+
+
 _C_Request = EndTxnRequest
 _C_Response = EndTxnResponse
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[EndTxnRequest, int]:
     o = _new(_C_Request)
     o.transactional_id, pos = _r_str(buf, pos)
     o.producer_id, o.producer_epoch, o.committed = _U_qhz(buf, pos)
@@ -129,13 +132,13 @@ def _d_Request_v0(buf, pos):
     return o, pos
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: EndTxnRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.transactional_id))
     ap(_P_qhz(o.producer_id, o.producer_epoch, o.committed))
 
 
-def _d_Request_v3(buf, pos):
+def _d_Request_v3(buf: memoryview, pos: int) -> tuple[EndTxnRequest, int]:
     o = _new(_C_Request)
     o.transactional_id, pos = _r_cstr(buf, pos)
     o.producer_id, o.producer_epoch, o.committed = _U_qhz(buf, pos)
@@ -147,14 +150,14 @@ def _d_Request_v3(buf, pos):
     return o, pos
 
 
-def _e_Request_v3(o, out):
+def _e_Request_v3(o: EndTxnRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.transactional_id))
     ap(_P_qhz(o.producer_id, o.producer_epoch, o.committed))
     ap(b'\x00')
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[EndTxnResponse, int]:
     o = _new(_C_Response)
     o.producer_id = -1
     o.producer_epoch = -1
@@ -163,12 +166,12 @@ def _d_Response_v0(buf, pos):
     return o, pos
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: EndTxnResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
 
 
-def _d_Response_v3(buf, pos):
+def _d_Response_v3(buf: memoryview, pos: int) -> tuple[EndTxnResponse, int]:
     o = _new(_C_Response)
     o.producer_id = -1
     o.producer_epoch = -1
@@ -181,13 +184,13 @@ def _d_Response_v3(buf, pos):
     return o, pos
 
 
-def _e_Response_v3(o, out):
+def _e_Response_v3(o: EndTxnResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     ap(b'\x00')
 
 
-def _d_Response_v5(buf, pos):
+def _d_Response_v5(buf: memoryview, pos: int) -> tuple[EndTxnResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch = _U_ihqh(buf, pos)
     pos += 16
@@ -198,7 +201,7 @@ def _d_Response_v5(buf, pos):
     return o, pos
 
 
-def _e_Response_v5(o, out):
+def _e_Response_v5(o: EndTxnResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ihqh(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch))
     ap(b'\x00')

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -83,151 +86,6 @@ _P_qq = _S('>qq').pack
 __all__ = ['FetchRequest', 'FetchResponse']
 
 
-class FetchRequest(_Message):
-    """FetchRequest: API key 1, versions 4-18, flexible 12+.
-
-    Fields (versions):
-        cluster_id: string (12+, nullable 12+, tag 0 in 12+)
-        replica_id: int32 (0-14)
-        replica_state: ReplicaState (15+, tag 1 in 15+)
-        max_wait_ms: int32 (0+)
-        min_bytes: int32 (0+)
-        max_bytes: int32 (3+)
-        isolation_level: int8 (4+)
-        session_id: int32 (7+)
-        session_epoch: int32 (7+)
-        topics: []FetchTopic (0+)
-        forgotten_topics_data: []ForgottenTopic (7+)
-        rack_id: string (11+)
-    """
-
-    class ReplicaState(_Struct):
-        """ReplicaState
-
-        Fields (versions):
-            replica_id: int32 (15+)
-            replica_epoch: int64 (15+)
-        """
-
-        replica_id: int
-        replica_epoch: int
-        __slots__ = ('replica_id', 'replica_epoch')
-        _FIELDS = __slots__
-
-        def __init__(self, *, replica_id=-1, replica_epoch=-1):
-            self.replica_id = replica_id
-            self.replica_epoch = replica_epoch
-
-    class FetchTopic(_Struct):
-        """FetchTopic
-
-        Fields (versions):
-            topic: string (0-12)
-            topic_id: uuid (13+)
-            partitions: []FetchPartition (0+)
-        """
-
-        class FetchPartition(_Struct):
-            """FetchPartition
-
-            Fields (versions):
-                partition: int32 (0+)
-                current_leader_epoch: int32 (9+)
-                fetch_offset: int64 (0+)
-                last_fetched_epoch: int32 (12+)
-                log_start_offset: int64 (5+)
-                partition_max_bytes: int32 (0+)
-                replica_directory_id: uuid (17+, tag 0 in 17+)
-                high_watermark: int64 (18+, tag 1 in 18+)
-            """
-
-            partition: int
-            current_leader_epoch: int
-            fetch_offset: int
-            last_fetched_epoch: int
-            log_start_offset: int
-            partition_max_bytes: int
-            replica_directory_id: _uuid.UUID
-            high_watermark: int
-            __slots__ = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id', 'high_watermark')
-            _FIELDS = __slots__
-
-            def __init__(self, *, partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=0, replica_directory_id=_ZERO_UUID, high_watermark=9223372036854775807):
-                self.partition = partition
-                self.current_leader_epoch = current_leader_epoch
-                self.fetch_offset = fetch_offset
-                self.last_fetched_epoch = last_fetched_epoch
-                self.log_start_offset = log_start_offset
-                self.partition_max_bytes = partition_max_bytes
-                self.replica_directory_id = replica_directory_id
-                self.high_watermark = high_watermark
-
-        topic: str
-        topic_id: _uuid.UUID
-        partitions: list[FetchRequest.FetchTopic.FetchPartition]
-        __slots__ = ('topic', 'topic_id', 'partitions')
-        _FIELDS = __slots__
-
-        def __init__(self, *, topic='', topic_id=_ZERO_UUID, partitions=_UNSET):
-            self.topic = topic
-            self.topic_id = topic_id
-            self.partitions = [] if partitions is _UNSET else partitions
-
-    class ForgottenTopic(_Struct):
-        """ForgottenTopic
-
-        Fields (versions):
-            topic: string (7-12)
-            topic_id: uuid (13+)
-            partitions: []int32 (7+)
-        """
-
-        topic: str
-        topic_id: _uuid.UUID
-        partitions: list[int]
-        __slots__ = ('topic', 'topic_id', 'partitions')
-        _FIELDS = __slots__
-
-        def __init__(self, *, topic='', topic_id=_ZERO_UUID, partitions=_UNSET):
-            self.topic = topic
-            self.topic_id = topic_id
-            self.partitions = [] if partitions is _UNSET else partitions
-
-    API_KEY = 1
-    API_NAME = 'Fetch'
-    VALID_VERSIONS = (4, 18)
-    FLEXIBLE_MIN = 12
-    LATEST_VERSION_UNSTABLE = False
-    cluster_id: str | None
-    replica_id: int
-    replica_state: FetchRequest.ReplicaState
-    max_wait_ms: int
-    min_bytes: int
-    max_bytes: int
-    isolation_level: int
-    session_id: int
-    session_epoch: int
-    topics: list[FetchRequest.FetchTopic]
-    forgotten_topics_data: list[FetchRequest.ForgottenTopic]
-    rack_id: str
-    __slots__ = ('cluster_id', 'replica_id', 'replica_state', 'max_wait_ms', 'min_bytes', 'max_bytes', 'isolation_level', 'session_id', 'session_epoch', 'topics', 'forgotten_topics_data', 'rack_id')
-    _FIELDS = __slots__
-
-    def __init__(self, *, cluster_id=None, replica_id=-1, replica_state=_UNSET, max_wait_ms=0, min_bytes=0, max_bytes=2147483647, isolation_level=0, session_id=0, session_epoch=-1, topics=_UNSET, forgotten_topics_data=_UNSET, rack_id=''):
-        self.cluster_id = cluster_id
-        self.replica_id = replica_id
-        self.replica_state = _C_Request_ReplicaState() if replica_state is _UNSET else replica_state
-        self.max_wait_ms = max_wait_ms
-        self.min_bytes = min_bytes
-        self.max_bytes = max_bytes
-        self.isolation_level = isolation_level
-        self.session_id = session_id
-        self.session_epoch = session_epoch
-        self.topics = [] if topics is _UNSET else topics
-        self.forgotten_topics_data = [] if forgotten_topics_data is _UNSET else forgotten_topics_data
-        self.rack_id = rack_id
-
-
 class FetchResponse(_Message):
     """FetchResponse: API key 1, versions 4-18, flexible 12+.
 
@@ -278,7 +136,7 @@ class FetchResponse(_Message):
                 __slots__ = ('epoch', 'end_offset')
                 _FIELDS = __slots__
 
-                def __init__(self, *, epoch=-1, end_offset=-1):
+                def __init__(self, *, epoch: int = -1, end_offset: int = -1) -> None:
                     self.epoch = epoch
                     self.end_offset = end_offset
 
@@ -295,7 +153,7 @@ class FetchResponse(_Message):
                 __slots__ = ('leader_id', 'leader_epoch')
                 _FIELDS = __slots__
 
-                def __init__(self, *, leader_id=-1, leader_epoch=-1):
+                def __init__(self, *, leader_id: int = -1, leader_epoch: int = -1) -> None:
                     self.leader_id = leader_id
                     self.leader_epoch = leader_epoch
 
@@ -312,7 +170,7 @@ class FetchResponse(_Message):
                 __slots__ = ('end_offset', 'epoch')
                 _FIELDS = __slots__
 
-                def __init__(self, *, end_offset=-1, epoch=-1):
+                def __init__(self, *, end_offset: int = -1, epoch: int = -1) -> None:
                     self.end_offset = end_offset
                     self.epoch = epoch
 
@@ -329,7 +187,7 @@ class FetchResponse(_Message):
                 __slots__ = ('producer_id', 'first_offset')
                 _FIELDS = __slots__
 
-                def __init__(self, *, producer_id=0, first_offset=0):
+                def __init__(self, *, producer_id: int = 0, first_offset: int = 0) -> None:
                     self.producer_id = producer_id
                     self.first_offset = first_offset
 
@@ -347,7 +205,7 @@ class FetchResponse(_Message):
             __slots__ = ('partition_index', 'error_code', 'high_watermark', 'last_stable_offset', 'log_start_offset', 'diverging_epoch', 'current_leader', 'snapshot_id', 'aborted_transactions', 'preferred_read_replica', 'records')
             _FIELDS = __slots__
 
-            def __init__(self, *, partition_index=0, error_code=0, high_watermark=0, last_stable_offset=-1, log_start_offset=-1, diverging_epoch=_UNSET, current_leader=_UNSET, snapshot_id=_UNSET, aborted_transactions=_UNSET, preferred_read_replica=-1, records=None):
+            def __init__(self, *, partition_index: int = 0, error_code: int = 0, high_watermark: int = 0, last_stable_offset: int = -1, log_start_offset: int = -1, diverging_epoch: FetchResponse.FetchableTopicResponse.PartitionData.EpochEndOffset | _Unset = _UNSET, current_leader: FetchResponse.FetchableTopicResponse.PartitionData.LeaderIdAndEpoch | _Unset = _UNSET, snapshot_id: FetchResponse.FetchableTopicResponse.PartitionData.SnapshotId | _Unset = _UNSET, aborted_transactions: list[FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction] | None | _Unset = _UNSET, preferred_read_replica: int = -1, records: bytes | bytearray | memoryview | None = None) -> None:
                 self.partition_index = partition_index
                 self.error_code = error_code
                 self.high_watermark = high_watermark
@@ -366,7 +224,7 @@ class FetchResponse(_Message):
         __slots__ = ('topic', 'topic_id', 'partitions')
         _FIELDS = __slots__
 
-        def __init__(self, *, topic='', topic_id=_ZERO_UUID, partitions=_UNSET):
+        def __init__(self, *, topic: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partitions: list[FetchResponse.FetchableTopicResponse.PartitionData] | _Unset = _UNSET) -> None:
             self.topic = topic
             self.topic_id = topic_id
             self.partitions = [] if partitions is _UNSET else partitions
@@ -388,7 +246,7 @@ class FetchResponse(_Message):
         __slots__ = ('node_id', 'host', 'port', 'rack')
         _FIELDS = __slots__
 
-        def __init__(self, *, node_id=0, host='', port=0, rack=None):
+        def __init__(self, *, node_id: int = 0, host: str = '', port: int = 0, rack: str | None = None) -> None:
             self.node_id = node_id
             self.host = host
             self.port = port
@@ -407,12 +265,157 @@ class FetchResponse(_Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'session_id', 'responses', 'node_endpoints')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, session_id=0, responses=_UNSET, node_endpoints=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, session_id: int = 0, responses: list[FetchResponse.FetchableTopicResponse] | _Unset = _UNSET, node_endpoints: list[FetchResponse.NodeEndpoint] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.session_id = session_id
         self.responses = [] if responses is _UNSET else responses
         self.node_endpoints = [] if node_endpoints is _UNSET else node_endpoints
+
+
+class FetchRequest(_Request[FetchResponse]):
+    """FetchRequest: API key 1, versions 4-18, flexible 12+.
+
+    Fields (versions):
+        cluster_id: string (12+, nullable 12+, tag 0 in 12+)
+        replica_id: int32 (0-14)
+        replica_state: ReplicaState (15+, tag 1 in 15+)
+        max_wait_ms: int32 (0+)
+        min_bytes: int32 (0+)
+        max_bytes: int32 (3+)
+        isolation_level: int8 (4+)
+        session_id: int32 (7+)
+        session_epoch: int32 (7+)
+        topics: []FetchTopic (0+)
+        forgotten_topics_data: []ForgottenTopic (7+)
+        rack_id: string (11+)
+    """
+
+    class ReplicaState(_Struct):
+        """ReplicaState
+
+        Fields (versions):
+            replica_id: int32 (15+)
+            replica_epoch: int64 (15+)
+        """
+
+        replica_id: int
+        replica_epoch: int
+        __slots__ = ('replica_id', 'replica_epoch')
+        _FIELDS = __slots__
+
+        def __init__(self, *, replica_id: int = -1, replica_epoch: int = -1) -> None:
+            self.replica_id = replica_id
+            self.replica_epoch = replica_epoch
+
+    class FetchTopic(_Struct):
+        """FetchTopic
+
+        Fields (versions):
+            topic: string (0-12)
+            topic_id: uuid (13+)
+            partitions: []FetchPartition (0+)
+        """
+
+        class FetchPartition(_Struct):
+            """FetchPartition
+
+            Fields (versions):
+                partition: int32 (0+)
+                current_leader_epoch: int32 (9+)
+                fetch_offset: int64 (0+)
+                last_fetched_epoch: int32 (12+)
+                log_start_offset: int64 (5+)
+                partition_max_bytes: int32 (0+)
+                replica_directory_id: uuid (17+, tag 0 in 17+)
+                high_watermark: int64 (18+, tag 1 in 18+)
+            """
+
+            partition: int
+            current_leader_epoch: int
+            fetch_offset: int
+            last_fetched_epoch: int
+            log_start_offset: int
+            partition_max_bytes: int
+            replica_directory_id: _uuid.UUID
+            high_watermark: int
+            __slots__ = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id', 'high_watermark')
+            _FIELDS = __slots__
+
+            def __init__(self, *, partition: int = 0, current_leader_epoch: int = -1, fetch_offset: int = 0, last_fetched_epoch: int = -1, log_start_offset: int = -1, partition_max_bytes: int = 0, replica_directory_id: _uuid.UUID = _ZERO_UUID, high_watermark: int = 9223372036854775807) -> None:
+                self.partition = partition
+                self.current_leader_epoch = current_leader_epoch
+                self.fetch_offset = fetch_offset
+                self.last_fetched_epoch = last_fetched_epoch
+                self.log_start_offset = log_start_offset
+                self.partition_max_bytes = partition_max_bytes
+                self.replica_directory_id = replica_directory_id
+                self.high_watermark = high_watermark
+
+        topic: str
+        topic_id: _uuid.UUID
+        partitions: list[FetchRequest.FetchTopic.FetchPartition]
+        __slots__ = ('topic', 'topic_id', 'partitions')
+        _FIELDS = __slots__
+
+        def __init__(self, *, topic: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partitions: list[FetchRequest.FetchTopic.FetchPartition] | _Unset = _UNSET) -> None:
+            self.topic = topic
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is _UNSET else partitions
+
+    class ForgottenTopic(_Struct):
+        """ForgottenTopic
+
+        Fields (versions):
+            topic: string (7-12)
+            topic_id: uuid (13+)
+            partitions: []int32 (7+)
+        """
+
+        topic: str
+        topic_id: _uuid.UUID
+        partitions: list[int]
+        __slots__ = ('topic', 'topic_id', 'partitions')
+        _FIELDS = __slots__
+
+        def __init__(self, *, topic: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partitions: list[int] | _Unset = _UNSET) -> None:
+            self.topic = topic
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is _UNSET else partitions
+
+    API_KEY = 1
+    API_NAME = 'Fetch'
+    VALID_VERSIONS = (4, 18)
+    FLEXIBLE_MIN = 12
+    LATEST_VERSION_UNSTABLE = False
+    cluster_id: str | None
+    replica_id: int
+    replica_state: FetchRequest.ReplicaState
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int
+    session_id: int
+    session_epoch: int
+    topics: list[FetchRequest.FetchTopic]
+    forgotten_topics_data: list[FetchRequest.ForgottenTopic]
+    rack_id: str
+    __slots__ = ('cluster_id', 'replica_id', 'replica_state', 'max_wait_ms', 'min_bytes', 'max_bytes', 'isolation_level', 'session_id', 'session_epoch', 'topics', 'forgotten_topics_data', 'rack_id')
+    _FIELDS = __slots__
+
+    def __init__(self, *, cluster_id: str | None = None, replica_id: int = -1, replica_state: FetchRequest.ReplicaState | _Unset = _UNSET, max_wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 2147483647, isolation_level: int = 0, session_id: int = 0, session_epoch: int = -1, topics: list[FetchRequest.FetchTopic] | _Unset = _UNSET, forgotten_topics_data: list[FetchRequest.ForgottenTopic] | _Unset = _UNSET, rack_id: str = '') -> None:
+        self.cluster_id = cluster_id
+        self.replica_id = replica_id
+        self.replica_state = _C_Request_ReplicaState() if replica_state is _UNSET else replica_state
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.isolation_level = isolation_level
+        self.session_id = session_id
+        self.session_epoch = session_epoch
+        self.topics = [] if topics is _UNSET else topics
+        self.forgotten_topics_data = [] if forgotten_topics_data is _UNSET else forgotten_topics_data
+        self.rack_id = rack_id
 
 
 _C_Request = FetchRequest
@@ -434,7 +437,7 @@ _D_Response_LeaderIdAndEpoch = _C_Response_LeaderIdAndEpoch()
 _D_Response_SnapshotId = _C_Response_SnapshotId()
 
 
-def _d_Request_FetchPartition_v4(buf, pos):
+def _d_Request_FetchPartition_v4(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchTopic.FetchPartition, int]:
     o = _new(_C_Request_FetchPartition)
     o.current_leader_epoch = -1
     o.last_fetched_epoch = -1
@@ -446,7 +449,7 @@ def _d_Request_FetchPartition_v4(buf, pos):
     return o, pos
 
 
-def _d_Request_FetchTopic_v4(buf, pos):
+def _d_Request_FetchTopic_v4(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchTopic, int]:
     o = _new(_C_Request_FetchTopic)
     o.topic_id = _ZERO_UUID
     o.topic, pos = _r_str(buf, pos)
@@ -454,16 +457,16 @@ def _d_Request_FetchTopic_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[FetchRequest.FetchTopic.FetchPartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_FetchPartition_v4(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Request_FetchPartition_v4(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Request_v4(buf, pos):
+def _d_Request_v4(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     o = _new(_C_Request)
     o.cluster_id = None
     o.replica_state = _C_Request_ReplicaState()
@@ -477,51 +480,51 @@ def _d_Request_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[FetchRequest.FetchTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_FetchTopic_v4(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_FetchTopic_v4(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Request_FetchPartition_v4(o, out):
+def _e_Request_FetchPartition_v4(o: FetchRequest.FetchTopic.FetchPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.last_fetched_epoch != -1:
         raise _UnsupportedVersionError('attempted to write a non-default last_fetched_epoch at version 4')
     ap(_P_iqi(o.partition, o.fetch_offset, o.partition_max_bytes))
 
 
-def _e_Request_FetchTopic_v4(o, out):
+def _e_Request_FetchTopic_v4(o: FetchRequest.FetchTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_FetchPartition_v4(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Request_FetchPartition_v4(e_partitions, out)
 
 
-def _e_Request_v4(o, out):
+def _e_Request_v4(o: FetchRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.replica_state != _D_Request_ReplicaState:
         raise _UnsupportedVersionError('attempted to write a non-default replica_state at version 4')
     if (o.forgotten_topics_data is None or len(o.forgotten_topics_data) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default forgotten_topics_data at version 4')
     ap(_P_iiiib(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_FetchTopic_v4(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_FetchTopic_v4(e_topics, out)
 
 
-def _d_Request_FetchPartition_v5(buf, pos):
+def _d_Request_FetchPartition_v5(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchTopic.FetchPartition, int]:
     o = _new(_C_Request_FetchPartition)
     o.current_leader_epoch = -1
     o.last_fetched_epoch = -1
@@ -532,7 +535,7 @@ def _d_Request_FetchPartition_v5(buf, pos):
     return o, pos
 
 
-def _d_Request_FetchTopic_v5(buf, pos):
+def _d_Request_FetchTopic_v5(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchTopic, int]:
     o = _new(_C_Request_FetchTopic)
     o.topic_id = _ZERO_UUID
     o.topic, pos = _r_str(buf, pos)
@@ -540,16 +543,16 @@ def _d_Request_FetchTopic_v5(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[FetchRequest.FetchTopic.FetchPartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_FetchPartition_v5(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Request_FetchPartition_v5(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Request_v5(buf, pos):
+def _d_Request_v5(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     o = _new(_C_Request)
     o.cluster_id = None
     o.replica_state = _C_Request_ReplicaState()
@@ -563,86 +566,86 @@ def _d_Request_v5(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[FetchRequest.FetchTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_FetchTopic_v5(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_FetchTopic_v5(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Request_FetchPartition_v5(o, out):
+def _e_Request_FetchPartition_v5(o: FetchRequest.FetchTopic.FetchPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.last_fetched_epoch != -1:
         raise _UnsupportedVersionError('attempted to write a non-default last_fetched_epoch at version 5')
     ap(_P_iqqi(o.partition, o.fetch_offset, o.log_start_offset, o.partition_max_bytes))
 
 
-def _e_Request_FetchTopic_v5(o, out):
+def _e_Request_FetchTopic_v5(o: FetchRequest.FetchTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_FetchPartition_v5(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Request_FetchPartition_v5(e_partitions, out)
 
 
-def _e_Request_v5(o, out):
+def _e_Request_v5(o: FetchRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.replica_state != _D_Request_ReplicaState:
         raise _UnsupportedVersionError('attempted to write a non-default replica_state at version 5')
     if (o.forgotten_topics_data is None or len(o.forgotten_topics_data) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default forgotten_topics_data at version 5')
     ap(_P_iiiib(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_FetchTopic_v5(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_FetchTopic_v5(e_topics, out)
 
 
-def _e_Request_FetchPartition_v6(o, out):
+def _e_Request_FetchPartition_v6(o: FetchRequest.FetchTopic.FetchPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.last_fetched_epoch != -1:
         raise _UnsupportedVersionError('attempted to write a non-default last_fetched_epoch at version 6')
     ap(_P_iqqi(o.partition, o.fetch_offset, o.log_start_offset, o.partition_max_bytes))
 
 
-def _e_Request_FetchTopic_v6(o, out):
+def _e_Request_FetchTopic_v6(o: FetchRequest.FetchTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_FetchPartition_v6(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Request_FetchPartition_v6(e_partitions, out)
 
 
-def _e_Request_v6(o, out):
+def _e_Request_v6(o: FetchRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.replica_state != _D_Request_ReplicaState:
         raise _UnsupportedVersionError('attempted to write a non-default replica_state at version 6')
     if (o.forgotten_topics_data is None or len(o.forgotten_topics_data) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default forgotten_topics_data at version 6')
     ap(_P_iiiib(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_FetchTopic_v6(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_FetchTopic_v6(e_topics, out)
 
 
-def _d_Request_ForgottenTopic_v7(buf, pos):
+def _d_Request_ForgottenTopic_v7(buf: memoryview, pos: int) -> tuple[FetchRequest.ForgottenTopic, int]:
     o = _new(_C_Request_ForgottenTopic)
     o.topic_id = _ZERO_UUID
     o.topic, pos = _r_str(buf, pos)
@@ -654,7 +657,7 @@ def _d_Request_ForgottenTopic_v7(buf, pos):
     return o, pos
 
 
-def _d_Request_v7(buf, pos):
+def _d_Request_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     o = _new(_C_Request)
     o.cluster_id = None
     o.replica_state = _C_Request_ReplicaState()
@@ -665,117 +668,117 @@ def _d_Request_v7(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[FetchRequest.FetchTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_FetchTopic_v5(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_FetchTopic_v5(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field forgotten_topics_data is null')
     else:
-        l = []
-        ap = l.append
+        l_forgotten_topics_data: list[FetchRequest.ForgottenTopic] = []
+        ap_forgotten_topics_data = l_forgotten_topics_data.append
         for _ in range(n):
-            e, pos = _d_Request_ForgottenTopic_v7(buf, pos)
-            ap(e)
-        o.forgotten_topics_data = l
+            e_forgotten_topics_data, pos = _d_Request_ForgottenTopic_v7(buf, pos)
+            ap_forgotten_topics_data(e_forgotten_topics_data)
+        o.forgotten_topics_data = l_forgotten_topics_data
     return o, pos
 
 
-def _e_Request_FetchPartition_v7(o, out):
+def _e_Request_FetchPartition_v7(o: FetchRequest.FetchTopic.FetchPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.last_fetched_epoch != -1:
         raise _UnsupportedVersionError('attempted to write a non-default last_fetched_epoch at version 7')
     ap(_P_iqqi(o.partition, o.fetch_offset, o.log_start_offset, o.partition_max_bytes))
 
 
-def _e_Request_FetchTopic_v7(o, out):
+def _e_Request_FetchTopic_v7(o: FetchRequest.FetchTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_FetchPartition_v7(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Request_FetchPartition_v7(e_partitions, out)
 
 
-def _e_Request_ForgottenTopic_v7(o, out):
+def _e_Request_ForgottenTopic_v7(o: FetchRequest.ForgottenTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        ap(_e_fixed(l, 'i'))
+        ap(_P_i(len(l_partitions)))
+        ap(_e_fixed(l_partitions, 'i'))
 
 
-def _e_Request_v7(o, out):
+def _e_Request_v7(o: FetchRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.replica_state != _D_Request_ReplicaState:
         raise _UnsupportedVersionError('attempted to write a non-default replica_state at version 7')
     ap(_P_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_FetchTopic_v7(e, out)
-    l = o.forgotten_topics_data
-    if l is None:
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_FetchTopic_v7(e_topics, out)
+    l_forgotten_topics_data = o.forgotten_topics_data
+    if l_forgotten_topics_data is None:
         raise ValueError('non-nullable field forgotten_topics_data is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_ForgottenTopic_v7(e, out)
+        ap(_P_i(len(l_forgotten_topics_data)))
+        for e_forgotten_topics_data in l_forgotten_topics_data:
+            _e_Request_ForgottenTopic_v7(e_forgotten_topics_data, out)
 
 
-def _e_Request_FetchPartition_v8(o, out):
+def _e_Request_FetchPartition_v8(o: FetchRequest.FetchTopic.FetchPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.last_fetched_epoch != -1:
         raise _UnsupportedVersionError('attempted to write a non-default last_fetched_epoch at version 8')
     ap(_P_iqqi(o.partition, o.fetch_offset, o.log_start_offset, o.partition_max_bytes))
 
 
-def _e_Request_FetchTopic_v8(o, out):
+def _e_Request_FetchTopic_v8(o: FetchRequest.FetchTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_FetchPartition_v8(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Request_FetchPartition_v8(e_partitions, out)
 
 
-def _e_Request_v8(o, out):
+def _e_Request_v8(o: FetchRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.replica_state != _D_Request_ReplicaState:
         raise _UnsupportedVersionError('attempted to write a non-default replica_state at version 8')
     ap(_P_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_FetchTopic_v8(e, out)
-    l = o.forgotten_topics_data
-    if l is None:
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_FetchTopic_v8(e_topics, out)
+    l_forgotten_topics_data = o.forgotten_topics_data
+    if l_forgotten_topics_data is None:
         raise ValueError('non-nullable field forgotten_topics_data is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_ForgottenTopic_v7(e, out)
+        ap(_P_i(len(l_forgotten_topics_data)))
+        for e_forgotten_topics_data in l_forgotten_topics_data:
+            _e_Request_ForgottenTopic_v7(e_forgotten_topics_data, out)
 
 
-def _d_Request_FetchPartition_v9(buf, pos):
+def _d_Request_FetchPartition_v9(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchTopic.FetchPartition, int]:
     o = _new(_C_Request_FetchPartition)
     o.last_fetched_epoch = -1
     o.replica_directory_id = _ZERO_UUID
@@ -785,7 +788,7 @@ def _d_Request_FetchPartition_v9(buf, pos):
     return o, pos
 
 
-def _d_Request_FetchTopic_v9(buf, pos):
+def _d_Request_FetchTopic_v9(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchTopic, int]:
     o = _new(_C_Request_FetchTopic)
     o.topic_id = _ZERO_UUID
     o.topic, pos = _r_str(buf, pos)
@@ -793,16 +796,16 @@ def _d_Request_FetchTopic_v9(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[FetchRequest.FetchTopic.FetchPartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_FetchPartition_v9(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Request_FetchPartition_v9(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Request_v9(buf, pos):
+def _d_Request_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     o = _new(_C_Request)
     o.cluster_id = None
     o.replica_state = _C_Request_ReplicaState()
@@ -813,106 +816,106 @@ def _d_Request_v9(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[FetchRequest.FetchTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_FetchTopic_v9(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_FetchTopic_v9(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field forgotten_topics_data is null')
     else:
-        l = []
-        ap = l.append
+        l_forgotten_topics_data: list[FetchRequest.ForgottenTopic] = []
+        ap_forgotten_topics_data = l_forgotten_topics_data.append
         for _ in range(n):
-            e, pos = _d_Request_ForgottenTopic_v7(buf, pos)
-            ap(e)
-        o.forgotten_topics_data = l
+            e_forgotten_topics_data, pos = _d_Request_ForgottenTopic_v7(buf, pos)
+            ap_forgotten_topics_data(e_forgotten_topics_data)
+        o.forgotten_topics_data = l_forgotten_topics_data
     return o, pos
 
 
-def _e_Request_FetchPartition_v9(o, out):
+def _e_Request_FetchPartition_v9(o: FetchRequest.FetchTopic.FetchPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.last_fetched_epoch != -1:
         raise _UnsupportedVersionError('attempted to write a non-default last_fetched_epoch at version 9')
     ap(_P_iiqqi(o.partition, o.current_leader_epoch, o.fetch_offset, o.log_start_offset, o.partition_max_bytes))
 
 
-def _e_Request_FetchTopic_v9(o, out):
+def _e_Request_FetchTopic_v9(o: FetchRequest.FetchTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_FetchPartition_v9(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Request_FetchPartition_v9(e_partitions, out)
 
 
-def _e_Request_v9(o, out):
+def _e_Request_v9(o: FetchRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.replica_state != _D_Request_ReplicaState:
         raise _UnsupportedVersionError('attempted to write a non-default replica_state at version 9')
     ap(_P_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_FetchTopic_v9(e, out)
-    l = o.forgotten_topics_data
-    if l is None:
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_FetchTopic_v9(e_topics, out)
+    l_forgotten_topics_data = o.forgotten_topics_data
+    if l_forgotten_topics_data is None:
         raise ValueError('non-nullable field forgotten_topics_data is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_ForgottenTopic_v7(e, out)
+        ap(_P_i(len(l_forgotten_topics_data)))
+        for e_forgotten_topics_data in l_forgotten_topics_data:
+            _e_Request_ForgottenTopic_v7(e_forgotten_topics_data, out)
 
 
-def _e_Request_FetchPartition_v10(o, out):
+def _e_Request_FetchPartition_v10(o: FetchRequest.FetchTopic.FetchPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.last_fetched_epoch != -1:
         raise _UnsupportedVersionError('attempted to write a non-default last_fetched_epoch at version 10')
     ap(_P_iiqqi(o.partition, o.current_leader_epoch, o.fetch_offset, o.log_start_offset, o.partition_max_bytes))
 
 
-def _e_Request_FetchTopic_v10(o, out):
+def _e_Request_FetchTopic_v10(o: FetchRequest.FetchTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_FetchPartition_v10(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Request_FetchPartition_v10(e_partitions, out)
 
 
-def _e_Request_v10(o, out):
+def _e_Request_v10(o: FetchRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.replica_state != _D_Request_ReplicaState:
         raise _UnsupportedVersionError('attempted to write a non-default replica_state at version 10')
     ap(_P_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_FetchTopic_v10(e, out)
-    l = o.forgotten_topics_data
-    if l is None:
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_FetchTopic_v10(e_topics, out)
+    l_forgotten_topics_data = o.forgotten_topics_data
+    if l_forgotten_topics_data is None:
         raise ValueError('non-nullable field forgotten_topics_data is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_ForgottenTopic_v7(e, out)
+        ap(_P_i(len(l_forgotten_topics_data)))
+        for e_forgotten_topics_data in l_forgotten_topics_data:
+            _e_Request_ForgottenTopic_v7(e_forgotten_topics_data, out)
 
 
-def _d_Request_v11(buf, pos):
+def _d_Request_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     o = _new(_C_Request)
     o.cluster_id = None
     o.replica_state = _C_Request_ReplicaState()
@@ -922,68 +925,68 @@ def _d_Request_v11(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[FetchRequest.FetchTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_FetchTopic_v9(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_FetchTopic_v9(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field forgotten_topics_data is null')
     else:
-        l = []
-        ap = l.append
+        l_forgotten_topics_data: list[FetchRequest.ForgottenTopic] = []
+        ap_forgotten_topics_data = l_forgotten_topics_data.append
         for _ in range(n):
-            e, pos = _d_Request_ForgottenTopic_v7(buf, pos)
-            ap(e)
-        o.forgotten_topics_data = l
+            e_forgotten_topics_data, pos = _d_Request_ForgottenTopic_v7(buf, pos)
+            ap_forgotten_topics_data(e_forgotten_topics_data)
+        o.forgotten_topics_data = l_forgotten_topics_data
     o.rack_id, pos = _r_str(buf, pos)
     return o, pos
 
 
-def _e_Request_FetchPartition_v11(o, out):
+def _e_Request_FetchPartition_v11(o: FetchRequest.FetchTopic.FetchPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.last_fetched_epoch != -1:
         raise _UnsupportedVersionError('attempted to write a non-default last_fetched_epoch at version 11')
     ap(_P_iiqqi(o.partition, o.current_leader_epoch, o.fetch_offset, o.log_start_offset, o.partition_max_bytes))
 
 
-def _e_Request_FetchTopic_v11(o, out):
+def _e_Request_FetchTopic_v11(o: FetchRequest.FetchTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_FetchPartition_v11(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Request_FetchPartition_v11(e_partitions, out)
 
 
-def _e_Request_v11(o, out):
+def _e_Request_v11(o: FetchRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.replica_state != _D_Request_ReplicaState:
         raise _UnsupportedVersionError('attempted to write a non-default replica_state at version 11')
     ap(_P_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_FetchTopic_v11(e, out)
-    l = o.forgotten_topics_data
-    if l is None:
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_FetchTopic_v11(e_topics, out)
+    l_forgotten_topics_data = o.forgotten_topics_data
+    if l_forgotten_topics_data is None:
         raise ValueError('non-nullable field forgotten_topics_data is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_ForgottenTopic_v7(e, out)
+        ap(_P_i(len(l_forgotten_topics_data)))
+        for e_forgotten_topics_data in l_forgotten_topics_data:
+            _e_Request_ForgottenTopic_v7(e_forgotten_topics_data, out)
     ap(_e_str(o.rack_id))
 
 
-def _d_Request_FetchPartition_v12(buf, pos):
+def _d_Request_FetchPartition_v12(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchTopic.FetchPartition, int]:
     o = _new(_C_Request_FetchPartition)
     o.replica_directory_id = _ZERO_UUID
     o.high_watermark = 9223372036854775807
@@ -996,7 +999,7 @@ def _d_Request_FetchPartition_v12(buf, pos):
     return o, pos
 
 
-def _d_Request_FetchTopic_v12(buf, pos):
+def _d_Request_FetchTopic_v12(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchTopic, int]:
     o = _new(_C_Request_FetchTopic)
     o.topic_id = _ZERO_UUID
     o.topic, pos = _r_cstr(buf, pos)
@@ -1004,12 +1007,12 @@ def _d_Request_FetchTopic_v12(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[FetchRequest.FetchTopic.FetchPartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_FetchPartition_v12(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Request_FetchPartition_v12(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -1017,7 +1020,7 @@ def _d_Request_FetchTopic_v12(buf, pos):
     return o, pos
 
 
-def _d_Request_ForgottenTopic_v12(buf, pos):
+def _d_Request_ForgottenTopic_v12(buf: memoryview, pos: int) -> tuple[FetchRequest.ForgottenTopic, int]:
     o = _new(_C_Request_ForgottenTopic)
     o.topic_id = _ZERO_UUID
     o.topic, pos = _r_cstr(buf, pos)
@@ -1033,7 +1036,7 @@ def _d_Request_ForgottenTopic_v12(buf, pos):
     return o, pos
 
 
-def _d_Request_v12(buf, pos):
+def _d_Request_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     o = _new(_C_Request)
     o.cluster_id = None
     o.replica_state = _C_Request_ReplicaState()
@@ -1043,22 +1046,22 @@ def _d_Request_v12(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[FetchRequest.FetchTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_FetchTopic_v12(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_FetchTopic_v12(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field forgotten_topics_data is null')
     else:
-        l = []
-        ap = l.append
+        l_forgotten_topics_data: list[FetchRequest.ForgottenTopic] = []
+        ap_forgotten_topics_data = l_forgotten_topics_data.append
         for _ in range(n):
-            e, pos = _d_Request_ForgottenTopic_v12(buf, pos)
-            ap(e)
-        o.forgotten_topics_data = l
+            e_forgotten_topics_data, pos = _d_Request_ForgottenTopic_v12(buf, pos)
+            ap_forgotten_topics_data(e_forgotten_topics_data)
+        o.forgotten_topics_data = l_forgotten_topics_data
     o.rack_id, pos = _r_cstr(buf, pos)
     nt, pos = _r_uv(buf, pos)
     for _ in range(nt):
@@ -1073,64 +1076,64 @@ def _d_Request_v12(buf, pos):
     return o, pos
 
 
-def _e_Request_FetchPartition_v12(o, out):
+def _e_Request_FetchPartition_v12(o: FetchRequest.FetchTopic.FetchPartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_iiqiqi(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes))
     ap(b'\x00')
 
 
-def _e_Request_FetchTopic_v12(o, out):
+def _e_Request_FetchTopic_v12(o: FetchRequest.FetchTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_FetchPartition_v12(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Request_FetchPartition_v12(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Request_ForgottenTopic_v12(o, out):
+def _e_Request_ForgottenTopic_v12(o: FetchRequest.ForgottenTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
+        ap(_uv(len(l_partitions) + 1))
+        ap(_e_fixed(l_partitions, 'i'))
     ap(b'\x00')
 
 
-def _e_Request_v12(o, out):
+def _e_Request_v12(o: FetchRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.replica_state != _D_Request_ReplicaState:
         raise _UnsupportedVersionError('attempted to write a non-default replica_state at version 12')
     ap(_P_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_FetchTopic_v12(e, out)
-    l = o.forgotten_topics_data
-    if l is None:
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_FetchTopic_v12(e_topics, out)
+    l_forgotten_topics_data = o.forgotten_topics_data
+    if l_forgotten_topics_data is None:
         raise ValueError('non-nullable field forgotten_topics_data is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_ForgottenTopic_v12(e, out)
+        ap(_uv(len(l_forgotten_topics_data) + 1))
+        for e_forgotten_topics_data in l_forgotten_topics_data:
+            _e_Request_ForgottenTopic_v12(e_forgotten_topics_data, out)
     ap(_e_cstr(o.rack_id))
     tc = 0
-    tp = []
-    v = o.cluster_id
-    if v is not None:
-        t = []
-        t.append(_e_cnstr(v))
-        d = b''.join(t)
+    tp: list[_Bytes] = []
+    v_cluster_id = o.cluster_id
+    if v_cluster_id is not None:
+        t_cluster_id: list[_Bytes] = []
+        t_cluster_id.append(_e_cnstr(v_cluster_id))
+        d = b''.join(t_cluster_id)
         tp.append(_uv(0))
         tp.append(_uv(len(d)))
         tp.append(d)
@@ -1142,7 +1145,7 @@ def _e_Request_v12(o, out):
         ap(b'\x00')
 
 
-def _d_Request_FetchTopic_v13(buf, pos):
+def _d_Request_FetchTopic_v13(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchTopic, int]:
     o = _new(_C_Request_FetchTopic)
     o.topic = ''
     o.topic_id, pos = _r_uuid(buf, pos)
@@ -1150,12 +1153,12 @@ def _d_Request_FetchTopic_v13(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[FetchRequest.FetchTopic.FetchPartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_FetchPartition_v12(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Request_FetchPartition_v12(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -1163,7 +1166,7 @@ def _d_Request_FetchTopic_v13(buf, pos):
     return o, pos
 
 
-def _d_Request_ForgottenTopic_v13(buf, pos):
+def _d_Request_ForgottenTopic_v13(buf: memoryview, pos: int) -> tuple[FetchRequest.ForgottenTopic, int]:
     o = _new(_C_Request_ForgottenTopic)
     o.topic = ''
     o.topic_id, pos = _r_uuid(buf, pos)
@@ -1179,7 +1182,7 @@ def _d_Request_ForgottenTopic_v13(buf, pos):
     return o, pos
 
 
-def _d_Request_v13(buf, pos):
+def _d_Request_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     o = _new(_C_Request)
     o.cluster_id = None
     o.replica_state = _C_Request_ReplicaState()
@@ -1189,22 +1192,22 @@ def _d_Request_v13(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[FetchRequest.FetchTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_FetchTopic_v13(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_FetchTopic_v13(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field forgotten_topics_data is null')
     else:
-        l = []
-        ap = l.append
+        l_forgotten_topics_data: list[FetchRequest.ForgottenTopic] = []
+        ap_forgotten_topics_data = l_forgotten_topics_data.append
         for _ in range(n):
-            e, pos = _d_Request_ForgottenTopic_v13(buf, pos)
-            ap(e)
-        o.forgotten_topics_data = l
+            e_forgotten_topics_data, pos = _d_Request_ForgottenTopic_v13(buf, pos)
+            ap_forgotten_topics_data(e_forgotten_topics_data)
+        o.forgotten_topics_data = l_forgotten_topics_data
     o.rack_id, pos = _r_cstr(buf, pos)
     nt, pos = _r_uv(buf, pos)
     for _ in range(nt):
@@ -1219,58 +1222,58 @@ def _d_Request_v13(buf, pos):
     return o, pos
 
 
-def _e_Request_FetchTopic_v13(o, out):
+def _e_Request_FetchTopic_v13(o: FetchRequest.FetchTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(o.topic_id.bytes)
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_FetchPartition_v12(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Request_FetchPartition_v12(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Request_ForgottenTopic_v13(o, out):
+def _e_Request_ForgottenTopic_v13(o: FetchRequest.ForgottenTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(o.topic_id.bytes)
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
+        ap(_uv(len(l_partitions) + 1))
+        ap(_e_fixed(l_partitions, 'i'))
     ap(b'\x00')
 
 
-def _e_Request_v13(o, out):
+def _e_Request_v13(o: FetchRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.replica_state != _D_Request_ReplicaState:
         raise _UnsupportedVersionError('attempted to write a non-default replica_state at version 13')
     ap(_P_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_FetchTopic_v13(e, out)
-    l = o.forgotten_topics_data
-    if l is None:
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_FetchTopic_v13(e_topics, out)
+    l_forgotten_topics_data = o.forgotten_topics_data
+    if l_forgotten_topics_data is None:
         raise ValueError('non-nullable field forgotten_topics_data is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_ForgottenTopic_v13(e, out)
+        ap(_uv(len(l_forgotten_topics_data) + 1))
+        for e_forgotten_topics_data in l_forgotten_topics_data:
+            _e_Request_ForgottenTopic_v13(e_forgotten_topics_data, out)
     ap(_e_cstr(o.rack_id))
     tc = 0
-    tp = []
-    v = o.cluster_id
-    if v is not None:
-        t = []
-        t.append(_e_cnstr(v))
-        d = b''.join(t)
+    tp: list[_Bytes] = []
+    v_cluster_id = o.cluster_id
+    if v_cluster_id is not None:
+        t_cluster_id: list[_Bytes] = []
+        t_cluster_id.append(_e_cnstr(v_cluster_id))
+        d = b''.join(t_cluster_id)
         tp.append(_uv(0))
         tp.append(_uv(len(d)))
         tp.append(d)
@@ -1282,33 +1285,33 @@ def _e_Request_v13(o, out):
         ap(b'\x00')
 
 
-def _e_Request_v14(o, out):
+def _e_Request_v14(o: FetchRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.replica_state != _D_Request_ReplicaState:
         raise _UnsupportedVersionError('attempted to write a non-default replica_state at version 14')
     ap(_P_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_FetchTopic_v13(e, out)
-    l = o.forgotten_topics_data
-    if l is None:
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_FetchTopic_v13(e_topics, out)
+    l_forgotten_topics_data = o.forgotten_topics_data
+    if l_forgotten_topics_data is None:
         raise ValueError('non-nullable field forgotten_topics_data is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_ForgottenTopic_v13(e, out)
+        ap(_uv(len(l_forgotten_topics_data) + 1))
+        for e_forgotten_topics_data in l_forgotten_topics_data:
+            _e_Request_ForgottenTopic_v13(e_forgotten_topics_data, out)
     ap(_e_cstr(o.rack_id))
     tc = 0
-    tp = []
-    v = o.cluster_id
-    if v is not None:
-        t = []
-        t.append(_e_cnstr(v))
-        d = b''.join(t)
+    tp: list[_Bytes] = []
+    v_cluster_id = o.cluster_id
+    if v_cluster_id is not None:
+        t_cluster_id: list[_Bytes] = []
+        t_cluster_id.append(_e_cnstr(v_cluster_id))
+        d = b''.join(t_cluster_id)
         tp.append(_uv(0))
         tp.append(_uv(len(d)))
         tp.append(d)
@@ -1320,7 +1323,7 @@ def _e_Request_v14(o, out):
         ap(b'\x00')
 
 
-def _d_Request_ReplicaState_v15(buf, pos):
+def _d_Request_ReplicaState_v15(buf: memoryview, pos: int) -> tuple[FetchRequest.ReplicaState, int]:
     o = _new(_C_Request_ReplicaState)
     o.replica_id, o.replica_epoch = _U_iq(buf, pos)
     pos += 12
@@ -1331,7 +1334,7 @@ def _d_Request_ReplicaState_v15(buf, pos):
     return o, pos
 
 
-def _d_Request_v15(buf, pos):
+def _d_Request_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     o = _new(_C_Request)
     o.cluster_id = None
     o.replica_id = -1
@@ -1342,22 +1345,22 @@ def _d_Request_v15(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[FetchRequest.FetchTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_FetchTopic_v13(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_FetchTopic_v13(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field forgotten_topics_data is null')
     else:
-        l = []
-        ap = l.append
+        l_forgotten_topics_data: list[FetchRequest.ForgottenTopic] = []
+        ap_forgotten_topics_data = l_forgotten_topics_data.append
         for _ in range(n):
-            e, pos = _d_Request_ForgottenTopic_v13(buf, pos)
-            ap(e)
-        o.forgotten_topics_data = l
+            e_forgotten_topics_data, pos = _d_Request_ForgottenTopic_v13(buf, pos)
+            ap_forgotten_topics_data(e_forgotten_topics_data)
+        o.forgotten_topics_data = l_forgotten_topics_data
     o.rack_id, pos = _r_cstr(buf, pos)
     nt, pos = _r_uv(buf, pos)
     for _ in range(nt):
@@ -1376,48 +1379,48 @@ def _d_Request_v15(buf, pos):
     return o, pos
 
 
-def _e_Request_ReplicaState_v15(o, out):
+def _e_Request_ReplicaState_v15(o: FetchRequest.ReplicaState, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_iq(o.replica_id, o.replica_epoch))
     ap(b'\x00')
 
 
-def _e_Request_v15(o, out):
+def _e_Request_v15(o: FetchRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.replica_id != -1:
         raise _UnsupportedVersionError('attempted to write a non-default replica_id at version 15')
     ap(_P_iiibii(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_FetchTopic_v13(e, out)
-    l = o.forgotten_topics_data
-    if l is None:
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_FetchTopic_v13(e_topics, out)
+    l_forgotten_topics_data = o.forgotten_topics_data
+    if l_forgotten_topics_data is None:
         raise ValueError('non-nullable field forgotten_topics_data is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_ForgottenTopic_v13(e, out)
+        ap(_uv(len(l_forgotten_topics_data) + 1))
+        for e_forgotten_topics_data in l_forgotten_topics_data:
+            _e_Request_ForgottenTopic_v13(e_forgotten_topics_data, out)
     ap(_e_cstr(o.rack_id))
     tc = 0
-    tp = []
-    v = o.cluster_id
-    if v is not None:
-        t = []
-        t.append(_e_cnstr(v))
-        d = b''.join(t)
+    tp: list[_Bytes] = []
+    v_cluster_id = o.cluster_id
+    if v_cluster_id is not None:
+        t_cluster_id: list[_Bytes] = []
+        t_cluster_id.append(_e_cnstr(v_cluster_id))
+        d = b''.join(t_cluster_id)
         tp.append(_uv(0))
         tp.append(_uv(len(d)))
         tp.append(d)
         tc += 1
-    v = o.replica_state
-    if v != _D_Request_ReplicaState:
-        t = []
-        _e_Request_ReplicaState_v15(v, t)
-        d = b''.join(t)
+    v_replica_state = o.replica_state
+    if v_replica_state != _D_Request_ReplicaState:
+        t_replica_state: list[_Bytes] = []
+        _e_Request_ReplicaState_v15(v_replica_state, t_replica_state)
+        d = b''.join(t_replica_state)
         tp.append(_uv(1))
         tp.append(_uv(len(d)))
         tp.append(d)
@@ -1429,42 +1432,42 @@ def _e_Request_v15(o, out):
         ap(b'\x00')
 
 
-def _e_Request_v16(o, out):
+def _e_Request_v16(o: FetchRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.replica_id != -1:
         raise _UnsupportedVersionError('attempted to write a non-default replica_id at version 16')
     ap(_P_iiibii(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_FetchTopic_v13(e, out)
-    l = o.forgotten_topics_data
-    if l is None:
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_FetchTopic_v13(e_topics, out)
+    l_forgotten_topics_data = o.forgotten_topics_data
+    if l_forgotten_topics_data is None:
         raise ValueError('non-nullable field forgotten_topics_data is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_ForgottenTopic_v13(e, out)
+        ap(_uv(len(l_forgotten_topics_data) + 1))
+        for e_forgotten_topics_data in l_forgotten_topics_data:
+            _e_Request_ForgottenTopic_v13(e_forgotten_topics_data, out)
     ap(_e_cstr(o.rack_id))
     tc = 0
-    tp = []
-    v = o.cluster_id
-    if v is not None:
-        t = []
-        t.append(_e_cnstr(v))
-        d = b''.join(t)
+    tp: list[_Bytes] = []
+    v_cluster_id = o.cluster_id
+    if v_cluster_id is not None:
+        t_cluster_id: list[_Bytes] = []
+        t_cluster_id.append(_e_cnstr(v_cluster_id))
+        d = b''.join(t_cluster_id)
         tp.append(_uv(0))
         tp.append(_uv(len(d)))
         tp.append(d)
         tc += 1
-    v = o.replica_state
-    if v != _D_Request_ReplicaState:
-        t = []
-        _e_Request_ReplicaState_v15(v, t)
-        d = b''.join(t)
+    v_replica_state = o.replica_state
+    if v_replica_state != _D_Request_ReplicaState:
+        t_replica_state: list[_Bytes] = []
+        _e_Request_ReplicaState_v15(v_replica_state, t_replica_state)
+        d = b''.join(t_replica_state)
         tp.append(_uv(1))
         tp.append(_uv(len(d)))
         tp.append(d)
@@ -1476,7 +1479,7 @@ def _e_Request_v16(o, out):
         ap(b'\x00')
 
 
-def _d_Request_FetchPartition_v17(buf, pos):
+def _d_Request_FetchPartition_v17(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchTopic.FetchPartition, int]:
     o = _new(_C_Request_FetchPartition)
     o.replica_directory_id = _ZERO_UUID
     o.high_watermark = 9223372036854775807
@@ -1495,7 +1498,7 @@ def _d_Request_FetchPartition_v17(buf, pos):
     return o, pos
 
 
-def _d_Request_FetchTopic_v17(buf, pos):
+def _d_Request_FetchTopic_v17(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchTopic, int]:
     o = _new(_C_Request_FetchTopic)
     o.topic = ''
     o.topic_id, pos = _r_uuid(buf, pos)
@@ -1503,12 +1506,12 @@ def _d_Request_FetchTopic_v17(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[FetchRequest.FetchTopic.FetchPartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_FetchPartition_v17(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Request_FetchPartition_v17(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -1516,7 +1519,7 @@ def _d_Request_FetchTopic_v17(buf, pos):
     return o, pos
 
 
-def _d_Request_v17(buf, pos):
+def _d_Request_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     o = _new(_C_Request)
     o.cluster_id = None
     o.replica_id = -1
@@ -1527,22 +1530,22 @@ def _d_Request_v17(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[FetchRequest.FetchTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_FetchTopic_v17(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_FetchTopic_v17(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field forgotten_topics_data is null')
     else:
-        l = []
-        ap = l.append
+        l_forgotten_topics_data: list[FetchRequest.ForgottenTopic] = []
+        ap_forgotten_topics_data = l_forgotten_topics_data.append
         for _ in range(n):
-            e, pos = _d_Request_ForgottenTopic_v13(buf, pos)
-            ap(e)
-        o.forgotten_topics_data = l
+            e_forgotten_topics_data, pos = _d_Request_ForgottenTopic_v13(buf, pos)
+            ap_forgotten_topics_data(e_forgotten_topics_data)
+        o.forgotten_topics_data = l_forgotten_topics_data
     o.rack_id, pos = _r_cstr(buf, pos)
     nt, pos = _r_uv(buf, pos)
     for _ in range(nt):
@@ -1561,16 +1564,16 @@ def _d_Request_v17(buf, pos):
     return o, pos
 
 
-def _e_Request_FetchPartition_v17(o, out):
+def _e_Request_FetchPartition_v17(o: FetchRequest.FetchTopic.FetchPartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_iiqiqi(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes))
     tc = 0
-    tp = []
-    v = o.replica_directory_id
-    if v != _ZERO_UUID:
-        t = []
-        t.append(v.bytes)
-        d = b''.join(t)
+    tp: list[_Bytes] = []
+    v_replica_directory_id = o.replica_directory_id
+    if v_replica_directory_id != _ZERO_UUID:
+        t_replica_directory_id: list[_Bytes] = []
+        t_replica_directory_id.append(v_replica_directory_id.bytes)
+        d = b''.join(t_replica_directory_id)
         tp.append(_uv(0))
         tp.append(_uv(len(d)))
         tp.append(d)
@@ -1582,55 +1585,55 @@ def _e_Request_FetchPartition_v17(o, out):
         ap(b'\x00')
 
 
-def _e_Request_FetchTopic_v17(o, out):
+def _e_Request_FetchTopic_v17(o: FetchRequest.FetchTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(o.topic_id.bytes)
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_FetchPartition_v17(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Request_FetchPartition_v17(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Request_v17(o, out):
+def _e_Request_v17(o: FetchRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.replica_id != -1:
         raise _UnsupportedVersionError('attempted to write a non-default replica_id at version 17')
     ap(_P_iiibii(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_FetchTopic_v17(e, out)
-    l = o.forgotten_topics_data
-    if l is None:
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_FetchTopic_v17(e_topics, out)
+    l_forgotten_topics_data = o.forgotten_topics_data
+    if l_forgotten_topics_data is None:
         raise ValueError('non-nullable field forgotten_topics_data is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_ForgottenTopic_v13(e, out)
+        ap(_uv(len(l_forgotten_topics_data) + 1))
+        for e_forgotten_topics_data in l_forgotten_topics_data:
+            _e_Request_ForgottenTopic_v13(e_forgotten_topics_data, out)
     ap(_e_cstr(o.rack_id))
     tc = 0
-    tp = []
-    v = o.cluster_id
-    if v is not None:
-        t = []
-        t.append(_e_cnstr(v))
-        d = b''.join(t)
+    tp: list[_Bytes] = []
+    v_cluster_id = o.cluster_id
+    if v_cluster_id is not None:
+        t_cluster_id: list[_Bytes] = []
+        t_cluster_id.append(_e_cnstr(v_cluster_id))
+        d = b''.join(t_cluster_id)
         tp.append(_uv(0))
         tp.append(_uv(len(d)))
         tp.append(d)
         tc += 1
-    v = o.replica_state
-    if v != _D_Request_ReplicaState:
-        t = []
-        _e_Request_ReplicaState_v15(v, t)
-        d = b''.join(t)
+    v_replica_state = o.replica_state
+    if v_replica_state != _D_Request_ReplicaState:
+        t_replica_state: list[_Bytes] = []
+        _e_Request_ReplicaState_v15(v_replica_state, t_replica_state)
+        d = b''.join(t_replica_state)
         tp.append(_uv(1))
         tp.append(_uv(len(d)))
         tp.append(d)
@@ -1642,7 +1645,7 @@ def _e_Request_v17(o, out):
         ap(b'\x00')
 
 
-def _d_Request_FetchPartition_v18(buf, pos):
+def _d_Request_FetchPartition_v18(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchTopic.FetchPartition, int]:
     o = _new(_C_Request_FetchPartition)
     o.replica_directory_id = _ZERO_UUID
     o.high_watermark = 9223372036854775807
@@ -1666,7 +1669,7 @@ def _d_Request_FetchPartition_v18(buf, pos):
     return o, pos
 
 
-def _d_Request_FetchTopic_v18(buf, pos):
+def _d_Request_FetchTopic_v18(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchTopic, int]:
     o = _new(_C_Request_FetchTopic)
     o.topic = ''
     o.topic_id, pos = _r_uuid(buf, pos)
@@ -1674,12 +1677,12 @@ def _d_Request_FetchTopic_v18(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[FetchRequest.FetchTopic.FetchPartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_FetchPartition_v18(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Request_FetchPartition_v18(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -1687,7 +1690,7 @@ def _d_Request_FetchTopic_v18(buf, pos):
     return o, pos
 
 
-def _d_Request_v18(buf, pos):
+def _d_Request_v18(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     o = _new(_C_Request)
     o.cluster_id = None
     o.replica_id = -1
@@ -1698,22 +1701,22 @@ def _d_Request_v18(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[FetchRequest.FetchTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_FetchTopic_v18(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_FetchTopic_v18(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field forgotten_topics_data is null')
     else:
-        l = []
-        ap = l.append
+        l_forgotten_topics_data: list[FetchRequest.ForgottenTopic] = []
+        ap_forgotten_topics_data = l_forgotten_topics_data.append
         for _ in range(n):
-            e, pos = _d_Request_ForgottenTopic_v13(buf, pos)
-            ap(e)
-        o.forgotten_topics_data = l
+            e_forgotten_topics_data, pos = _d_Request_ForgottenTopic_v13(buf, pos)
+            ap_forgotten_topics_data(e_forgotten_topics_data)
+        o.forgotten_topics_data = l_forgotten_topics_data
     o.rack_id, pos = _r_cstr(buf, pos)
     nt, pos = _r_uv(buf, pos)
     for _ in range(nt):
@@ -1732,25 +1735,25 @@ def _d_Request_v18(buf, pos):
     return o, pos
 
 
-def _e_Request_FetchPartition_v18(o, out):
+def _e_Request_FetchPartition_v18(o: FetchRequest.FetchTopic.FetchPartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_iiqiqi(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes))
     tc = 0
-    tp = []
-    v = o.replica_directory_id
-    if v != _ZERO_UUID:
-        t = []
-        t.append(v.bytes)
-        d = b''.join(t)
+    tp: list[_Bytes] = []
+    v_replica_directory_id = o.replica_directory_id
+    if v_replica_directory_id != _ZERO_UUID:
+        t_replica_directory_id: list[_Bytes] = []
+        t_replica_directory_id.append(v_replica_directory_id.bytes)
+        d = b''.join(t_replica_directory_id)
         tp.append(_uv(0))
         tp.append(_uv(len(d)))
         tp.append(d)
         tc += 1
-    v = o.high_watermark
-    if v != 9223372036854775807:
-        t = []
-        t.append(_P_q(v))
-        d = b''.join(t)
+    v_high_watermark = o.high_watermark
+    if v_high_watermark != 9223372036854775807:
+        t_high_watermark: list[_Bytes] = []
+        t_high_watermark.append(_P_q(v_high_watermark))
+        d = b''.join(t_high_watermark)
         tp.append(_uv(1))
         tp.append(_uv(len(d)))
         tp.append(d)
@@ -1762,55 +1765,55 @@ def _e_Request_FetchPartition_v18(o, out):
         ap(b'\x00')
 
 
-def _e_Request_FetchTopic_v18(o, out):
+def _e_Request_FetchTopic_v18(o: FetchRequest.FetchTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(o.topic_id.bytes)
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_FetchPartition_v18(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Request_FetchPartition_v18(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Request_v18(o, out):
+def _e_Request_v18(o: FetchRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.replica_id != -1:
         raise _UnsupportedVersionError('attempted to write a non-default replica_id at version 18')
     ap(_P_iiibii(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_FetchTopic_v18(e, out)
-    l = o.forgotten_topics_data
-    if l is None:
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_FetchTopic_v18(e_topics, out)
+    l_forgotten_topics_data = o.forgotten_topics_data
+    if l_forgotten_topics_data is None:
         raise ValueError('non-nullable field forgotten_topics_data is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_ForgottenTopic_v13(e, out)
+        ap(_uv(len(l_forgotten_topics_data) + 1))
+        for e_forgotten_topics_data in l_forgotten_topics_data:
+            _e_Request_ForgottenTopic_v13(e_forgotten_topics_data, out)
     ap(_e_cstr(o.rack_id))
     tc = 0
-    tp = []
-    v = o.cluster_id
-    if v is not None:
-        t = []
-        t.append(_e_cnstr(v))
-        d = b''.join(t)
+    tp: list[_Bytes] = []
+    v_cluster_id = o.cluster_id
+    if v_cluster_id is not None:
+        t_cluster_id: list[_Bytes] = []
+        t_cluster_id.append(_e_cnstr(v_cluster_id))
+        d = b''.join(t_cluster_id)
         tp.append(_uv(0))
         tp.append(_uv(len(d)))
         tp.append(d)
         tc += 1
-    v = o.replica_state
-    if v != _D_Request_ReplicaState:
-        t = []
-        _e_Request_ReplicaState_v15(v, t)
-        d = b''.join(t)
+    v_replica_state = o.replica_state
+    if v_replica_state != _D_Request_ReplicaState:
+        t_replica_state: list[_Bytes] = []
+        _e_Request_ReplicaState_v15(v_replica_state, t_replica_state)
+        d = b''.join(t_replica_state)
         tp.append(_uv(1))
         tp.append(_uv(len(d)))
         tp.append(d)
@@ -1822,14 +1825,14 @@ def _e_Request_v18(o, out):
         ap(b'\x00')
 
 
-def _d_Response_AbortedTransaction_v4(buf, pos):
+def _d_Response_AbortedTransaction_v4(buf: memoryview, pos: int) -> tuple[FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction, int]:
     o = _new(_C_Response_AbortedTransaction)
     o.producer_id, o.first_offset = _U_qq(buf, pos)
     pos += 16
     return o, pos
 
 
-def _d_Response_PartitionData_v4(buf, pos):
+def _d_Response_PartitionData_v4(buf: memoryview, pos: int) -> tuple[FetchResponse.FetchableTopicResponse.PartitionData, int]:
     o = _new(_C_Response_PartitionData)
     o.log_start_offset = -1
     o.diverging_epoch = _C_Response_EpochEndOffset()
@@ -1842,17 +1845,17 @@ def _d_Response_PartitionData_v4(buf, pos):
     if n < 0:
         o.aborted_transactions = None
     else:
-        l = []
-        ap = l.append
+        l_aborted_transactions: list[FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction] = []
+        ap_aborted_transactions = l_aborted_transactions.append
         for _ in range(n):
-            e, pos = _d_Response_AbortedTransaction_v4(buf, pos)
-            ap(e)
-        o.aborted_transactions = l
+            e_aborted_transactions, pos = _d_Response_AbortedTransaction_v4(buf, pos)
+            ap_aborted_transactions(e_aborted_transactions)
+        o.aborted_transactions = l_aborted_transactions
     o.records, pos = _r_rec(buf, pos)
     return o, pos
 
 
-def _d_Response_FetchableTopicResponse_v4(buf, pos):
+def _d_Response_FetchableTopicResponse_v4(buf: memoryview, pos: int) -> tuple[FetchResponse.FetchableTopicResponse, int]:
     o = _new(_C_Response_FetchableTopicResponse)
     o.topic_id = _ZERO_UUID
     o.topic, pos = _r_str(buf, pos)
@@ -1860,16 +1863,16 @@ def _d_Response_FetchableTopicResponse_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[FetchResponse.FetchableTopicResponse.PartitionData] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_PartitionData_v4(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_PartitionData_v4(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Response_v4(buf, pos):
+def _d_Response_v4(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     o = _new(_C_Response)
     o.error_code = 0
     o.session_id = 0
@@ -1880,21 +1883,21 @@ def _d_Response_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field responses is null')
     else:
-        l = []
-        ap = l.append
+        l_responses: list[FetchResponse.FetchableTopicResponse] = []
+        ap_responses = l_responses.append
         for _ in range(n):
-            e, pos = _d_Response_FetchableTopicResponse_v4(buf, pos)
-            ap(e)
-        o.responses = l
+            e_responses, pos = _d_Response_FetchableTopicResponse_v4(buf, pos)
+            ap_responses(e_responses)
+        o.responses = l_responses
     return o, pos
 
 
-def _e_Response_AbortedTransaction_v4(o, out):
+def _e_Response_AbortedTransaction_v4(o: FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_qq(o.producer_id, o.first_offset))
 
 
-def _e_Response_PartitionData_v4(o, out):
+def _e_Response_PartitionData_v4(o: FetchResponse.FetchableTopicResponse.PartitionData, out: list[_Bytes]) -> None:
     ap = out.append
     if o.diverging_epoch != _D_Response_EpochEndOffset:
         raise _UnsupportedVersionError('attempted to write a non-default diverging_epoch at version 4')
@@ -1905,45 +1908,45 @@ def _e_Response_PartitionData_v4(o, out):
     if o.preferred_read_replica != -1:
         raise _UnsupportedVersionError('attempted to write a non-default preferred_read_replica at version 4')
     ap(_P_ihqq(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset))
-    l = o.aborted_transactions
-    if l is None:
+    l_aborted_transactions = o.aborted_transactions
+    if l_aborted_transactions is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_AbortedTransaction_v4(e, out)
+        ap(_P_i(len(l_aborted_transactions)))
+        for e_aborted_transactions in l_aborted_transactions:
+            _e_Response_AbortedTransaction_v4(e_aborted_transactions, out)
     _w_rec(o.records, out)
 
 
-def _e_Response_FetchableTopicResponse_v4(o, out):
+def _e_Response_FetchableTopicResponse_v4(o: FetchResponse.FetchableTopicResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_PartitionData_v4(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_PartitionData_v4(e_partitions, out)
 
 
-def _e_Response_v4(o, out):
+def _e_Response_v4(o: FetchResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.session_id != 0:
         raise _UnsupportedVersionError('attempted to write a non-default session_id at version 4')
     if (o.node_endpoints is None or len(o.node_endpoints) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default node_endpoints at version 4')
     ap(_P_i(o.throttle_time_ms))
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_FetchableTopicResponse_v4(e, out)
+        ap(_P_i(len(l_responses)))
+        for e_responses in l_responses:
+            _e_Response_FetchableTopicResponse_v4(e_responses, out)
 
 
-def _d_Response_PartitionData_v5(buf, pos):
+def _d_Response_PartitionData_v5(buf: memoryview, pos: int) -> tuple[FetchResponse.FetchableTopicResponse.PartitionData, int]:
     o = _new(_C_Response_PartitionData)
     o.diverging_epoch = _C_Response_EpochEndOffset()
     o.current_leader = _C_Response_LeaderIdAndEpoch()
@@ -1955,17 +1958,17 @@ def _d_Response_PartitionData_v5(buf, pos):
     if n < 0:
         o.aborted_transactions = None
     else:
-        l = []
-        ap = l.append
+        l_aborted_transactions: list[FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction] = []
+        ap_aborted_transactions = l_aborted_transactions.append
         for _ in range(n):
-            e, pos = _d_Response_AbortedTransaction_v4(buf, pos)
-            ap(e)
-        o.aborted_transactions = l
+            e_aborted_transactions, pos = _d_Response_AbortedTransaction_v4(buf, pos)
+            ap_aborted_transactions(e_aborted_transactions)
+        o.aborted_transactions = l_aborted_transactions
     o.records, pos = _r_rec(buf, pos)
     return o, pos
 
 
-def _d_Response_FetchableTopicResponse_v5(buf, pos):
+def _d_Response_FetchableTopicResponse_v5(buf: memoryview, pos: int) -> tuple[FetchResponse.FetchableTopicResponse, int]:
     o = _new(_C_Response_FetchableTopicResponse)
     o.topic_id = _ZERO_UUID
     o.topic, pos = _r_str(buf, pos)
@@ -1973,16 +1976,16 @@ def _d_Response_FetchableTopicResponse_v5(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[FetchResponse.FetchableTopicResponse.PartitionData] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_PartitionData_v5(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_PartitionData_v5(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Response_v5(buf, pos):
+def _d_Response_v5(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     o = _new(_C_Response)
     o.error_code = 0
     o.session_id = 0
@@ -1993,16 +1996,16 @@ def _d_Response_v5(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field responses is null')
     else:
-        l = []
-        ap = l.append
+        l_responses: list[FetchResponse.FetchableTopicResponse] = []
+        ap_responses = l_responses.append
         for _ in range(n):
-            e, pos = _d_Response_FetchableTopicResponse_v5(buf, pos)
-            ap(e)
-        o.responses = l
+            e_responses, pos = _d_Response_FetchableTopicResponse_v5(buf, pos)
+            ap_responses(e_responses)
+        o.responses = l_responses
     return o, pos
 
 
-def _e_Response_PartitionData_v5(o, out):
+def _e_Response_PartitionData_v5(o: FetchResponse.FetchableTopicResponse.PartitionData, out: list[_Bytes]) -> None:
     ap = out.append
     if o.diverging_epoch != _D_Response_EpochEndOffset:
         raise _UnsupportedVersionError('attempted to write a non-default diverging_epoch at version 5')
@@ -2013,45 +2016,45 @@ def _e_Response_PartitionData_v5(o, out):
     if o.preferred_read_replica != -1:
         raise _UnsupportedVersionError('attempted to write a non-default preferred_read_replica at version 5')
     ap(_P_ihqqq(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset))
-    l = o.aborted_transactions
-    if l is None:
+    l_aborted_transactions = o.aborted_transactions
+    if l_aborted_transactions is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_AbortedTransaction_v4(e, out)
+        ap(_P_i(len(l_aborted_transactions)))
+        for e_aborted_transactions in l_aborted_transactions:
+            _e_Response_AbortedTransaction_v4(e_aborted_transactions, out)
     _w_rec(o.records, out)
 
 
-def _e_Response_FetchableTopicResponse_v5(o, out):
+def _e_Response_FetchableTopicResponse_v5(o: FetchResponse.FetchableTopicResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_PartitionData_v5(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_PartitionData_v5(e_partitions, out)
 
 
-def _e_Response_v5(o, out):
+def _e_Response_v5(o: FetchResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.session_id != 0:
         raise _UnsupportedVersionError('attempted to write a non-default session_id at version 5')
     if (o.node_endpoints is None or len(o.node_endpoints) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default node_endpoints at version 5')
     ap(_P_i(o.throttle_time_ms))
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_FetchableTopicResponse_v5(e, out)
+        ap(_P_i(len(l_responses)))
+        for e_responses in l_responses:
+            _e_Response_FetchableTopicResponse_v5(e_responses, out)
 
 
-def _e_Response_PartitionData_v6(o, out):
+def _e_Response_PartitionData_v6(o: FetchResponse.FetchableTopicResponse.PartitionData, out: list[_Bytes]) -> None:
     ap = out.append
     if o.diverging_epoch != _D_Response_EpochEndOffset:
         raise _UnsupportedVersionError('attempted to write a non-default diverging_epoch at version 6')
@@ -2062,45 +2065,45 @@ def _e_Response_PartitionData_v6(o, out):
     if o.preferred_read_replica != -1:
         raise _UnsupportedVersionError('attempted to write a non-default preferred_read_replica at version 6')
     ap(_P_ihqqq(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset))
-    l = o.aborted_transactions
-    if l is None:
+    l_aborted_transactions = o.aborted_transactions
+    if l_aborted_transactions is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_AbortedTransaction_v4(e, out)
+        ap(_P_i(len(l_aborted_transactions)))
+        for e_aborted_transactions in l_aborted_transactions:
+            _e_Response_AbortedTransaction_v4(e_aborted_transactions, out)
     _w_rec(o.records, out)
 
 
-def _e_Response_FetchableTopicResponse_v6(o, out):
+def _e_Response_FetchableTopicResponse_v6(o: FetchResponse.FetchableTopicResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_PartitionData_v6(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_PartitionData_v6(e_partitions, out)
 
 
-def _e_Response_v6(o, out):
+def _e_Response_v6(o: FetchResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.session_id != 0:
         raise _UnsupportedVersionError('attempted to write a non-default session_id at version 6')
     if (o.node_endpoints is None or len(o.node_endpoints) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default node_endpoints at version 6')
     ap(_P_i(o.throttle_time_ms))
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_FetchableTopicResponse_v6(e, out)
+        ap(_P_i(len(l_responses)))
+        for e_responses in l_responses:
+            _e_Response_FetchableTopicResponse_v6(e_responses, out)
 
 
-def _d_Response_v7(buf, pos):
+def _d_Response_v7(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     o = _new(_C_Response)
     o.node_endpoints = []
     o.throttle_time_ms, o.error_code, o.session_id = _U_ihi(buf, pos)
@@ -2109,16 +2112,16 @@ def _d_Response_v7(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field responses is null')
     else:
-        l = []
-        ap = l.append
+        l_responses: list[FetchResponse.FetchableTopicResponse] = []
+        ap_responses = l_responses.append
         for _ in range(n):
-            e, pos = _d_Response_FetchableTopicResponse_v5(buf, pos)
-            ap(e)
-        o.responses = l
+            e_responses, pos = _d_Response_FetchableTopicResponse_v5(buf, pos)
+            ap_responses(e_responses)
+        o.responses = l_responses
     return o, pos
 
 
-def _e_Response_PartitionData_v7(o, out):
+def _e_Response_PartitionData_v7(o: FetchResponse.FetchableTopicResponse.PartitionData, out: list[_Bytes]) -> None:
     ap = out.append
     if o.diverging_epoch != _D_Response_EpochEndOffset:
         raise _UnsupportedVersionError('attempted to write a non-default diverging_epoch at version 7')
@@ -2129,43 +2132,43 @@ def _e_Response_PartitionData_v7(o, out):
     if o.preferred_read_replica != -1:
         raise _UnsupportedVersionError('attempted to write a non-default preferred_read_replica at version 7')
     ap(_P_ihqqq(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset))
-    l = o.aborted_transactions
-    if l is None:
+    l_aborted_transactions = o.aborted_transactions
+    if l_aborted_transactions is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_AbortedTransaction_v4(e, out)
+        ap(_P_i(len(l_aborted_transactions)))
+        for e_aborted_transactions in l_aborted_transactions:
+            _e_Response_AbortedTransaction_v4(e_aborted_transactions, out)
     _w_rec(o.records, out)
 
 
-def _e_Response_FetchableTopicResponse_v7(o, out):
+def _e_Response_FetchableTopicResponse_v7(o: FetchResponse.FetchableTopicResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_PartitionData_v7(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_PartitionData_v7(e_partitions, out)
 
 
-def _e_Response_v7(o, out):
+def _e_Response_v7(o: FetchResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.node_endpoints is None or len(o.node_endpoints) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default node_endpoints at version 7')
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.session_id))
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_FetchableTopicResponse_v7(e, out)
+        ap(_P_i(len(l_responses)))
+        for e_responses in l_responses:
+            _e_Response_FetchableTopicResponse_v7(e_responses, out)
 
 
-def _e_Response_PartitionData_v8(o, out):
+def _e_Response_PartitionData_v8(o: FetchResponse.FetchableTopicResponse.PartitionData, out: list[_Bytes]) -> None:
     ap = out.append
     if o.diverging_epoch != _D_Response_EpochEndOffset:
         raise _UnsupportedVersionError('attempted to write a non-default diverging_epoch at version 8')
@@ -2176,43 +2179,43 @@ def _e_Response_PartitionData_v8(o, out):
     if o.preferred_read_replica != -1:
         raise _UnsupportedVersionError('attempted to write a non-default preferred_read_replica at version 8')
     ap(_P_ihqqq(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset))
-    l = o.aborted_transactions
-    if l is None:
+    l_aborted_transactions = o.aborted_transactions
+    if l_aborted_transactions is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_AbortedTransaction_v4(e, out)
+        ap(_P_i(len(l_aborted_transactions)))
+        for e_aborted_transactions in l_aborted_transactions:
+            _e_Response_AbortedTransaction_v4(e_aborted_transactions, out)
     _w_rec(o.records, out)
 
 
-def _e_Response_FetchableTopicResponse_v8(o, out):
+def _e_Response_FetchableTopicResponse_v8(o: FetchResponse.FetchableTopicResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_PartitionData_v8(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_PartitionData_v8(e_partitions, out)
 
 
-def _e_Response_v8(o, out):
+def _e_Response_v8(o: FetchResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.node_endpoints is None or len(o.node_endpoints) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default node_endpoints at version 8')
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.session_id))
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_FetchableTopicResponse_v8(e, out)
+        ap(_P_i(len(l_responses)))
+        for e_responses in l_responses:
+            _e_Response_FetchableTopicResponse_v8(e_responses, out)
 
 
-def _e_Response_PartitionData_v9(o, out):
+def _e_Response_PartitionData_v9(o: FetchResponse.FetchableTopicResponse.PartitionData, out: list[_Bytes]) -> None:
     ap = out.append
     if o.diverging_epoch != _D_Response_EpochEndOffset:
         raise _UnsupportedVersionError('attempted to write a non-default diverging_epoch at version 9')
@@ -2223,43 +2226,43 @@ def _e_Response_PartitionData_v9(o, out):
     if o.preferred_read_replica != -1:
         raise _UnsupportedVersionError('attempted to write a non-default preferred_read_replica at version 9')
     ap(_P_ihqqq(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset))
-    l = o.aborted_transactions
-    if l is None:
+    l_aborted_transactions = o.aborted_transactions
+    if l_aborted_transactions is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_AbortedTransaction_v4(e, out)
+        ap(_P_i(len(l_aborted_transactions)))
+        for e_aborted_transactions in l_aborted_transactions:
+            _e_Response_AbortedTransaction_v4(e_aborted_transactions, out)
     _w_rec(o.records, out)
 
 
-def _e_Response_FetchableTopicResponse_v9(o, out):
+def _e_Response_FetchableTopicResponse_v9(o: FetchResponse.FetchableTopicResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_PartitionData_v9(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_PartitionData_v9(e_partitions, out)
 
 
-def _e_Response_v9(o, out):
+def _e_Response_v9(o: FetchResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.node_endpoints is None or len(o.node_endpoints) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default node_endpoints at version 9')
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.session_id))
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_FetchableTopicResponse_v9(e, out)
+        ap(_P_i(len(l_responses)))
+        for e_responses in l_responses:
+            _e_Response_FetchableTopicResponse_v9(e_responses, out)
 
 
-def _e_Response_PartitionData_v10(o, out):
+def _e_Response_PartitionData_v10(o: FetchResponse.FetchableTopicResponse.PartitionData, out: list[_Bytes]) -> None:
     ap = out.append
     if o.diverging_epoch != _D_Response_EpochEndOffset:
         raise _UnsupportedVersionError('attempted to write a non-default diverging_epoch at version 10')
@@ -2270,43 +2273,43 @@ def _e_Response_PartitionData_v10(o, out):
     if o.preferred_read_replica != -1:
         raise _UnsupportedVersionError('attempted to write a non-default preferred_read_replica at version 10')
     ap(_P_ihqqq(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset))
-    l = o.aborted_transactions
-    if l is None:
+    l_aborted_transactions = o.aborted_transactions
+    if l_aborted_transactions is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_AbortedTransaction_v4(e, out)
+        ap(_P_i(len(l_aborted_transactions)))
+        for e_aborted_transactions in l_aborted_transactions:
+            _e_Response_AbortedTransaction_v4(e_aborted_transactions, out)
     _w_rec(o.records, out)
 
 
-def _e_Response_FetchableTopicResponse_v10(o, out):
+def _e_Response_FetchableTopicResponse_v10(o: FetchResponse.FetchableTopicResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_PartitionData_v10(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_PartitionData_v10(e_partitions, out)
 
 
-def _e_Response_v10(o, out):
+def _e_Response_v10(o: FetchResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.node_endpoints is None or len(o.node_endpoints) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default node_endpoints at version 10')
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.session_id))
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_FetchableTopicResponse_v10(e, out)
+        ap(_P_i(len(l_responses)))
+        for e_responses in l_responses:
+            _e_Response_FetchableTopicResponse_v10(e_responses, out)
 
 
-def _d_Response_PartitionData_v11(buf, pos):
+def _d_Response_PartitionData_v11(buf: memoryview, pos: int) -> tuple[FetchResponse.FetchableTopicResponse.PartitionData, int]:
     o = _new(_C_Response_PartitionData)
     o.diverging_epoch = _C_Response_EpochEndOffset()
     o.current_leader = _C_Response_LeaderIdAndEpoch()
@@ -2317,19 +2320,19 @@ def _d_Response_PartitionData_v11(buf, pos):
     if n < 0:
         o.aborted_transactions = None
     else:
-        l = []
-        ap = l.append
+        l_aborted_transactions: list[FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction] = []
+        ap_aborted_transactions = l_aborted_transactions.append
         for _ in range(n):
-            e, pos = _d_Response_AbortedTransaction_v4(buf, pos)
-            ap(e)
-        o.aborted_transactions = l
+            e_aborted_transactions, pos = _d_Response_AbortedTransaction_v4(buf, pos)
+            ap_aborted_transactions(e_aborted_transactions)
+        o.aborted_transactions = l_aborted_transactions
     o.preferred_read_replica, = _U_i(buf, pos)
     pos += 4
     o.records, pos = _r_rec(buf, pos)
     return o, pos
 
 
-def _d_Response_FetchableTopicResponse_v11(buf, pos):
+def _d_Response_FetchableTopicResponse_v11(buf: memoryview, pos: int) -> tuple[FetchResponse.FetchableTopicResponse, int]:
     o = _new(_C_Response_FetchableTopicResponse)
     o.topic_id = _ZERO_UUID
     o.topic, pos = _r_str(buf, pos)
@@ -2337,16 +2340,16 @@ def _d_Response_FetchableTopicResponse_v11(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[FetchResponse.FetchableTopicResponse.PartitionData] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_PartitionData_v11(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_PartitionData_v11(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Response_v11(buf, pos):
+def _d_Response_v11(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     o = _new(_C_Response)
     o.node_endpoints = []
     o.throttle_time_ms, o.error_code, o.session_id = _U_ihi(buf, pos)
@@ -2355,16 +2358,16 @@ def _d_Response_v11(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field responses is null')
     else:
-        l = []
-        ap = l.append
+        l_responses: list[FetchResponse.FetchableTopicResponse] = []
+        ap_responses = l_responses.append
         for _ in range(n):
-            e, pos = _d_Response_FetchableTopicResponse_v11(buf, pos)
-            ap(e)
-        o.responses = l
+            e_responses, pos = _d_Response_FetchableTopicResponse_v11(buf, pos)
+            ap_responses(e_responses)
+        o.responses = l_responses
     return o, pos
 
 
-def _e_Response_PartitionData_v11(o, out):
+def _e_Response_PartitionData_v11(o: FetchResponse.FetchableTopicResponse.PartitionData, out: list[_Bytes]) -> None:
     ap = out.append
     if o.diverging_epoch != _D_Response_EpochEndOffset:
         raise _UnsupportedVersionError('attempted to write a non-default diverging_epoch at version 11')
@@ -2373,44 +2376,44 @@ def _e_Response_PartitionData_v11(o, out):
     if o.snapshot_id != _D_Response_SnapshotId:
         raise _UnsupportedVersionError('attempted to write a non-default snapshot_id at version 11')
     ap(_P_ihqqq(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset))
-    l = o.aborted_transactions
-    if l is None:
+    l_aborted_transactions = o.aborted_transactions
+    if l_aborted_transactions is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_AbortedTransaction_v4(e, out)
+        ap(_P_i(len(l_aborted_transactions)))
+        for e_aborted_transactions in l_aborted_transactions:
+            _e_Response_AbortedTransaction_v4(e_aborted_transactions, out)
     ap(_P_i(o.preferred_read_replica))
     _w_rec(o.records, out)
 
 
-def _e_Response_FetchableTopicResponse_v11(o, out):
+def _e_Response_FetchableTopicResponse_v11(o: FetchResponse.FetchableTopicResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_PartitionData_v11(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_PartitionData_v11(e_partitions, out)
 
 
-def _e_Response_v11(o, out):
+def _e_Response_v11(o: FetchResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.node_endpoints is None or len(o.node_endpoints) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default node_endpoints at version 11')
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.session_id))
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_FetchableTopicResponse_v11(e, out)
+        ap(_P_i(len(l_responses)))
+        for e_responses in l_responses:
+            _e_Response_FetchableTopicResponse_v11(e_responses, out)
 
 
-def _d_Response_AbortedTransaction_v12(buf, pos):
+def _d_Response_AbortedTransaction_v12(buf: memoryview, pos: int) -> tuple[FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction, int]:
     o = _new(_C_Response_AbortedTransaction)
     o.producer_id, o.first_offset = _U_qq(buf, pos)
     pos += 16
@@ -2421,7 +2424,7 @@ def _d_Response_AbortedTransaction_v12(buf, pos):
     return o, pos
 
 
-def _d_Response_EpochEndOffset_v12(buf, pos):
+def _d_Response_EpochEndOffset_v12(buf: memoryview, pos: int) -> tuple[FetchResponse.FetchableTopicResponse.PartitionData.EpochEndOffset, int]:
     o = _new(_C_Response_EpochEndOffset)
     o.epoch, o.end_offset = _U_iq(buf, pos)
     pos += 12
@@ -2432,7 +2435,7 @@ def _d_Response_EpochEndOffset_v12(buf, pos):
     return o, pos
 
 
-def _d_Response_LeaderIdAndEpoch_v12(buf, pos):
+def _d_Response_LeaderIdAndEpoch_v12(buf: memoryview, pos: int) -> tuple[FetchResponse.FetchableTopicResponse.PartitionData.LeaderIdAndEpoch, int]:
     o = _new(_C_Response_LeaderIdAndEpoch)
     o.leader_id, o.leader_epoch = _U_ii(buf, pos)
     pos += 8
@@ -2443,7 +2446,7 @@ def _d_Response_LeaderIdAndEpoch_v12(buf, pos):
     return o, pos
 
 
-def _d_Response_SnapshotId_v12(buf, pos):
+def _d_Response_SnapshotId_v12(buf: memoryview, pos: int) -> tuple[FetchResponse.FetchableTopicResponse.PartitionData.SnapshotId, int]:
     o = _new(_C_Response_SnapshotId)
     o.end_offset, o.epoch = _U_qi(buf, pos)
     pos += 12
@@ -2454,7 +2457,7 @@ def _d_Response_SnapshotId_v12(buf, pos):
     return o, pos
 
 
-def _d_Response_PartitionData_v12(buf, pos):
+def _d_Response_PartitionData_v12(buf: memoryview, pos: int) -> tuple[FetchResponse.FetchableTopicResponse.PartitionData, int]:
     o = _new(_C_Response_PartitionData)
     o.diverging_epoch = _C_Response_EpochEndOffset()
     o.current_leader = _C_Response_LeaderIdAndEpoch()
@@ -2465,12 +2468,12 @@ def _d_Response_PartitionData_v12(buf, pos):
     if n < 0:
         o.aborted_transactions = None
     else:
-        l = []
-        ap = l.append
+        l_aborted_transactions: list[FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction] = []
+        ap_aborted_transactions = l_aborted_transactions.append
         for _ in range(n):
-            e, pos = _d_Response_AbortedTransaction_v12(buf, pos)
-            ap(e)
-        o.aborted_transactions = l
+            e_aborted_transactions, pos = _d_Response_AbortedTransaction_v12(buf, pos)
+            ap_aborted_transactions(e_aborted_transactions)
+        o.aborted_transactions = l_aborted_transactions
     o.preferred_read_replica, = _U_i(buf, pos)
     pos += 4
     o.records, pos = _r_crec(buf, pos)
@@ -2495,7 +2498,7 @@ def _d_Response_PartitionData_v12(buf, pos):
     return o, pos
 
 
-def _d_Response_FetchableTopicResponse_v12(buf, pos):
+def _d_Response_FetchableTopicResponse_v12(buf: memoryview, pos: int) -> tuple[FetchResponse.FetchableTopicResponse, int]:
     o = _new(_C_Response_FetchableTopicResponse)
     o.topic_id = _ZERO_UUID
     o.topic, pos = _r_cstr(buf, pos)
@@ -2503,12 +2506,12 @@ def _d_Response_FetchableTopicResponse_v12(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[FetchResponse.FetchableTopicResponse.PartitionData] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_PartitionData_v12(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_PartitionData_v12(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -2516,7 +2519,7 @@ def _d_Response_FetchableTopicResponse_v12(buf, pos):
     return o, pos
 
 
-def _d_Response_v12(buf, pos):
+def _d_Response_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     o = _new(_C_Response)
     o.node_endpoints = []
     o.throttle_time_ms, o.error_code, o.session_id = _U_ihi(buf, pos)
@@ -2525,12 +2528,12 @@ def _d_Response_v12(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field responses is null')
     else:
-        l = []
-        ap = l.append
+        l_responses: list[FetchResponse.FetchableTopicResponse] = []
+        ap_responses = l_responses.append
         for _ in range(n):
-            e, pos = _d_Response_FetchableTopicResponse_v12(buf, pos)
-            ap(e)
-        o.responses = l
+            e_responses, pos = _d_Response_FetchableTopicResponse_v12(buf, pos)
+            ap_responses(e_responses)
+        o.responses = l_responses
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -2538,67 +2541,67 @@ def _d_Response_v12(buf, pos):
     return o, pos
 
 
-def _e_Response_AbortedTransaction_v12(o, out):
+def _e_Response_AbortedTransaction_v12(o: FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_qq(o.producer_id, o.first_offset))
     ap(b'\x00')
 
 
-def _e_Response_EpochEndOffset_v12(o, out):
+def _e_Response_EpochEndOffset_v12(o: FetchResponse.FetchableTopicResponse.PartitionData.EpochEndOffset, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_iq(o.epoch, o.end_offset))
     ap(b'\x00')
 
 
-def _e_Response_LeaderIdAndEpoch_v12(o, out):
+def _e_Response_LeaderIdAndEpoch_v12(o: FetchResponse.FetchableTopicResponse.PartitionData.LeaderIdAndEpoch, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ii(o.leader_id, o.leader_epoch))
     ap(b'\x00')
 
 
-def _e_Response_SnapshotId_v12(o, out):
+def _e_Response_SnapshotId_v12(o: FetchResponse.FetchableTopicResponse.PartitionData.SnapshotId, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_qi(o.end_offset, o.epoch))
     ap(b'\x00')
 
 
-def _e_Response_PartitionData_v12(o, out):
+def _e_Response_PartitionData_v12(o: FetchResponse.FetchableTopicResponse.PartitionData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ihqqq(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset))
-    l = o.aborted_transactions
-    if l is None:
+    l_aborted_transactions = o.aborted_transactions
+    if l_aborted_transactions is None:
         ap(_NULL_UV)
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_AbortedTransaction_v12(e, out)
+        ap(_uv(len(l_aborted_transactions) + 1))
+        for e_aborted_transactions in l_aborted_transactions:
+            _e_Response_AbortedTransaction_v12(e_aborted_transactions, out)
     ap(_P_i(o.preferred_read_replica))
     _w_crec(o.records, out)
     tc = 0
-    tp = []
-    v = o.diverging_epoch
-    if v != _D_Response_EpochEndOffset:
-        t = []
-        _e_Response_EpochEndOffset_v12(v, t)
-        d = b''.join(t)
+    tp: list[_Bytes] = []
+    v_diverging_epoch = o.diverging_epoch
+    if v_diverging_epoch != _D_Response_EpochEndOffset:
+        t_diverging_epoch: list[_Bytes] = []
+        _e_Response_EpochEndOffset_v12(v_diverging_epoch, t_diverging_epoch)
+        d = b''.join(t_diverging_epoch)
         tp.append(_uv(0))
         tp.append(_uv(len(d)))
         tp.append(d)
         tc += 1
-    v = o.current_leader
-    if v != _D_Response_LeaderIdAndEpoch:
-        t = []
-        _e_Response_LeaderIdAndEpoch_v12(v, t)
-        d = b''.join(t)
+    v_current_leader = o.current_leader
+    if v_current_leader != _D_Response_LeaderIdAndEpoch:
+        t_current_leader: list[_Bytes] = []
+        _e_Response_LeaderIdAndEpoch_v12(v_current_leader, t_current_leader)
+        d = b''.join(t_current_leader)
         tp.append(_uv(1))
         tp.append(_uv(len(d)))
         tp.append(d)
         tc += 1
-    v = o.snapshot_id
-    if v != _D_Response_SnapshotId:
-        t = []
-        _e_Response_SnapshotId_v12(v, t)
-        d = b''.join(t)
+    v_snapshot_id = o.snapshot_id
+    if v_snapshot_id != _D_Response_SnapshotId:
+        t_snapshot_id: list[_Bytes] = []
+        _e_Response_SnapshotId_v12(v_snapshot_id, t_snapshot_id)
+        d = b''.join(t_snapshot_id)
         tp.append(_uv(2))
         tp.append(_uv(len(d)))
         tp.append(d)
@@ -2610,35 +2613,35 @@ def _e_Response_PartitionData_v12(o, out):
         ap(b'\x00')
 
 
-def _e_Response_FetchableTopicResponse_v12(o, out):
+def _e_Response_FetchableTopicResponse_v12(o: FetchResponse.FetchableTopicResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_PartitionData_v12(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_PartitionData_v12(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Response_v12(o, out):
+def _e_Response_v12(o: FetchResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.node_endpoints is None or len(o.node_endpoints) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default node_endpoints at version 12')
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.session_id))
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_FetchableTopicResponse_v12(e, out)
+        ap(_uv(len(l_responses) + 1))
+        for e_responses in l_responses:
+            _e_Response_FetchableTopicResponse_v12(e_responses, out)
     ap(b'\x00')
 
 
-def _d_Response_FetchableTopicResponse_v13(buf, pos):
+def _d_Response_FetchableTopicResponse_v13(buf: memoryview, pos: int) -> tuple[FetchResponse.FetchableTopicResponse, int]:
     o = _new(_C_Response_FetchableTopicResponse)
     o.topic = ''
     o.topic_id, pos = _r_uuid(buf, pos)
@@ -2646,12 +2649,12 @@ def _d_Response_FetchableTopicResponse_v13(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[FetchResponse.FetchableTopicResponse.PartitionData] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_PartitionData_v12(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_PartitionData_v12(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -2659,7 +2662,7 @@ def _d_Response_FetchableTopicResponse_v13(buf, pos):
     return o, pos
 
 
-def _d_Response_v13(buf, pos):
+def _d_Response_v13(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     o = _new(_C_Response)
     o.node_endpoints = []
     o.throttle_time_ms, o.error_code, o.session_id = _U_ihi(buf, pos)
@@ -2668,12 +2671,12 @@ def _d_Response_v13(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field responses is null')
     else:
-        l = []
-        ap = l.append
+        l_responses: list[FetchResponse.FetchableTopicResponse] = []
+        ap_responses = l_responses.append
         for _ in range(n):
-            e, pos = _d_Response_FetchableTopicResponse_v13(buf, pos)
-            ap(e)
-        o.responses = l
+            e_responses, pos = _d_Response_FetchableTopicResponse_v13(buf, pos)
+            ap_responses(e_responses)
+        o.responses = l_responses
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -2681,65 +2684,65 @@ def _d_Response_v13(buf, pos):
     return o, pos
 
 
-def _e_Response_FetchableTopicResponse_v13(o, out):
+def _e_Response_FetchableTopicResponse_v13(o: FetchResponse.FetchableTopicResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(o.topic_id.bytes)
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_PartitionData_v12(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_PartitionData_v12(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Response_v13(o, out):
+def _e_Response_v13(o: FetchResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.node_endpoints is None or len(o.node_endpoints) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default node_endpoints at version 13')
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.session_id))
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_FetchableTopicResponse_v13(e, out)
+        ap(_uv(len(l_responses) + 1))
+        for e_responses in l_responses:
+            _e_Response_FetchableTopicResponse_v13(e_responses, out)
     ap(b'\x00')
 
 
-def _e_Response_v14(o, out):
+def _e_Response_v14(o: FetchResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.node_endpoints is None or len(o.node_endpoints) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default node_endpoints at version 14')
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.session_id))
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_FetchableTopicResponse_v13(e, out)
+        ap(_uv(len(l_responses) + 1))
+        for e_responses in l_responses:
+            _e_Response_FetchableTopicResponse_v13(e_responses, out)
     ap(b'\x00')
 
 
-def _e_Response_v15(o, out):
+def _e_Response_v15(o: FetchResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.node_endpoints is None or len(o.node_endpoints) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default node_endpoints at version 15')
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.session_id))
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_FetchableTopicResponse_v13(e, out)
+        ap(_uv(len(l_responses) + 1))
+        for e_responses in l_responses:
+            _e_Response_FetchableTopicResponse_v13(e_responses, out)
     ap(b'\x00')
 
 
-def _d_Response_NodeEndpoint_v16(buf, pos):
+def _d_Response_NodeEndpoint_v16(buf: memoryview, pos: int) -> tuple[FetchResponse.NodeEndpoint, int]:
     o = _new(_C_Response_NodeEndpoint)
     o.node_id, = _U_i(buf, pos)
     pos += 4
@@ -2754,7 +2757,7 @@ def _d_Response_NodeEndpoint_v16(buf, pos):
     return o, pos
 
 
-def _d_Response_v16(buf, pos):
+def _d_Response_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     o = _new(_C_Response)
     o.node_endpoints = []
     o.throttle_time_ms, o.error_code, o.session_id = _U_ihi(buf, pos)
@@ -2763,12 +2766,12 @@ def _d_Response_v16(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field responses is null')
     else:
-        l = []
-        ap = l.append
+        l_responses: list[FetchResponse.FetchableTopicResponse] = []
+        ap_responses = l_responses.append
         for _ in range(n):
-            e, pos = _d_Response_FetchableTopicResponse_v13(buf, pos)
-            ap(e)
-        o.responses = l
+            e_responses, pos = _d_Response_FetchableTopicResponse_v13(buf, pos)
+            ap_responses(e_responses)
+        o.responses = l_responses
     nt, pos = _r_uv(buf, pos)
     for _ in range(nt):
         tag, pos = _r_uv(buf, pos)
@@ -2779,19 +2782,19 @@ def _d_Response_v16(buf, pos):
             if n < 0:
                 raise _DecodeError('non-nullable field node_endpoints is null')
             else:
-                l = []
-                ap = l.append
+                l_node_endpoints: list[FetchResponse.NodeEndpoint] = []
+                ap_node_endpoints = l_node_endpoints.append
                 for _ in range(n):
-                    e, pos = _d_Response_NodeEndpoint_v16(buf, pos)
-                    ap(e)
-                o.node_endpoints = l
+                    e_node_endpoints, pos = _d_Response_NodeEndpoint_v16(buf, pos)
+                    ap_node_endpoints(e_node_endpoints)
+                o.node_endpoints = l_node_endpoints
             if pos > end:
                 raise _DecodeError('tagged field node_endpoints overruns its size')
         pos = end
     return o, pos
 
 
-def _e_Response_NodeEndpoint_v16(o, out):
+def _e_Response_NodeEndpoint_v16(o: FetchResponse.NodeEndpoint, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.node_id))
     ap(_e_cstr(o.host))
@@ -2800,29 +2803,29 @@ def _e_Response_NodeEndpoint_v16(o, out):
     ap(b'\x00')
 
 
-def _e_Response_v16(o, out):
+def _e_Response_v16(o: FetchResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.session_id))
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_FetchableTopicResponse_v13(e, out)
+        ap(_uv(len(l_responses) + 1))
+        for e_responses in l_responses:
+            _e_Response_FetchableTopicResponse_v13(e_responses, out)
     tc = 0
-    tp = []
-    v = o.node_endpoints
-    if (v is None or len(v) != 0):
-        t = []
-        l = v
-        if l is None:
+    tp: list[_Bytes] = []
+    v_node_endpoints = o.node_endpoints
+    if (v_node_endpoints is None or len(v_node_endpoints) != 0):
+        t_node_endpoints: list[_Bytes] = []
+        l_node_endpoints = v_node_endpoints
+        if l_node_endpoints is None:
             raise ValueError('non-nullable field node_endpoints is None')
         else:
-            t.append(_uv(len(l) + 1))
-            for e in l:
-                _e_Response_NodeEndpoint_v16(e, t)
-        d = b''.join(t)
+            t_node_endpoints.append(_uv(len(l_node_endpoints) + 1))
+            for e_node_endpoints in l_node_endpoints:
+                _e_Response_NodeEndpoint_v16(e_node_endpoints, t_node_endpoints)
+        d = b''.join(t_node_endpoints)
         tp.append(_uv(0))
         tp.append(_uv(len(d)))
         tp.append(d)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,32 +60,6 @@ _P_ih = _S('>ih').pack
 __all__ = ['FindCoordinatorRequest', 'FindCoordinatorResponse']
 
 
-class FindCoordinatorRequest(_Message):
-    """FindCoordinatorRequest: API key 10, versions 0-6, flexible 3+.
-
-    Fields (versions):
-        key: string (0-3)
-        key_type: int8 (1+)
-        coordinator_keys: []string (4+)
-    """
-
-    API_KEY = 10
-    API_NAME = 'FindCoordinator'
-    VALID_VERSIONS = (0, 6)
-    FLEXIBLE_MIN = 3
-    LATEST_VERSION_UNSTABLE = False
-    key: str
-    key_type: int
-    coordinator_keys: list[str]
-    __slots__ = ('key', 'key_type', 'coordinator_keys')
-    _FIELDS = __slots__
-
-    def __init__(self, *, key='', key_type=0, coordinator_keys=_UNSET):
-        self.key = key
-        self.key_type = key_type
-        self.coordinator_keys = [] if coordinator_keys is _UNSET else coordinator_keys
-
-
 class FindCoordinatorResponse(_Message):
     """FindCoordinatorResponse: API key 10, versions 0-6, flexible 3+.
 
@@ -117,7 +94,7 @@ class FindCoordinatorResponse(_Message):
         __slots__ = ('key', 'node_id', 'host', 'port', 'error_code', 'error_message')
         _FIELDS = __slots__
 
-        def __init__(self, *, key='', node_id=0, host='', port=0, error_code=0, error_message=''):
+        def __init__(self, *, key: str = '', node_id: int = 0, host: str = '', port: int = 0, error_code: int = 0, error_message: str | None = '') -> None:
             self.key = key
             self.node_id = node_id
             self.host = host
@@ -140,7 +117,7 @@ class FindCoordinatorResponse(_Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'node_id', 'host', 'port', 'coordinators')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message='', node_id=0, host='', port=0, coordinators=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', node_id: int = 0, host: str = '', port: int = 0, coordinators: list[FindCoordinatorResponse.Coordinator] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
@@ -150,12 +127,38 @@ class FindCoordinatorResponse(_Message):
         self.coordinators = [] if coordinators is _UNSET else coordinators
 
 
+class FindCoordinatorRequest(_Request[FindCoordinatorResponse]):
+    """FindCoordinatorRequest: API key 10, versions 0-6, flexible 3+.
+
+    Fields (versions):
+        key: string (0-3)
+        key_type: int8 (1+)
+        coordinator_keys: []string (4+)
+    """
+
+    API_KEY = 10
+    API_NAME = 'FindCoordinator'
+    VALID_VERSIONS = (0, 6)
+    FLEXIBLE_MIN = 3
+    LATEST_VERSION_UNSTABLE = False
+    key: str
+    key_type: int
+    coordinator_keys: list[str]
+    __slots__ = ('key', 'key_type', 'coordinator_keys')
+    _FIELDS = __slots__
+
+    def __init__(self, *, key: str = '', key_type: int = 0, coordinator_keys: list[str] | _Unset = _UNSET) -> None:
+        self.key = key
+        self.key_type = key_type
+        self.coordinator_keys = [] if coordinator_keys is _UNSET else coordinator_keys
+
+
 _C_Request = FindCoordinatorRequest
 _C_Response = FindCoordinatorResponse
 _C_Response_Coordinator = FindCoordinatorResponse.Coordinator
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
     o = _new(_C_Request)
     o.key_type = 0
     o.coordinator_keys = []
@@ -163,7 +166,7 @@ def _d_Request_v0(buf, pos):
     return o, pos
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: FindCoordinatorRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.key_type != 0:
         raise _UnsupportedVersionError('attempted to write a non-default key_type at version 0')
@@ -172,7 +175,7 @@ def _e_Request_v0(o, out):
     ap(_e_str(o.key))
 
 
-def _d_Request_v1(buf, pos):
+def _d_Request_v1(buf: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
     o = _new(_C_Request)
     o.coordinator_keys = []
     o.key, pos = _r_str(buf, pos)
@@ -181,7 +184,7 @@ def _d_Request_v1(buf, pos):
     return o, pos
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: FindCoordinatorRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.coordinator_keys is None or len(o.coordinator_keys) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default coordinator_keys at version 1')
@@ -189,7 +192,7 @@ def _e_Request_v1(o, out):
     ap(_P_b(o.key_type))
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: FindCoordinatorRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.coordinator_keys is None or len(o.coordinator_keys) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default coordinator_keys at version 2')
@@ -197,7 +200,7 @@ def _e_Request_v2(o, out):
     ap(_P_b(o.key_type))
 
 
-def _d_Request_v3(buf, pos):
+def _d_Request_v3(buf: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
     o = _new(_C_Request)
     o.coordinator_keys = []
     o.key, pos = _r_cstr(buf, pos)
@@ -210,7 +213,7 @@ def _d_Request_v3(buf, pos):
     return o, pos
 
 
-def _e_Request_v3(o, out):
+def _e_Request_v3(o: FindCoordinatorRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.coordinator_keys is None or len(o.coordinator_keys) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default coordinator_keys at version 3')
@@ -219,7 +222,7 @@ def _e_Request_v3(o, out):
     ap(b'\x00')
 
 
-def _d_Request_v4(buf, pos):
+def _d_Request_v4(buf: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
     o = _new(_C_Request)
     o.key = ''
     o.key_type, = _U_b(buf, pos)
@@ -228,12 +231,12 @@ def _d_Request_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field coordinator_keys is null')
     else:
-        l = []
-        ap = l.append
+        l_coordinator_keys: list[str] = []
+        ap_coordinator_keys = l_coordinator_keys.append
         for _ in range(n):
-            e, pos = _r_cstr(buf, pos)
-            ap(e)
-        o.coordinator_keys = l
+            e_coordinator_keys, pos = _r_cstr(buf, pos)
+            ap_coordinator_keys(e_coordinator_keys)
+        o.coordinator_keys = l_coordinator_keys
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -241,52 +244,52 @@ def _d_Request_v4(buf, pos):
     return o, pos
 
 
-def _e_Request_v4(o, out):
+def _e_Request_v4(o: FindCoordinatorRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.key != '':
         raise _UnsupportedVersionError('attempted to write a non-default key at version 4')
     ap(_P_b(o.key_type))
-    l = o.coordinator_keys
-    if l is None:
+    l_coordinator_keys = o.coordinator_keys
+    if l_coordinator_keys is None:
         raise ValueError('non-nullable field coordinator_keys is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            ap(_e_cstr(e))
+        ap(_uv(len(l_coordinator_keys) + 1))
+        for e_coordinator_keys in l_coordinator_keys:
+            ap(_e_cstr(e_coordinator_keys))
     ap(b'\x00')
 
 
-def _e_Request_v5(o, out):
+def _e_Request_v5(o: FindCoordinatorRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.key != '':
         raise _UnsupportedVersionError('attempted to write a non-default key at version 5')
     ap(_P_b(o.key_type))
-    l = o.coordinator_keys
-    if l is None:
+    l_coordinator_keys = o.coordinator_keys
+    if l_coordinator_keys is None:
         raise ValueError('non-nullable field coordinator_keys is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            ap(_e_cstr(e))
+        ap(_uv(len(l_coordinator_keys) + 1))
+        for e_coordinator_keys in l_coordinator_keys:
+            ap(_e_cstr(e_coordinator_keys))
     ap(b'\x00')
 
 
-def _e_Request_v6(o, out):
+def _e_Request_v6(o: FindCoordinatorRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.key != '':
         raise _UnsupportedVersionError('attempted to write a non-default key at version 6')
     ap(_P_b(o.key_type))
-    l = o.coordinator_keys
-    if l is None:
+    l_coordinator_keys = o.coordinator_keys
+    if l_coordinator_keys is None:
         raise ValueError('non-nullable field coordinator_keys is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            ap(_e_cstr(e))
+        ap(_uv(len(l_coordinator_keys) + 1))
+        for e_coordinator_keys in l_coordinator_keys:
+            ap(_e_cstr(e_coordinator_keys))
     ap(b'\x00')
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[FindCoordinatorResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms = 0
     o.error_message = ''
@@ -299,7 +302,7 @@ def _d_Response_v0(buf, pos):
     return o, pos
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: FindCoordinatorResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.coordinators is None or len(o.coordinators) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default coordinators at version 0')
@@ -308,7 +311,7 @@ def _e_Response_v0(o, out):
     ap(_P_i(o.port))
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[FindCoordinatorResponse, int]:
     o = _new(_C_Response)
     o.coordinators = []
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
@@ -322,7 +325,7 @@ def _d_Response_v1(buf, pos):
     return o, pos
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: FindCoordinatorResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.coordinators is None or len(o.coordinators) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default coordinators at version 1')
@@ -333,7 +336,7 @@ def _e_Response_v1(o, out):
     ap(_P_i(o.port))
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: FindCoordinatorResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.coordinators is None or len(o.coordinators) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default coordinators at version 2')
@@ -344,7 +347,7 @@ def _e_Response_v2(o, out):
     ap(_P_i(o.port))
 
 
-def _d_Response_v3(buf, pos):
+def _d_Response_v3(buf: memoryview, pos: int) -> tuple[FindCoordinatorResponse, int]:
     o = _new(_C_Response)
     o.coordinators = []
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
@@ -362,7 +365,7 @@ def _d_Response_v3(buf, pos):
     return o, pos
 
 
-def _e_Response_v3(o, out):
+def _e_Response_v3(o: FindCoordinatorResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.coordinators is None or len(o.coordinators) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default coordinators at version 3')
@@ -374,7 +377,7 @@ def _e_Response_v3(o, out):
     ap(b'\x00')
 
 
-def _d_Response_Coordinator_v4(buf, pos):
+def _d_Response_Coordinator_v4(buf: memoryview, pos: int) -> tuple[FindCoordinatorResponse.Coordinator, int]:
     o = _new(_C_Response_Coordinator)
     o.key, pos = _r_cstr(buf, pos)
     o.node_id, = _U_i(buf, pos)
@@ -390,7 +393,7 @@ def _d_Response_Coordinator_v4(buf, pos):
     return o, pos
 
 
-def _d_Response_v4(buf, pos):
+def _d_Response_v4(buf: memoryview, pos: int) -> tuple[FindCoordinatorResponse, int]:
     o = _new(_C_Response)
     o.error_code = 0
     o.error_message = ''
@@ -403,12 +406,12 @@ def _d_Response_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field coordinators is null')
     else:
-        l = []
-        ap = l.append
+        l_coordinators: list[FindCoordinatorResponse.Coordinator] = []
+        ap_coordinators = l_coordinators.append
         for _ in range(n):
-            e, pos = _d_Response_Coordinator_v4(buf, pos)
-            ap(e)
-        o.coordinators = l
+            e_coordinators, pos = _d_Response_Coordinator_v4(buf, pos)
+            ap_coordinators(e_coordinators)
+        o.coordinators = l_coordinators
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -416,7 +419,7 @@ def _d_Response_v4(buf, pos):
     return o, pos
 
 
-def _e_Response_Coordinator_v4(o, out):
+def _e_Response_Coordinator_v4(o: FindCoordinatorResponse.Coordinator, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.key))
     ap(_P_i(o.node_id))
@@ -426,7 +429,7 @@ def _e_Response_Coordinator_v4(o, out):
     ap(b'\x00')
 
 
-def _e_Response_v4(o, out):
+def _e_Response_v4(o: FindCoordinatorResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.error_code != 0:
         raise _UnsupportedVersionError('attempted to write a non-default error_code at version 4')
@@ -437,17 +440,17 @@ def _e_Response_v4(o, out):
     if o.port != 0:
         raise _UnsupportedVersionError('attempted to write a non-default port at version 4')
     ap(_P_i(o.throttle_time_ms))
-    l = o.coordinators
-    if l is None:
+    l_coordinators = o.coordinators
+    if l_coordinators is None:
         raise ValueError('non-nullable field coordinators is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_Coordinator_v4(e, out)
+        ap(_uv(len(l_coordinators) + 1))
+        for e_coordinators in l_coordinators:
+            _e_Response_Coordinator_v4(e_coordinators, out)
     ap(b'\x00')
 
 
-def _e_Response_v5(o, out):
+def _e_Response_v5(o: FindCoordinatorResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.error_code != 0:
         raise _UnsupportedVersionError('attempted to write a non-default error_code at version 5')
@@ -458,17 +461,17 @@ def _e_Response_v5(o, out):
     if o.port != 0:
         raise _UnsupportedVersionError('attempted to write a non-default port at version 5')
     ap(_P_i(o.throttle_time_ms))
-    l = o.coordinators
-    if l is None:
+    l_coordinators = o.coordinators
+    if l_coordinators is None:
         raise ValueError('non-nullable field coordinators is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_Coordinator_v4(e, out)
+        ap(_uv(len(l_coordinators) + 1))
+        for e_coordinators in l_coordinators:
+            _e_Response_Coordinator_v4(e_coordinators, out)
     ap(b'\x00')
 
 
-def _e_Response_v6(o, out):
+def _e_Response_v6(o: FindCoordinatorResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.error_code != 0:
         raise _UnsupportedVersionError('attempted to write a non-default error_code at version 6')
@@ -479,13 +482,13 @@ def _e_Response_v6(o, out):
     if o.port != 0:
         raise _UnsupportedVersionError('attempted to write a non-default port at version 6')
     ap(_P_i(o.throttle_time_ms))
-    l = o.coordinators
-    if l is None:
+    l_coordinators = o.coordinators
+    if l_coordinators is None:
         raise ValueError('non-nullable field coordinators is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_Coordinator_v4(e, out)
+        ap(_uv(len(l_coordinators) + 1))
+        for e_coordinators in l_coordinators:
+            _e_Response_Coordinator_v4(e_coordinators, out)
     ap(b'\x00')
 
 

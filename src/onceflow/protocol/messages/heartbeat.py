@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,7 +60,30 @@ _P_ih = _S('>ih').pack
 __all__ = ['HeartbeatRequest', 'HeartbeatResponse']
 
 
-class HeartbeatRequest(_Message):
+class HeartbeatResponse(_Message):
+    """HeartbeatResponse: API key 12, versions 0-4, flexible 4+.
+
+    Fields (versions):
+        throttle_time_ms: int32 (1+)
+        error_code: int16 (0+)
+    """
+
+    API_KEY = 12
+    API_NAME = 'Heartbeat'
+    VALID_VERSIONS = (0, 4)
+    FLEXIBLE_MIN = 4
+    LATEST_VERSION_UNSTABLE = False
+    throttle_time_ms: int
+    error_code: int
+    __slots__ = ('throttle_time_ms', 'error_code')
+    _FIELDS = __slots__
+
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+
+
+class HeartbeatRequest(_Request[HeartbeatResponse]):
     """HeartbeatRequest: API key 12, versions 0-4, flexible 4+.
 
     Fields (versions):
@@ -79,41 +105,18 @@ class HeartbeatRequest(_Message):
     __slots__ = ('group_id', 'generation_id', 'member_id', 'group_instance_id')
     _FIELDS = __slots__
 
-    def __init__(self, *, group_id='', generation_id=0, member_id='', group_instance_id=None):
+    def __init__(self, *, group_id: str = '', generation_id: int = 0, member_id: str = '', group_instance_id: str | None = None) -> None:
         self.group_id = group_id
         self.generation_id = generation_id
         self.member_id = member_id
         self.group_instance_id = group_instance_id
 
 
-class HeartbeatResponse(_Message):
-    """HeartbeatResponse: API key 12, versions 0-4, flexible 4+.
-
-    Fields (versions):
-        throttle_time_ms: int32 (1+)
-        error_code: int16 (0+)
-    """
-
-    API_KEY = 12
-    API_NAME = 'Heartbeat'
-    VALID_VERSIONS = (0, 4)
-    FLEXIBLE_MIN = 4
-    LATEST_VERSION_UNSTABLE = False
-    throttle_time_ms: int
-    error_code: int
-    __slots__ = ('throttle_time_ms', 'error_code')
-    _FIELDS = __slots__
-
-    def __init__(self, *, throttle_time_ms=0, error_code=0):
-        self.throttle_time_ms = throttle_time_ms
-        self.error_code = error_code
-
-
 _C_Request = HeartbeatRequest
 _C_Response = HeartbeatResponse
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[HeartbeatRequest, int]:
     o = _new(_C_Request)
     o.group_instance_id = None
     o.group_id, pos = _r_str(buf, pos)
@@ -123,7 +126,7 @@ def _d_Request_v0(buf, pos):
     return o, pos
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: HeartbeatRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.group_instance_id is not None:
         raise _UnsupportedVersionError('attempted to write a non-default group_instance_id at version 0')
@@ -132,7 +135,7 @@ def _e_Request_v0(o, out):
     ap(_e_str(o.member_id))
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: HeartbeatRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.group_instance_id is not None:
         raise _UnsupportedVersionError('attempted to write a non-default group_instance_id at version 1')
@@ -141,7 +144,7 @@ def _e_Request_v1(o, out):
     ap(_e_str(o.member_id))
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: HeartbeatRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.group_instance_id is not None:
         raise _UnsupportedVersionError('attempted to write a non-default group_instance_id at version 2')
@@ -150,7 +153,7 @@ def _e_Request_v2(o, out):
     ap(_e_str(o.member_id))
 
 
-def _d_Request_v3(buf, pos):
+def _d_Request_v3(buf: memoryview, pos: int) -> tuple[HeartbeatRequest, int]:
     o = _new(_C_Request)
     o.group_id, pos = _r_str(buf, pos)
     o.generation_id, = _U_i(buf, pos)
@@ -160,7 +163,7 @@ def _d_Request_v3(buf, pos):
     return o, pos
 
 
-def _e_Request_v3(o, out):
+def _e_Request_v3(o: HeartbeatRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.group_id))
     ap(_P_i(o.generation_id))
@@ -168,7 +171,7 @@ def _e_Request_v3(o, out):
     ap(_e_nstr(o.group_instance_id))
 
 
-def _d_Request_v4(buf, pos):
+def _d_Request_v4(buf: memoryview, pos: int) -> tuple[HeartbeatRequest, int]:
     o = _new(_C_Request)
     o.group_id, pos = _r_cstr(buf, pos)
     o.generation_id, = _U_i(buf, pos)
@@ -182,7 +185,7 @@ def _d_Request_v4(buf, pos):
     return o, pos
 
 
-def _e_Request_v4(o, out):
+def _e_Request_v4(o: HeartbeatRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.group_id))
     ap(_P_i(o.generation_id))
@@ -191,7 +194,7 @@ def _e_Request_v4(o, out):
     ap(b'\x00')
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[HeartbeatResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms = 0
     o.error_code, = _U_h(buf, pos)
@@ -199,24 +202,24 @@ def _d_Response_v0(buf, pos):
     return o, pos
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: HeartbeatResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[HeartbeatResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
     return o, pos
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: HeartbeatResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
 
 
-def _d_Response_v4(buf, pos):
+def _d_Response_v4(buf: memoryview, pos: int) -> tuple[HeartbeatResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -227,7 +230,7 @@ def _d_Response_v4(buf, pos):
     return o, pos
 
 
-def _e_Response_v4(o, out):
+def _e_Response_v4(o: HeartbeatResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     ap(b'\x00')

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,7 +60,53 @@ _P_i = _S('>i').pack
 __all__ = ['IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse']
 
 
-class IncrementalAlterConfigsRequest(_Message):
+class IncrementalAlterConfigsResponse(_Message):
+    """IncrementalAlterConfigsResponse: API key 44, versions 0-1, flexible 1+.
+
+    Fields (versions):
+        throttle_time_ms: int32 (0+)
+        responses: []AlterConfigsResourceResponse (0+)
+    """
+
+    class AlterConfigsResourceResponse(_Struct):
+        """AlterConfigsResourceResponse
+
+        Fields (versions):
+            error_code: int16 (0+)
+            error_message: string (0+, nullable 0+)
+            resource_type: int8 (0+)
+            resource_name: string (0+)
+        """
+
+        error_code: int
+        error_message: str | None
+        resource_type: int
+        resource_name: str
+        __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name')
+        _FIELDS = __slots__
+
+        def __init__(self, *, error_code: int = 0, error_message: str | None = '', resource_type: int = 0, resource_name: str = '') -> None:
+            self.error_code = error_code
+            self.error_message = error_message
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+
+    API_KEY = 44
+    API_NAME = 'IncrementalAlterConfigs'
+    VALID_VERSIONS = (0, 1)
+    FLEXIBLE_MIN = 1
+    LATEST_VERSION_UNSTABLE = False
+    throttle_time_ms: int
+    responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse]
+    __slots__ = ('throttle_time_ms', 'responses')
+    _FIELDS = __slots__
+
+    def __init__(self, *, throttle_time_ms: int = 0, responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] | _Unset = _UNSET) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.responses = [] if responses is _UNSET else responses
+
+
+class IncrementalAlterConfigsRequest(_Request[IncrementalAlterConfigsResponse]):
     """IncrementalAlterConfigsRequest: API key 44, versions 0-1, flexible 1+.
 
     Fields (versions):
@@ -89,7 +138,7 @@ class IncrementalAlterConfigsRequest(_Message):
             __slots__ = ('name', 'config_operation', 'value')
             _FIELDS = __slots__
 
-            def __init__(self, *, name='', config_operation=0, value=''):
+            def __init__(self, *, name: str = '', config_operation: int = 0, value: str | None = '') -> None:
                 self.name = name
                 self.config_operation = config_operation
                 self.value = value
@@ -100,7 +149,7 @@ class IncrementalAlterConfigsRequest(_Message):
         __slots__ = ('resource_type', 'resource_name', 'configs')
         _FIELDS = __slots__
 
-        def __init__(self, *, resource_type=0, resource_name='', configs=_UNSET):
+        def __init__(self, *, resource_type: int = 0, resource_name: str = '', configs: list[IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig] | _Unset = _UNSET) -> None:
             self.resource_type = resource_type
             self.resource_name = resource_name
             self.configs = [] if configs is _UNSET else configs
@@ -115,55 +164,9 @@ class IncrementalAlterConfigsRequest(_Message):
     __slots__ = ('resources', 'validate_only')
     _FIELDS = __slots__
 
-    def __init__(self, *, resources=_UNSET, validate_only=False):
+    def __init__(self, *, resources: list[IncrementalAlterConfigsRequest.AlterConfigsResource] | _Unset = _UNSET, validate_only: bool = False) -> None:
         self.resources = [] if resources is _UNSET else resources
         self.validate_only = validate_only
-
-
-class IncrementalAlterConfigsResponse(_Message):
-    """IncrementalAlterConfigsResponse: API key 44, versions 0-1, flexible 1+.
-
-    Fields (versions):
-        throttle_time_ms: int32 (0+)
-        responses: []AlterConfigsResourceResponse (0+)
-    """
-
-    class AlterConfigsResourceResponse(_Struct):
-        """AlterConfigsResourceResponse
-
-        Fields (versions):
-            error_code: int16 (0+)
-            error_message: string (0+, nullable 0+)
-            resource_type: int8 (0+)
-            resource_name: string (0+)
-        """
-
-        error_code: int
-        error_message: str | None
-        resource_type: int
-        resource_name: str
-        __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name')
-        _FIELDS = __slots__
-
-        def __init__(self, *, error_code=0, error_message='', resource_type=0, resource_name=''):
-            self.error_code = error_code
-            self.error_message = error_message
-            self.resource_type = resource_type
-            self.resource_name = resource_name
-
-    API_KEY = 44
-    API_NAME = 'IncrementalAlterConfigs'
-    VALID_VERSIONS = (0, 1)
-    FLEXIBLE_MIN = 1
-    LATEST_VERSION_UNSTABLE = False
-    throttle_time_ms: int
-    responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse]
-    __slots__ = ('throttle_time_ms', 'responses')
-    _FIELDS = __slots__
-
-    def __init__(self, *, throttle_time_ms=0, responses=_UNSET):
-        self.throttle_time_ms = throttle_time_ms
-        self.responses = [] if responses is _UNSET else responses
 
 
 _C_Request = IncrementalAlterConfigsRequest
@@ -173,7 +176,7 @@ _C_Response = IncrementalAlterConfigsResponse
 _C_Response_AlterConfigsResourceResponse = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 
 
-def _d_Request_AlterableConfig_v0(buf, pos):
+def _d_Request_AlterableConfig_v0(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig, int]:
     o = _new(_C_Request_AlterableConfig)
     o.name, pos = _r_str(buf, pos)
     o.config_operation, = _U_b(buf, pos)
@@ -182,7 +185,7 @@ def _d_Request_AlterableConfig_v0(buf, pos):
     return o, pos
 
 
-def _d_Request_AlterConfigsResource_v0(buf, pos):
+def _d_Request_AlterConfigsResource_v0(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest.AlterConfigsResource, int]:
     o = _new(_C_Request_AlterConfigsResource)
     o.resource_type, = _U_b(buf, pos)
     pos += 1
@@ -191,65 +194,65 @@ def _d_Request_AlterConfigsResource_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field configs is null')
     else:
-        l = []
-        ap = l.append
+        l_configs: list[IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig] = []
+        ap_configs = l_configs.append
         for _ in range(n):
-            e, pos = _d_Request_AlterableConfig_v0(buf, pos)
-            ap(e)
-        o.configs = l
+            e_configs, pos = _d_Request_AlterableConfig_v0(buf, pos)
+            ap_configs(e_configs)
+        o.configs = l_configs
     return o, pos
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field resources is null')
     else:
-        l = []
-        ap = l.append
+        l_resources: list[IncrementalAlterConfigsRequest.AlterConfigsResource] = []
+        ap_resources = l_resources.append
         for _ in range(n):
-            e, pos = _d_Request_AlterConfigsResource_v0(buf, pos)
-            ap(e)
-        o.resources = l
+            e_resources, pos = _d_Request_AlterConfigsResource_v0(buf, pos)
+            ap_resources(e_resources)
+        o.resources = l_resources
     o.validate_only, = _U_z(buf, pos)
     pos += 1
     return o, pos
 
 
-def _e_Request_AlterableConfig_v0(o, out):
+def _e_Request_AlterableConfig_v0(o: IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
     ap(_P_b(o.config_operation))
     ap(_e_nstr(o.value))
 
 
-def _e_Request_AlterConfigsResource_v0(o, out):
+def _e_Request_AlterConfigsResource_v0(o: IncrementalAlterConfigsRequest.AlterConfigsResource, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_b(o.resource_type))
     ap(_e_str(o.resource_name))
-    l = o.configs
-    if l is None:
+    l_configs = o.configs
+    if l_configs is None:
         raise ValueError('non-nullable field configs is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_AlterableConfig_v0(e, out)
+        ap(_P_i(len(l_configs)))
+        for e_configs in l_configs:
+            _e_Request_AlterableConfig_v0(e_configs, out)
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: IncrementalAlterConfigsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.resources
-    if l is None:
+    l_resources = o.resources
+    if l_resources is None:
         raise ValueError('non-nullable field resources is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_AlterConfigsResource_v0(e, out)
+        ap(_P_i(len(l_resources)))
+        for e_resources in l_resources:
+            _e_Request_AlterConfigsResource_v0(e_resources, out)
     ap(_P_z(o.validate_only))
 
 
-def _d_Request_AlterableConfig_v1(buf, pos):
+def _d_Request_AlterableConfig_v1(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig, int]:
     o = _new(_C_Request_AlterableConfig)
     o.name, pos = _r_cstr(buf, pos)
     o.config_operation, = _U_b(buf, pos)
@@ -262,7 +265,7 @@ def _d_Request_AlterableConfig_v1(buf, pos):
     return o, pos
 
 
-def _d_Request_AlterConfigsResource_v1(buf, pos):
+def _d_Request_AlterConfigsResource_v1(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest.AlterConfigsResource, int]:
     o = _new(_C_Request_AlterConfigsResource)
     o.resource_type, = _U_b(buf, pos)
     pos += 1
@@ -271,12 +274,12 @@ def _d_Request_AlterConfigsResource_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field configs is null')
     else:
-        l = []
-        ap = l.append
+        l_configs: list[IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig] = []
+        ap_configs = l_configs.append
         for _ in range(n):
-            e, pos = _d_Request_AlterableConfig_v1(buf, pos)
-            ap(e)
-        o.configs = l
+            e_configs, pos = _d_Request_AlterableConfig_v1(buf, pos)
+            ap_configs(e_configs)
+        o.configs = l_configs
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -284,18 +287,18 @@ def _d_Request_AlterConfigsResource_v1(buf, pos):
     return o, pos
 
 
-def _d_Request_v1(buf, pos):
+def _d_Request_v1(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field resources is null')
     else:
-        l = []
-        ap = l.append
+        l_resources: list[IncrementalAlterConfigsRequest.AlterConfigsResource] = []
+        ap_resources = l_resources.append
         for _ in range(n):
-            e, pos = _d_Request_AlterConfigsResource_v1(buf, pos)
-            ap(e)
-        o.resources = l
+            e_resources, pos = _d_Request_AlterConfigsResource_v1(buf, pos)
+            ap_resources(e_resources)
+        o.resources = l_resources
     o.validate_only, = _U_z(buf, pos)
     pos += 1
     if buf[pos]:
@@ -305,7 +308,7 @@ def _d_Request_v1(buf, pos):
     return o, pos
 
 
-def _e_Request_AlterableConfig_v1(o, out):
+def _e_Request_AlterableConfig_v1(o: IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
     ap(_P_b(o.config_operation))
@@ -313,34 +316,34 @@ def _e_Request_AlterableConfig_v1(o, out):
     ap(b'\x00')
 
 
-def _e_Request_AlterConfigsResource_v1(o, out):
+def _e_Request_AlterConfigsResource_v1(o: IncrementalAlterConfigsRequest.AlterConfigsResource, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_b(o.resource_type))
     ap(_e_cstr(o.resource_name))
-    l = o.configs
-    if l is None:
+    l_configs = o.configs
+    if l_configs is None:
         raise ValueError('non-nullable field configs is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_AlterableConfig_v1(e, out)
+        ap(_uv(len(l_configs) + 1))
+        for e_configs in l_configs:
+            _e_Request_AlterableConfig_v1(e_configs, out)
     ap(b'\x00')
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: IncrementalAlterConfigsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.resources
-    if l is None:
+    l_resources = o.resources
+    if l_resources is None:
         raise ValueError('non-nullable field resources is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_AlterConfigsResource_v1(e, out)
+        ap(_uv(len(l_resources) + 1))
+        for e_resources in l_resources:
+            _e_Request_AlterConfigsResource_v1(e_resources, out)
     ap(_P_z(o.validate_only))
     ap(b'\x00')
 
 
-def _d_Response_AlterConfigsResourceResponse_v0(buf, pos):
+def _d_Response_AlterConfigsResourceResponse_v0(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse, int]:
     o = _new(_C_Response_AlterConfigsResourceResponse)
     o.error_code, = _U_h(buf, pos)
     pos += 2
@@ -351,7 +354,7 @@ def _d_Response_AlterConfigsResourceResponse_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -359,16 +362,16 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field responses is null')
     else:
-        l = []
-        ap = l.append
+        l_responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] = []
+        ap_responses = l_responses.append
         for _ in range(n):
-            e, pos = _d_Response_AlterConfigsResourceResponse_v0(buf, pos)
-            ap(e)
-        o.responses = l
+            e_responses, pos = _d_Response_AlterConfigsResourceResponse_v0(buf, pos)
+            ap_responses(e_responses)
+        o.responses = l_responses
     return o, pos
 
 
-def _e_Response_AlterConfigsResourceResponse_v0(o, out):
+def _e_Response_AlterConfigsResourceResponse_v0(o: IncrementalAlterConfigsResponse.AlterConfigsResourceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_nstr(o.error_message))
@@ -376,19 +379,19 @@ def _e_Response_AlterConfigsResourceResponse_v0(o, out):
     ap(_e_str(o.resource_name))
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: IncrementalAlterConfigsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_AlterConfigsResourceResponse_v0(e, out)
+        ap(_P_i(len(l_responses)))
+        for e_responses in l_responses:
+            _e_Response_AlterConfigsResourceResponse_v0(e_responses, out)
 
 
-def _d_Response_AlterConfigsResourceResponse_v1(buf, pos):
+def _d_Response_AlterConfigsResourceResponse_v1(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse, int]:
     o = _new(_C_Response_AlterConfigsResourceResponse)
     o.error_code, = _U_h(buf, pos)
     pos += 2
@@ -403,7 +406,7 @@ def _d_Response_AlterConfigsResourceResponse_v1(buf, pos):
     return o, pos
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -411,12 +414,12 @@ def _d_Response_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field responses is null')
     else:
-        l = []
-        ap = l.append
+        l_responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] = []
+        ap_responses = l_responses.append
         for _ in range(n):
-            e, pos = _d_Response_AlterConfigsResourceResponse_v1(buf, pos)
-            ap(e)
-        o.responses = l
+            e_responses, pos = _d_Response_AlterConfigsResourceResponse_v1(buf, pos)
+            ap_responses(e_responses)
+        o.responses = l_responses
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -424,7 +427,7 @@ def _d_Response_v1(buf, pos):
     return o, pos
 
 
-def _e_Response_AlterConfigsResourceResponse_v1(o, out):
+def _e_Response_AlterConfigsResourceResponse_v1(o: IncrementalAlterConfigsResponse.AlterConfigsResourceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_cnstr(o.error_message))
@@ -433,16 +436,16 @@ def _e_Response_AlterConfigsResourceResponse_v1(o, out):
     ap(b'\x00')
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: IncrementalAlterConfigsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_AlterConfigsResourceResponse_v1(e, out)
+        ap(_uv(len(l_responses) + 1))
+        for e_responses in l_responses:
+            _e_Response_AlterConfigsResourceResponse_v1(e_responses, out)
     ap(b'\x00')
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -61,41 +64,6 @@ _P_iqhzz = _S('>iqh??').pack
 __all__ = ['InitProducerIdRequest', 'InitProducerIdResponse']
 
 
-class InitProducerIdRequest(_Message):
-    """InitProducerIdRequest: API key 22, versions 0-6, flexible 2+.
-
-    Fields (versions):
-        transactional_id: string (0+, nullable 0+)
-        transaction_timeout_ms: int32 (0+)
-        producer_id: int64 (3+)
-        producer_epoch: int16 (3+)
-        enable2_pc: bool (6+)
-        keep_prepared_txn: bool (6+)
-    """
-
-    API_KEY = 22
-    API_NAME = 'InitProducerId'
-    VALID_VERSIONS = (0, 6)
-    FLEXIBLE_MIN = 2
-    LATEST_VERSION_UNSTABLE = True
-    transactional_id: str | None
-    transaction_timeout_ms: int
-    producer_id: int
-    producer_epoch: int
-    enable2_pc: bool
-    keep_prepared_txn: bool
-    __slots__ = ('transactional_id', 'transaction_timeout_ms', 'producer_id', 'producer_epoch', 'enable2_pc', 'keep_prepared_txn')
-    _FIELDS = __slots__
-
-    def __init__(self, *, transactional_id='', transaction_timeout_ms=0, producer_id=-1, producer_epoch=-1, enable2_pc=False, keep_prepared_txn=False):
-        self.transactional_id = transactional_id
-        self.transaction_timeout_ms = transaction_timeout_ms
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.enable2_pc = enable2_pc
-        self.keep_prepared_txn = keep_prepared_txn
-
-
 class InitProducerIdResponse(_Message):
     """InitProducerIdResponse: API key 22, versions 0-6, flexible 2+.
 
@@ -122,7 +90,7 @@ class InitProducerIdResponse(_Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch', 'ongoing_txn_producer_id', 'ongoing_txn_producer_epoch')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, producer_id=-1, producer_epoch=0, ongoing_txn_producer_id=-1, ongoing_txn_producer_epoch=-1):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, producer_id: int = -1, producer_epoch: int = 0, ongoing_txn_producer_id: int = -1, ongoing_txn_producer_epoch: int = -1) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.producer_id = producer_id
@@ -131,11 +99,46 @@ class InitProducerIdResponse(_Message):
         self.ongoing_txn_producer_epoch = ongoing_txn_producer_epoch
 
 
+class InitProducerIdRequest(_Request[InitProducerIdResponse]):
+    """InitProducerIdRequest: API key 22, versions 0-6, flexible 2+.
+
+    Fields (versions):
+        transactional_id: string (0+, nullable 0+)
+        transaction_timeout_ms: int32 (0+)
+        producer_id: int64 (3+)
+        producer_epoch: int16 (3+)
+        enable2_pc: bool (6+)
+        keep_prepared_txn: bool (6+)
+    """
+
+    API_KEY = 22
+    API_NAME = 'InitProducerId'
+    VALID_VERSIONS = (0, 6)
+    FLEXIBLE_MIN = 2
+    LATEST_VERSION_UNSTABLE = True
+    transactional_id: str | None
+    transaction_timeout_ms: int
+    producer_id: int
+    producer_epoch: int
+    enable2_pc: bool
+    keep_prepared_txn: bool
+    __slots__ = ('transactional_id', 'transaction_timeout_ms', 'producer_id', 'producer_epoch', 'enable2_pc', 'keep_prepared_txn')
+    _FIELDS = __slots__
+
+    def __init__(self, *, transactional_id: str | None = '', transaction_timeout_ms: int = 0, producer_id: int = -1, producer_epoch: int = -1, enable2_pc: bool = False, keep_prepared_txn: bool = False) -> None:
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.enable2_pc = enable2_pc
+        self.keep_prepared_txn = keep_prepared_txn
+
+
 _C_Request = InitProducerIdRequest
 _C_Response = InitProducerIdResponse
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[InitProducerIdRequest, int]:
     o = _new(_C_Request)
     o.producer_id = -1
     o.producer_epoch = -1
@@ -147,7 +150,7 @@ def _d_Request_v0(buf, pos):
     return o, pos
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: InitProducerIdRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.producer_id != -1:
         raise _UnsupportedVersionError('attempted to write a non-default producer_id at version 0')
@@ -161,7 +164,7 @@ def _e_Request_v0(o, out):
     ap(_P_i(o.transaction_timeout_ms))
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: InitProducerIdRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.producer_id != -1:
         raise _UnsupportedVersionError('attempted to write a non-default producer_id at version 1')
@@ -175,7 +178,7 @@ def _e_Request_v1(o, out):
     ap(_P_i(o.transaction_timeout_ms))
 
 
-def _d_Request_v2(buf, pos):
+def _d_Request_v2(buf: memoryview, pos: int) -> tuple[InitProducerIdRequest, int]:
     o = _new(_C_Request)
     o.producer_id = -1
     o.producer_epoch = -1
@@ -191,7 +194,7 @@ def _d_Request_v2(buf, pos):
     return o, pos
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: InitProducerIdRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.producer_id != -1:
         raise _UnsupportedVersionError('attempted to write a non-default producer_id at version 2')
@@ -206,7 +209,7 @@ def _e_Request_v2(o, out):
     ap(b'\x00')
 
 
-def _d_Request_v3(buf, pos):
+def _d_Request_v3(buf: memoryview, pos: int) -> tuple[InitProducerIdRequest, int]:
     o = _new(_C_Request)
     o.enable2_pc = False
     o.keep_prepared_txn = False
@@ -220,7 +223,7 @@ def _d_Request_v3(buf, pos):
     return o, pos
 
 
-def _e_Request_v3(o, out):
+def _e_Request_v3(o: InitProducerIdRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.enable2_pc != False:
         raise _UnsupportedVersionError('attempted to write a non-default enable2_pc at version 3')
@@ -231,7 +234,7 @@ def _e_Request_v3(o, out):
     ap(b'\x00')
 
 
-def _e_Request_v4(o, out):
+def _e_Request_v4(o: InitProducerIdRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.enable2_pc != False:
         raise _UnsupportedVersionError('attempted to write a non-default enable2_pc at version 4')
@@ -242,7 +245,7 @@ def _e_Request_v4(o, out):
     ap(b'\x00')
 
 
-def _e_Request_v5(o, out):
+def _e_Request_v5(o: InitProducerIdRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.enable2_pc != False:
         raise _UnsupportedVersionError('attempted to write a non-default enable2_pc at version 5')
@@ -253,7 +256,7 @@ def _e_Request_v5(o, out):
     ap(b'\x00')
 
 
-def _d_Request_v6(buf, pos):
+def _d_Request_v6(buf: memoryview, pos: int) -> tuple[InitProducerIdRequest, int]:
     o = _new(_C_Request)
     o.transactional_id, pos = _r_cnstr(buf, pos)
     o.transaction_timeout_ms, o.producer_id, o.producer_epoch, o.enable2_pc, o.keep_prepared_txn = _U_iqhzz(buf, pos)
@@ -265,14 +268,14 @@ def _d_Request_v6(buf, pos):
     return o, pos
 
 
-def _e_Request_v6(o, out):
+def _e_Request_v6(o: InitProducerIdRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cnstr(o.transactional_id))
     ap(_P_iqhzz(o.transaction_timeout_ms, o.producer_id, o.producer_epoch, o.enable2_pc, o.keep_prepared_txn))
     ap(b'\x00')
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[InitProducerIdResponse, int]:
     o = _new(_C_Response)
     o.ongoing_txn_producer_id = -1
     o.ongoing_txn_producer_epoch = -1
@@ -281,7 +284,7 @@ def _d_Response_v0(buf, pos):
     return o, pos
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: InitProducerIdResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.ongoing_txn_producer_id != -1:
         raise _UnsupportedVersionError('attempted to write a non-default ongoing_txn_producer_id at version 0')
@@ -290,7 +293,7 @@ def _e_Response_v0(o, out):
     ap(_P_ihqh(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch))
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: InitProducerIdResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.ongoing_txn_producer_id != -1:
         raise _UnsupportedVersionError('attempted to write a non-default ongoing_txn_producer_id at version 1')
@@ -299,7 +302,7 @@ def _e_Response_v1(o, out):
     ap(_P_ihqh(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch))
 
 
-def _d_Response_v2(buf, pos):
+def _d_Response_v2(buf: memoryview, pos: int) -> tuple[InitProducerIdResponse, int]:
     o = _new(_C_Response)
     o.ongoing_txn_producer_id = -1
     o.ongoing_txn_producer_epoch = -1
@@ -312,7 +315,7 @@ def _d_Response_v2(buf, pos):
     return o, pos
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: InitProducerIdResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.ongoing_txn_producer_id != -1:
         raise _UnsupportedVersionError('attempted to write a non-default ongoing_txn_producer_id at version 2')
@@ -322,7 +325,7 @@ def _e_Response_v2(o, out):
     ap(b'\x00')
 
 
-def _e_Response_v3(o, out):
+def _e_Response_v3(o: InitProducerIdResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.ongoing_txn_producer_id != -1:
         raise _UnsupportedVersionError('attempted to write a non-default ongoing_txn_producer_id at version 3')
@@ -332,7 +335,7 @@ def _e_Response_v3(o, out):
     ap(b'\x00')
 
 
-def _e_Response_v4(o, out):
+def _e_Response_v4(o: InitProducerIdResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.ongoing_txn_producer_id != -1:
         raise _UnsupportedVersionError('attempted to write a non-default ongoing_txn_producer_id at version 4')
@@ -342,7 +345,7 @@ def _e_Response_v4(o, out):
     ap(b'\x00')
 
 
-def _e_Response_v5(o, out):
+def _e_Response_v5(o: InitProducerIdResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.ongoing_txn_producer_id != -1:
         raise _UnsupportedVersionError('attempted to write a non-default ongoing_txn_producer_id at version 5')
@@ -352,7 +355,7 @@ def _e_Response_v5(o, out):
     ap(b'\x00')
 
 
-def _d_Response_v6(buf, pos):
+def _d_Response_v6(buf: memoryview, pos: int) -> tuple[InitProducerIdResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch, o.ongoing_txn_producer_id, o.ongoing_txn_producer_epoch = _U_ihqhqh(buf, pos)
     pos += 26
@@ -363,7 +366,7 @@ def _d_Response_v6(buf, pos):
     return o, pos
 
 
-def _e_Response_v6(o, out):
+def _e_Response_v6(o: InitProducerIdResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ihqhqh(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch, o.ongoing_txn_producer_id, o.ongoing_txn_producer_epoch))
     ap(b'\x00')

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -61,64 +64,6 @@ _P_ii = _S('>ii').pack
 __all__ = ['JoinGroupRequest', 'JoinGroupResponse']
 
 
-class JoinGroupRequest(_Message):
-    """JoinGroupRequest: API key 11, versions 0-9, flexible 6+.
-
-    Fields (versions):
-        group_id: string (0+)
-        session_timeout_ms: int32 (0+)
-        rebalance_timeout_ms: int32 (1+)
-        member_id: string (0+)
-        group_instance_id: string (5+, nullable 5+)
-        protocol_type: string (0+)
-        protocols: []JoinGroupRequestProtocol (0+)
-        reason: string (8+, nullable 8+)
-    """
-
-    class JoinGroupRequestProtocol(_Struct):
-        """JoinGroupRequestProtocol
-
-        Fields (versions):
-            name: string (0+)
-            metadata: bytes (0+)
-        """
-
-        name: str
-        metadata: bytes
-        __slots__ = ('name', 'metadata')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name='', metadata=b''):
-            self.name = name
-            self.metadata = metadata
-
-    API_KEY = 11
-    API_NAME = 'JoinGroup'
-    VALID_VERSIONS = (0, 9)
-    FLEXIBLE_MIN = 6
-    LATEST_VERSION_UNSTABLE = False
-    group_id: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    member_id: str
-    group_instance_id: str | None
-    protocol_type: str
-    protocols: list[JoinGroupRequest.JoinGroupRequestProtocol]
-    reason: str | None
-    __slots__ = ('group_id', 'session_timeout_ms', 'rebalance_timeout_ms', 'member_id', 'group_instance_id', 'protocol_type', 'protocols', 'reason')
-    _FIELDS = __slots__
-
-    def __init__(self, *, group_id='', session_timeout_ms=0, rebalance_timeout_ms=-1, member_id='', group_instance_id=None, protocol_type='', protocols=_UNSET, reason=None):
-        self.group_id = group_id
-        self.session_timeout_ms = session_timeout_ms
-        self.rebalance_timeout_ms = rebalance_timeout_ms
-        self.member_id = member_id
-        self.group_instance_id = group_instance_id
-        self.protocol_type = protocol_type
-        self.protocols = [] if protocols is _UNSET else protocols
-        self.reason = reason
-
-
 class JoinGroupResponse(_Message):
     """JoinGroupResponse: API key 11, versions 0-9, flexible 6+.
 
@@ -149,7 +94,7 @@ class JoinGroupResponse(_Message):
         __slots__ = ('member_id', 'group_instance_id', 'metadata')
         _FIELDS = __slots__
 
-        def __init__(self, *, member_id='', group_instance_id=None, metadata=b''):
+        def __init__(self, *, member_id: str = '', group_instance_id: str | None = None, metadata: bytes = b'') -> None:
             self.member_id = member_id
             self.group_instance_id = group_instance_id
             self.metadata = metadata
@@ -171,7 +116,7 @@ class JoinGroupResponse(_Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'generation_id', 'protocol_type', 'protocol_name', 'leader', 'skip_assignment', 'member_id', 'members')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, generation_id=-1, protocol_type=None, protocol_name='', leader='', skip_assignment=False, member_id='', members=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, generation_id: int = -1, protocol_type: str | None = None, protocol_name: str | None = '', leader: str = '', skip_assignment: bool = False, member_id: str = '', members: list[JoinGroupResponse.JoinGroupResponseMember] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.generation_id = generation_id
@@ -183,20 +128,78 @@ class JoinGroupResponse(_Message):
         self.members = [] if members is _UNSET else members
 
 
+class JoinGroupRequest(_Request[JoinGroupResponse]):
+    """JoinGroupRequest: API key 11, versions 0-9, flexible 6+.
+
+    Fields (versions):
+        group_id: string (0+)
+        session_timeout_ms: int32 (0+)
+        rebalance_timeout_ms: int32 (1+)
+        member_id: string (0+)
+        group_instance_id: string (5+, nullable 5+)
+        protocol_type: string (0+)
+        protocols: []JoinGroupRequestProtocol (0+)
+        reason: string (8+, nullable 8+)
+    """
+
+    class JoinGroupRequestProtocol(_Struct):
+        """JoinGroupRequestProtocol
+
+        Fields (versions):
+            name: string (0+)
+            metadata: bytes (0+)
+        """
+
+        name: str
+        metadata: bytes
+        __slots__ = ('name', 'metadata')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', metadata: bytes = b'') -> None:
+            self.name = name
+            self.metadata = metadata
+
+    API_KEY = 11
+    API_NAME = 'JoinGroup'
+    VALID_VERSIONS = (0, 9)
+    FLEXIBLE_MIN = 6
+    LATEST_VERSION_UNSTABLE = False
+    group_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    member_id: str
+    group_instance_id: str | None
+    protocol_type: str
+    protocols: list[JoinGroupRequest.JoinGroupRequestProtocol]
+    reason: str | None
+    __slots__ = ('group_id', 'session_timeout_ms', 'rebalance_timeout_ms', 'member_id', 'group_instance_id', 'protocol_type', 'protocols', 'reason')
+    _FIELDS = __slots__
+
+    def __init__(self, *, group_id: str = '', session_timeout_ms: int = 0, rebalance_timeout_ms: int = -1, member_id: str = '', group_instance_id: str | None = None, protocol_type: str = '', protocols: list[JoinGroupRequest.JoinGroupRequestProtocol] | _Unset = _UNSET, reason: str | None = None) -> None:
+        self.group_id = group_id
+        self.session_timeout_ms = session_timeout_ms
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.protocol_type = protocol_type
+        self.protocols = [] if protocols is _UNSET else protocols
+        self.reason = reason
+
+
 _C_Request = JoinGroupRequest
 _C_Request_JoinGroupRequestProtocol = JoinGroupRequest.JoinGroupRequestProtocol
 _C_Response = JoinGroupResponse
 _C_Response_JoinGroupResponseMember = JoinGroupResponse.JoinGroupResponseMember
 
 
-def _d_Request_JoinGroupRequestProtocol_v0(buf, pos):
+def _d_Request_JoinGroupRequestProtocol_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRequest.JoinGroupRequestProtocol, int]:
     o = _new(_C_Request_JoinGroupRequestProtocol)
     o.name, pos = _r_str(buf, pos)
     o.metadata, pos = _r_bytes(buf, pos)
     return o, pos
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     o = _new(_C_Request)
     o.rebalance_timeout_ms = -1
     o.group_instance_id = None
@@ -210,22 +213,22 @@ def _d_Request_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field protocols is null')
     else:
-        l = []
-        ap = l.append
+        l_protocols: list[JoinGroupRequest.JoinGroupRequestProtocol] = []
+        ap_protocols = l_protocols.append
         for _ in range(n):
-            e, pos = _d_Request_JoinGroupRequestProtocol_v0(buf, pos)
-            ap(e)
-        o.protocols = l
+            e_protocols, pos = _d_Request_JoinGroupRequestProtocol_v0(buf, pos)
+            ap_protocols(e_protocols)
+        o.protocols = l_protocols
     return o, pos
 
 
-def _e_Request_JoinGroupRequestProtocol_v0(o, out):
+def _e_Request_JoinGroupRequestProtocol_v0(o: JoinGroupRequest.JoinGroupRequestProtocol, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
     ap(_e_bytes(o.metadata))
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: JoinGroupRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.group_instance_id is not None:
         raise _UnsupportedVersionError('attempted to write a non-default group_instance_id at version 0')
@@ -233,16 +236,16 @@ def _e_Request_v0(o, out):
     ap(_P_i(o.session_timeout_ms))
     ap(_e_str(o.member_id))
     ap(_e_str(o.protocol_type))
-    l = o.protocols
-    if l is None:
+    l_protocols = o.protocols
+    if l_protocols is None:
         raise ValueError('non-nullable field protocols is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_JoinGroupRequestProtocol_v0(e, out)
+        ap(_P_i(len(l_protocols)))
+        for e_protocols in l_protocols:
+            _e_Request_JoinGroupRequestProtocol_v0(e_protocols, out)
 
 
-def _d_Request_v1(buf, pos):
+def _d_Request_v1(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     o = _new(_C_Request)
     o.group_instance_id = None
     o.reason = None
@@ -255,16 +258,16 @@ def _d_Request_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field protocols is null')
     else:
-        l = []
-        ap = l.append
+        l_protocols: list[JoinGroupRequest.JoinGroupRequestProtocol] = []
+        ap_protocols = l_protocols.append
         for _ in range(n):
-            e, pos = _d_Request_JoinGroupRequestProtocol_v0(buf, pos)
-            ap(e)
-        o.protocols = l
+            e_protocols, pos = _d_Request_JoinGroupRequestProtocol_v0(buf, pos)
+            ap_protocols(e_protocols)
+        o.protocols = l_protocols
     return o, pos
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: JoinGroupRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.group_instance_id is not None:
         raise _UnsupportedVersionError('attempted to write a non-default group_instance_id at version 1')
@@ -272,16 +275,16 @@ def _e_Request_v1(o, out):
     ap(_P_ii(o.session_timeout_ms, o.rebalance_timeout_ms))
     ap(_e_str(o.member_id))
     ap(_e_str(o.protocol_type))
-    l = o.protocols
-    if l is None:
+    l_protocols = o.protocols
+    if l_protocols is None:
         raise ValueError('non-nullable field protocols is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_JoinGroupRequestProtocol_v0(e, out)
+        ap(_P_i(len(l_protocols)))
+        for e_protocols in l_protocols:
+            _e_Request_JoinGroupRequestProtocol_v0(e_protocols, out)
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: JoinGroupRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.group_instance_id is not None:
         raise _UnsupportedVersionError('attempted to write a non-default group_instance_id at version 2')
@@ -289,16 +292,16 @@ def _e_Request_v2(o, out):
     ap(_P_ii(o.session_timeout_ms, o.rebalance_timeout_ms))
     ap(_e_str(o.member_id))
     ap(_e_str(o.protocol_type))
-    l = o.protocols
-    if l is None:
+    l_protocols = o.protocols
+    if l_protocols is None:
         raise ValueError('non-nullable field protocols is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_JoinGroupRequestProtocol_v0(e, out)
+        ap(_P_i(len(l_protocols)))
+        for e_protocols in l_protocols:
+            _e_Request_JoinGroupRequestProtocol_v0(e_protocols, out)
 
 
-def _e_Request_v3(o, out):
+def _e_Request_v3(o: JoinGroupRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.group_instance_id is not None:
         raise _UnsupportedVersionError('attempted to write a non-default group_instance_id at version 3')
@@ -306,16 +309,16 @@ def _e_Request_v3(o, out):
     ap(_P_ii(o.session_timeout_ms, o.rebalance_timeout_ms))
     ap(_e_str(o.member_id))
     ap(_e_str(o.protocol_type))
-    l = o.protocols
-    if l is None:
+    l_protocols = o.protocols
+    if l_protocols is None:
         raise ValueError('non-nullable field protocols is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_JoinGroupRequestProtocol_v0(e, out)
+        ap(_P_i(len(l_protocols)))
+        for e_protocols in l_protocols:
+            _e_Request_JoinGroupRequestProtocol_v0(e_protocols, out)
 
 
-def _e_Request_v4(o, out):
+def _e_Request_v4(o: JoinGroupRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.group_instance_id is not None:
         raise _UnsupportedVersionError('attempted to write a non-default group_instance_id at version 4')
@@ -323,16 +326,16 @@ def _e_Request_v4(o, out):
     ap(_P_ii(o.session_timeout_ms, o.rebalance_timeout_ms))
     ap(_e_str(o.member_id))
     ap(_e_str(o.protocol_type))
-    l = o.protocols
-    if l is None:
+    l_protocols = o.protocols
+    if l_protocols is None:
         raise ValueError('non-nullable field protocols is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_JoinGroupRequestProtocol_v0(e, out)
+        ap(_P_i(len(l_protocols)))
+        for e_protocols in l_protocols:
+            _e_Request_JoinGroupRequestProtocol_v0(e_protocols, out)
 
 
-def _d_Request_v5(buf, pos):
+def _d_Request_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     o = _new(_C_Request)
     o.reason = None
     o.group_id, pos = _r_str(buf, pos)
@@ -345,32 +348,32 @@ def _d_Request_v5(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field protocols is null')
     else:
-        l = []
-        ap = l.append
+        l_protocols: list[JoinGroupRequest.JoinGroupRequestProtocol] = []
+        ap_protocols = l_protocols.append
         for _ in range(n):
-            e, pos = _d_Request_JoinGroupRequestProtocol_v0(buf, pos)
-            ap(e)
-        o.protocols = l
+            e_protocols, pos = _d_Request_JoinGroupRequestProtocol_v0(buf, pos)
+            ap_protocols(e_protocols)
+        o.protocols = l_protocols
     return o, pos
 
 
-def _e_Request_v5(o, out):
+def _e_Request_v5(o: JoinGroupRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.group_id))
     ap(_P_ii(o.session_timeout_ms, o.rebalance_timeout_ms))
     ap(_e_str(o.member_id))
     ap(_e_nstr(o.group_instance_id))
     ap(_e_str(o.protocol_type))
-    l = o.protocols
-    if l is None:
+    l_protocols = o.protocols
+    if l_protocols is None:
         raise ValueError('non-nullable field protocols is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_JoinGroupRequestProtocol_v0(e, out)
+        ap(_P_i(len(l_protocols)))
+        for e_protocols in l_protocols:
+            _e_Request_JoinGroupRequestProtocol_v0(e_protocols, out)
 
 
-def _d_Request_JoinGroupRequestProtocol_v6(buf, pos):
+def _d_Request_JoinGroupRequestProtocol_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRequest.JoinGroupRequestProtocol, int]:
     o = _new(_C_Request_JoinGroupRequestProtocol)
     o.name, pos = _r_cstr(buf, pos)
     o.metadata, pos = _r_cbytes(buf, pos)
@@ -381,7 +384,7 @@ def _d_Request_JoinGroupRequestProtocol_v6(buf, pos):
     return o, pos
 
 
-def _d_Request_v6(buf, pos):
+def _d_Request_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     o = _new(_C_Request)
     o.reason = None
     o.group_id, pos = _r_cstr(buf, pos)
@@ -394,12 +397,12 @@ def _d_Request_v6(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field protocols is null')
     else:
-        l = []
-        ap = l.append
+        l_protocols: list[JoinGroupRequest.JoinGroupRequestProtocol] = []
+        ap_protocols = l_protocols.append
         for _ in range(n):
-            e, pos = _d_Request_JoinGroupRequestProtocol_v6(buf, pos)
-            ap(e)
-        o.protocols = l
+            e_protocols, pos = _d_Request_JoinGroupRequestProtocol_v6(buf, pos)
+            ap_protocols(e_protocols)
+        o.protocols = l_protocols
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -407,31 +410,31 @@ def _d_Request_v6(buf, pos):
     return o, pos
 
 
-def _e_Request_JoinGroupRequestProtocol_v6(o, out):
+def _e_Request_JoinGroupRequestProtocol_v6(o: JoinGroupRequest.JoinGroupRequestProtocol, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
     ap(_e_cbytes(o.metadata))
     ap(b'\x00')
 
 
-def _e_Request_v6(o, out):
+def _e_Request_v6(o: JoinGroupRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.group_id))
     ap(_P_ii(o.session_timeout_ms, o.rebalance_timeout_ms))
     ap(_e_cstr(o.member_id))
     ap(_e_cnstr(o.group_instance_id))
     ap(_e_cstr(o.protocol_type))
-    l = o.protocols
-    if l is None:
+    l_protocols = o.protocols
+    if l_protocols is None:
         raise ValueError('non-nullable field protocols is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_JoinGroupRequestProtocol_v6(e, out)
+        ap(_uv(len(l_protocols) + 1))
+        for e_protocols in l_protocols:
+            _e_Request_JoinGroupRequestProtocol_v6(e_protocols, out)
     ap(b'\x00')
 
 
-def _d_Request_v8(buf, pos):
+def _d_Request_v8(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     o = _new(_C_Request)
     o.group_id, pos = _r_cstr(buf, pos)
     o.session_timeout_ms, o.rebalance_timeout_ms = _U_ii(buf, pos)
@@ -443,12 +446,12 @@ def _d_Request_v8(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field protocols is null')
     else:
-        l = []
-        ap = l.append
+        l_protocols: list[JoinGroupRequest.JoinGroupRequestProtocol] = []
+        ap_protocols = l_protocols.append
         for _ in range(n):
-            e, pos = _d_Request_JoinGroupRequestProtocol_v6(buf, pos)
-            ap(e)
-        o.protocols = l
+            e_protocols, pos = _d_Request_JoinGroupRequestProtocol_v6(buf, pos)
+            ap_protocols(e_protocols)
+        o.protocols = l_protocols
     o.reason, pos = _r_cnstr(buf, pos)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
@@ -457,25 +460,25 @@ def _d_Request_v8(buf, pos):
     return o, pos
 
 
-def _e_Request_v8(o, out):
+def _e_Request_v8(o: JoinGroupRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.group_id))
     ap(_P_ii(o.session_timeout_ms, o.rebalance_timeout_ms))
     ap(_e_cstr(o.member_id))
     ap(_e_cnstr(o.group_instance_id))
     ap(_e_cstr(o.protocol_type))
-    l = o.protocols
-    if l is None:
+    l_protocols = o.protocols
+    if l_protocols is None:
         raise ValueError('non-nullable field protocols is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_JoinGroupRequestProtocol_v6(e, out)
+        ap(_uv(len(l_protocols) + 1))
+        for e_protocols in l_protocols:
+            _e_Request_JoinGroupRequestProtocol_v6(e_protocols, out)
     ap(_e_cnstr(o.reason))
     ap(b'\x00')
 
 
-def _d_Response_JoinGroupResponseMember_v0(buf, pos):
+def _d_Response_JoinGroupResponseMember_v0(buf: memoryview, pos: int) -> tuple[JoinGroupResponse.JoinGroupResponseMember, int]:
     o = _new(_C_Response_JoinGroupResponseMember)
     o.group_instance_id = None
     o.member_id, pos = _r_str(buf, pos)
@@ -483,7 +486,7 @@ def _d_Response_JoinGroupResponseMember_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms = 0
     o.protocol_type = None
@@ -497,56 +500,62 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field members is null')
     else:
-        l = []
-        ap = l.append
+        l_members: list[JoinGroupResponse.JoinGroupResponseMember] = []
+        ap_members = l_members.append
         for _ in range(n):
-            e, pos = _d_Response_JoinGroupResponseMember_v0(buf, pos)
-            ap(e)
-        o.members = l
+            e_members, pos = _d_Response_JoinGroupResponseMember_v0(buf, pos)
+            ap_members(e_members)
+        o.members = l_members
     return o, pos
 
 
-def _e_Response_JoinGroupResponseMember_v0(o, out):
+def _e_Response_JoinGroupResponseMember_v0(o: JoinGroupResponse.JoinGroupResponseMember, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.member_id))
     ap(_e_bytes(o.metadata))
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: JoinGroupResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.skip_assignment != False:
         raise _UnsupportedVersionError('attempted to write a non-default skip_assignment at version 0')
     ap(_P_hi(o.error_code, o.generation_id))
-    ap(_e_str(o.protocol_name))
+    x_protocol_name = o.protocol_name
+    if x_protocol_name is None:
+        raise ValueError('non-nullable field protocol_name is None')
+    ap(_e_str(x_protocol_name))
     ap(_e_str(o.leader))
     ap(_e_str(o.member_id))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_JoinGroupResponseMember_v0(e, out)
+        ap(_P_i(len(l_members)))
+        for e_members in l_members:
+            _e_Response_JoinGroupResponseMember_v0(e_members, out)
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: JoinGroupResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.skip_assignment != False:
         raise _UnsupportedVersionError('attempted to write a non-default skip_assignment at version 1')
     ap(_P_hi(o.error_code, o.generation_id))
-    ap(_e_str(o.protocol_name))
+    x_protocol_name = o.protocol_name
+    if x_protocol_name is None:
+        raise ValueError('non-nullable field protocol_name is None')
+    ap(_e_str(x_protocol_name))
     ap(_e_str(o.leader))
     ap(_e_str(o.member_id))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_JoinGroupResponseMember_v0(e, out)
+        ap(_P_i(len(l_members)))
+        for e_members in l_members:
+            _e_Response_JoinGroupResponseMember_v0(e_members, out)
 
 
-def _d_Response_v2(buf, pos):
+def _d_Response_v2(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
     o = _new(_C_Response)
     o.protocol_type = None
     o.skip_assignment = False
@@ -559,67 +568,76 @@ def _d_Response_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field members is null')
     else:
-        l = []
-        ap = l.append
+        l_members: list[JoinGroupResponse.JoinGroupResponseMember] = []
+        ap_members = l_members.append
         for _ in range(n):
-            e, pos = _d_Response_JoinGroupResponseMember_v0(buf, pos)
-            ap(e)
-        o.members = l
+            e_members, pos = _d_Response_JoinGroupResponseMember_v0(buf, pos)
+            ap_members(e_members)
+        o.members = l_members
     return o, pos
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: JoinGroupResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.skip_assignment != False:
         raise _UnsupportedVersionError('attempted to write a non-default skip_assignment at version 2')
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.generation_id))
-    ap(_e_str(o.protocol_name))
+    x_protocol_name = o.protocol_name
+    if x_protocol_name is None:
+        raise ValueError('non-nullable field protocol_name is None')
+    ap(_e_str(x_protocol_name))
     ap(_e_str(o.leader))
     ap(_e_str(o.member_id))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_JoinGroupResponseMember_v0(e, out)
+        ap(_P_i(len(l_members)))
+        for e_members in l_members:
+            _e_Response_JoinGroupResponseMember_v0(e_members, out)
 
 
-def _e_Response_v3(o, out):
+def _e_Response_v3(o: JoinGroupResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.skip_assignment != False:
         raise _UnsupportedVersionError('attempted to write a non-default skip_assignment at version 3')
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.generation_id))
-    ap(_e_str(o.protocol_name))
+    x_protocol_name = o.protocol_name
+    if x_protocol_name is None:
+        raise ValueError('non-nullable field protocol_name is None')
+    ap(_e_str(x_protocol_name))
     ap(_e_str(o.leader))
     ap(_e_str(o.member_id))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_JoinGroupResponseMember_v0(e, out)
+        ap(_P_i(len(l_members)))
+        for e_members in l_members:
+            _e_Response_JoinGroupResponseMember_v0(e_members, out)
 
 
-def _e_Response_v4(o, out):
+def _e_Response_v4(o: JoinGroupResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.skip_assignment != False:
         raise _UnsupportedVersionError('attempted to write a non-default skip_assignment at version 4')
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.generation_id))
-    ap(_e_str(o.protocol_name))
+    x_protocol_name = o.protocol_name
+    if x_protocol_name is None:
+        raise ValueError('non-nullable field protocol_name is None')
+    ap(_e_str(x_protocol_name))
     ap(_e_str(o.leader))
     ap(_e_str(o.member_id))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_JoinGroupResponseMember_v0(e, out)
+        ap(_P_i(len(l_members)))
+        for e_members in l_members:
+            _e_Response_JoinGroupResponseMember_v0(e_members, out)
 
 
-def _d_Response_JoinGroupResponseMember_v5(buf, pos):
+def _d_Response_JoinGroupResponseMember_v5(buf: memoryview, pos: int) -> tuple[JoinGroupResponse.JoinGroupResponseMember, int]:
     o = _new(_C_Response_JoinGroupResponseMember)
     o.member_id, pos = _r_str(buf, pos)
     o.group_instance_id, pos = _r_nstr(buf, pos)
@@ -627,7 +645,7 @@ def _d_Response_JoinGroupResponseMember_v5(buf, pos):
     return o, pos
 
 
-def _d_Response_v5(buf, pos):
+def _d_Response_v5(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
     o = _new(_C_Response)
     o.protocol_type = None
     o.skip_assignment = False
@@ -640,40 +658,43 @@ def _d_Response_v5(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field members is null')
     else:
-        l = []
-        ap = l.append
+        l_members: list[JoinGroupResponse.JoinGroupResponseMember] = []
+        ap_members = l_members.append
         for _ in range(n):
-            e, pos = _d_Response_JoinGroupResponseMember_v5(buf, pos)
-            ap(e)
-        o.members = l
+            e_members, pos = _d_Response_JoinGroupResponseMember_v5(buf, pos)
+            ap_members(e_members)
+        o.members = l_members
     return o, pos
 
 
-def _e_Response_JoinGroupResponseMember_v5(o, out):
+def _e_Response_JoinGroupResponseMember_v5(o: JoinGroupResponse.JoinGroupResponseMember, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.member_id))
     ap(_e_nstr(o.group_instance_id))
     ap(_e_bytes(o.metadata))
 
 
-def _e_Response_v5(o, out):
+def _e_Response_v5(o: JoinGroupResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.skip_assignment != False:
         raise _UnsupportedVersionError('attempted to write a non-default skip_assignment at version 5')
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.generation_id))
-    ap(_e_str(o.protocol_name))
+    x_protocol_name = o.protocol_name
+    if x_protocol_name is None:
+        raise ValueError('non-nullable field protocol_name is None')
+    ap(_e_str(x_protocol_name))
     ap(_e_str(o.leader))
     ap(_e_str(o.member_id))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_JoinGroupResponseMember_v5(e, out)
+        ap(_P_i(len(l_members)))
+        for e_members in l_members:
+            _e_Response_JoinGroupResponseMember_v5(e_members, out)
 
 
-def _d_Response_JoinGroupResponseMember_v6(buf, pos):
+def _d_Response_JoinGroupResponseMember_v6(buf: memoryview, pos: int) -> tuple[JoinGroupResponse.JoinGroupResponseMember, int]:
     o = _new(_C_Response_JoinGroupResponseMember)
     o.member_id, pos = _r_cstr(buf, pos)
     o.group_instance_id, pos = _r_cnstr(buf, pos)
@@ -685,7 +706,7 @@ def _d_Response_JoinGroupResponseMember_v6(buf, pos):
     return o, pos
 
 
-def _d_Response_v6(buf, pos):
+def _d_Response_v6(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
     o = _new(_C_Response)
     o.protocol_type = None
     o.skip_assignment = False
@@ -698,12 +719,12 @@ def _d_Response_v6(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field members is null')
     else:
-        l = []
-        ap = l.append
+        l_members: list[JoinGroupResponse.JoinGroupResponseMember] = []
+        ap_members = l_members.append
         for _ in range(n):
-            e, pos = _d_Response_JoinGroupResponseMember_v6(buf, pos)
-            ap(e)
-        o.members = l
+            e_members, pos = _d_Response_JoinGroupResponseMember_v6(buf, pos)
+            ap_members(e_members)
+        o.members = l_members
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -711,7 +732,7 @@ def _d_Response_v6(buf, pos):
     return o, pos
 
 
-def _e_Response_JoinGroupResponseMember_v6(o, out):
+def _e_Response_JoinGroupResponseMember_v6(o: JoinGroupResponse.JoinGroupResponseMember, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.member_id))
     ap(_e_cnstr(o.group_instance_id))
@@ -719,25 +740,28 @@ def _e_Response_JoinGroupResponseMember_v6(o, out):
     ap(b'\x00')
 
 
-def _e_Response_v6(o, out):
+def _e_Response_v6(o: JoinGroupResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.skip_assignment != False:
         raise _UnsupportedVersionError('attempted to write a non-default skip_assignment at version 6')
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.generation_id))
-    ap(_e_cstr(o.protocol_name))
+    x_protocol_name = o.protocol_name
+    if x_protocol_name is None:
+        raise ValueError('non-nullable field protocol_name is None')
+    ap(_e_cstr(x_protocol_name))
     ap(_e_cstr(o.leader))
     ap(_e_cstr(o.member_id))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_JoinGroupResponseMember_v6(e, out)
+        ap(_uv(len(l_members) + 1))
+        for e_members in l_members:
+            _e_Response_JoinGroupResponseMember_v6(e_members, out)
     ap(b'\x00')
 
 
-def _d_Response_v7(buf, pos):
+def _d_Response_v7(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
     o = _new(_C_Response)
     o.skip_assignment = False
     o.throttle_time_ms, o.error_code, o.generation_id = _U_ihi(buf, pos)
@@ -750,12 +774,12 @@ def _d_Response_v7(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field members is null')
     else:
-        l = []
-        ap = l.append
+        l_members: list[JoinGroupResponse.JoinGroupResponseMember] = []
+        ap_members = l_members.append
         for _ in range(n):
-            e, pos = _d_Response_JoinGroupResponseMember_v6(buf, pos)
-            ap(e)
-        o.members = l
+            e_members, pos = _d_Response_JoinGroupResponseMember_v6(buf, pos)
+            ap_members(e_members)
+        o.members = l_members
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -763,7 +787,7 @@ def _d_Response_v7(buf, pos):
     return o, pos
 
 
-def _e_Response_v7(o, out):
+def _e_Response_v7(o: JoinGroupResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.skip_assignment != False:
         raise _UnsupportedVersionError('attempted to write a non-default skip_assignment at version 7')
@@ -772,17 +796,17 @@ def _e_Response_v7(o, out):
     ap(_e_cnstr(o.protocol_name))
     ap(_e_cstr(o.leader))
     ap(_e_cstr(o.member_id))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_JoinGroupResponseMember_v6(e, out)
+        ap(_uv(len(l_members) + 1))
+        for e_members in l_members:
+            _e_Response_JoinGroupResponseMember_v6(e_members, out)
     ap(b'\x00')
 
 
-def _e_Response_v8(o, out):
+def _e_Response_v8(o: JoinGroupResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.skip_assignment != False:
         raise _UnsupportedVersionError('attempted to write a non-default skip_assignment at version 8')
@@ -791,17 +815,17 @@ def _e_Response_v8(o, out):
     ap(_e_cnstr(o.protocol_name))
     ap(_e_cstr(o.leader))
     ap(_e_cstr(o.member_id))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_JoinGroupResponseMember_v6(e, out)
+        ap(_uv(len(l_members) + 1))
+        for e_members in l_members:
+            _e_Response_JoinGroupResponseMember_v6(e_members, out)
     ap(b'\x00')
 
 
-def _d_Response_v9(buf, pos):
+def _d_Response_v9(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code, o.generation_id = _U_ihi(buf, pos)
     pos += 10
@@ -815,12 +839,12 @@ def _d_Response_v9(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field members is null')
     else:
-        l = []
-        ap = l.append
+        l_members: list[JoinGroupResponse.JoinGroupResponseMember] = []
+        ap_members = l_members.append
         for _ in range(n):
-            e, pos = _d_Response_JoinGroupResponseMember_v6(buf, pos)
-            ap(e)
-        o.members = l
+            e_members, pos = _d_Response_JoinGroupResponseMember_v6(buf, pos)
+            ap_members(e_members)
+        o.members = l_members
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -828,7 +852,7 @@ def _d_Response_v9(buf, pos):
     return o, pos
 
 
-def _e_Response_v9(o, out):
+def _e_Response_v9(o: JoinGroupResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ihi(o.throttle_time_ms, o.error_code, o.generation_id))
     ap(_e_cnstr(o.protocol_type))
@@ -836,13 +860,13 @@ def _e_Response_v9(o, out):
     ap(_e_cstr(o.leader))
     ap(_P_z(o.skip_assignment))
     ap(_e_cstr(o.member_id))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_JoinGroupResponseMember_v6(e, out)
+        ap(_uv(len(l_members) + 1))
+        for e_members in l_members:
+            _e_Response_JoinGroupResponseMember_v6(e_members, out)
     ap(b'\x00')
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,52 +60,6 @@ _P_ih = _S('>ih').pack
 __all__ = ['LeaveGroupRequest', 'LeaveGroupResponse']
 
 
-class LeaveGroupRequest(_Message):
-    """LeaveGroupRequest: API key 13, versions 0-5, flexible 4+.
-
-    Fields (versions):
-        group_id: string (0+)
-        member_id: string (0-2)
-        members: []MemberIdentity (3+)
-    """
-
-    class MemberIdentity(_Struct):
-        """MemberIdentity
-
-        Fields (versions):
-            member_id: string (3+)
-            group_instance_id: string (3+, nullable 3+)
-            reason: string (5+, nullable 5+)
-        """
-
-        member_id: str
-        group_instance_id: str | None
-        reason: str | None
-        __slots__ = ('member_id', 'group_instance_id', 'reason')
-        _FIELDS = __slots__
-
-        def __init__(self, *, member_id='', group_instance_id=None, reason=None):
-            self.member_id = member_id
-            self.group_instance_id = group_instance_id
-            self.reason = reason
-
-    API_KEY = 13
-    API_NAME = 'LeaveGroup'
-    VALID_VERSIONS = (0, 5)
-    FLEXIBLE_MIN = 4
-    LATEST_VERSION_UNSTABLE = False
-    group_id: str
-    member_id: str
-    members: list[LeaveGroupRequest.MemberIdentity]
-    __slots__ = ('group_id', 'member_id', 'members')
-    _FIELDS = __slots__
-
-    def __init__(self, *, group_id='', member_id='', members=_UNSET):
-        self.group_id = group_id
-        self.member_id = member_id
-        self.members = [] if members is _UNSET else members
-
-
 class LeaveGroupResponse(_Message):
     """LeaveGroupResponse: API key 13, versions 0-5, flexible 4+.
 
@@ -127,7 +84,7 @@ class LeaveGroupResponse(_Message):
         __slots__ = ('member_id', 'group_instance_id', 'error_code')
         _FIELDS = __slots__
 
-        def __init__(self, *, member_id='', group_instance_id='', error_code=0):
+        def __init__(self, *, member_id: str = '', group_instance_id: str | None = '', error_code: int = 0) -> None:
             self.member_id = member_id
             self.group_instance_id = group_instance_id
             self.error_code = error_code
@@ -143,9 +100,55 @@ class LeaveGroupResponse(_Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'members')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, members=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, members: list[LeaveGroupResponse.MemberResponse] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
+        self.members = [] if members is _UNSET else members
+
+
+class LeaveGroupRequest(_Request[LeaveGroupResponse]):
+    """LeaveGroupRequest: API key 13, versions 0-5, flexible 4+.
+
+    Fields (versions):
+        group_id: string (0+)
+        member_id: string (0-2)
+        members: []MemberIdentity (3+)
+    """
+
+    class MemberIdentity(_Struct):
+        """MemberIdentity
+
+        Fields (versions):
+            member_id: string (3+)
+            group_instance_id: string (3+, nullable 3+)
+            reason: string (5+, nullable 5+)
+        """
+
+        member_id: str
+        group_instance_id: str | None
+        reason: str | None
+        __slots__ = ('member_id', 'group_instance_id', 'reason')
+        _FIELDS = __slots__
+
+        def __init__(self, *, member_id: str = '', group_instance_id: str | None = None, reason: str | None = None) -> None:
+            self.member_id = member_id
+            self.group_instance_id = group_instance_id
+            self.reason = reason
+
+    API_KEY = 13
+    API_NAME = 'LeaveGroup'
+    VALID_VERSIONS = (0, 5)
+    FLEXIBLE_MIN = 4
+    LATEST_VERSION_UNSTABLE = False
+    group_id: str
+    member_id: str
+    members: list[LeaveGroupRequest.MemberIdentity]
+    __slots__ = ('group_id', 'member_id', 'members')
+    _FIELDS = __slots__
+
+    def __init__(self, *, group_id: str = '', member_id: str = '', members: list[LeaveGroupRequest.MemberIdentity] | _Unset = _UNSET) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
         self.members = [] if members is _UNSET else members
 
 
@@ -155,7 +158,7 @@ _C_Response = LeaveGroupResponse
 _C_Response_MemberResponse = LeaveGroupResponse.MemberResponse
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     o = _new(_C_Request)
     o.members = []
     o.group_id, pos = _r_str(buf, pos)
@@ -163,7 +166,7 @@ def _d_Request_v0(buf, pos):
     return o, pos
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: LeaveGroupRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.members is None or len(o.members) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default members at version 0')
@@ -171,7 +174,7 @@ def _e_Request_v0(o, out):
     ap(_e_str(o.member_id))
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: LeaveGroupRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.members is None or len(o.members) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default members at version 1')
@@ -179,7 +182,7 @@ def _e_Request_v1(o, out):
     ap(_e_str(o.member_id))
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: LeaveGroupRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.members is None or len(o.members) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default members at version 2')
@@ -187,7 +190,7 @@ def _e_Request_v2(o, out):
     ap(_e_str(o.member_id))
 
 
-def _d_Request_MemberIdentity_v3(buf, pos):
+def _d_Request_MemberIdentity_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest.MemberIdentity, int]:
     o = _new(_C_Request_MemberIdentity)
     o.reason = None
     o.member_id, pos = _r_str(buf, pos)
@@ -195,7 +198,7 @@ def _d_Request_MemberIdentity_v3(buf, pos):
     return o, pos
 
 
-def _d_Request_v3(buf, pos):
+def _d_Request_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     o = _new(_C_Request)
     o.member_id = ''
     o.group_id, pos = _r_str(buf, pos)
@@ -203,36 +206,36 @@ def _d_Request_v3(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field members is null')
     else:
-        l = []
-        ap = l.append
+        l_members: list[LeaveGroupRequest.MemberIdentity] = []
+        ap_members = l_members.append
         for _ in range(n):
-            e, pos = _d_Request_MemberIdentity_v3(buf, pos)
-            ap(e)
-        o.members = l
+            e_members, pos = _d_Request_MemberIdentity_v3(buf, pos)
+            ap_members(e_members)
+        o.members = l_members
     return o, pos
 
 
-def _e_Request_MemberIdentity_v3(o, out):
+def _e_Request_MemberIdentity_v3(o: LeaveGroupRequest.MemberIdentity, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.member_id))
     ap(_e_nstr(o.group_instance_id))
 
 
-def _e_Request_v3(o, out):
+def _e_Request_v3(o: LeaveGroupRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.member_id != '':
         raise _UnsupportedVersionError('attempted to write a non-default member_id at version 3')
     ap(_e_str(o.group_id))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_MemberIdentity_v3(e, out)
+        ap(_P_i(len(l_members)))
+        for e_members in l_members:
+            _e_Request_MemberIdentity_v3(e_members, out)
 
 
-def _d_Request_MemberIdentity_v4(buf, pos):
+def _d_Request_MemberIdentity_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest.MemberIdentity, int]:
     o = _new(_C_Request_MemberIdentity)
     o.reason = None
     o.member_id, pos = _r_cstr(buf, pos)
@@ -244,7 +247,7 @@ def _d_Request_MemberIdentity_v4(buf, pos):
     return o, pos
 
 
-def _d_Request_v4(buf, pos):
+def _d_Request_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     o = _new(_C_Request)
     o.member_id = ''
     o.group_id, pos = _r_cstr(buf, pos)
@@ -252,12 +255,12 @@ def _d_Request_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field members is null')
     else:
-        l = []
-        ap = l.append
+        l_members: list[LeaveGroupRequest.MemberIdentity] = []
+        ap_members = l_members.append
         for _ in range(n):
-            e, pos = _d_Request_MemberIdentity_v4(buf, pos)
-            ap(e)
-        o.members = l
+            e_members, pos = _d_Request_MemberIdentity_v4(buf, pos)
+            ap_members(e_members)
+        o.members = l_members
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -265,29 +268,29 @@ def _d_Request_v4(buf, pos):
     return o, pos
 
 
-def _e_Request_MemberIdentity_v4(o, out):
+def _e_Request_MemberIdentity_v4(o: LeaveGroupRequest.MemberIdentity, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.member_id))
     ap(_e_cnstr(o.group_instance_id))
     ap(b'\x00')
 
 
-def _e_Request_v4(o, out):
+def _e_Request_v4(o: LeaveGroupRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.member_id != '':
         raise _UnsupportedVersionError('attempted to write a non-default member_id at version 4')
     ap(_e_cstr(o.group_id))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_MemberIdentity_v4(e, out)
+        ap(_uv(len(l_members) + 1))
+        for e_members in l_members:
+            _e_Request_MemberIdentity_v4(e_members, out)
     ap(b'\x00')
 
 
-def _d_Request_MemberIdentity_v5(buf, pos):
+def _d_Request_MemberIdentity_v5(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest.MemberIdentity, int]:
     o = _new(_C_Request_MemberIdentity)
     o.member_id, pos = _r_cstr(buf, pos)
     o.group_instance_id, pos = _r_cnstr(buf, pos)
@@ -299,7 +302,7 @@ def _d_Request_MemberIdentity_v5(buf, pos):
     return o, pos
 
 
-def _d_Request_v5(buf, pos):
+def _d_Request_v5(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     o = _new(_C_Request)
     o.member_id = ''
     o.group_id, pos = _r_cstr(buf, pos)
@@ -307,12 +310,12 @@ def _d_Request_v5(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field members is null')
     else:
-        l = []
-        ap = l.append
+        l_members: list[LeaveGroupRequest.MemberIdentity] = []
+        ap_members = l_members.append
         for _ in range(n):
-            e, pos = _d_Request_MemberIdentity_v5(buf, pos)
-            ap(e)
-        o.members = l
+            e_members, pos = _d_Request_MemberIdentity_v5(buf, pos)
+            ap_members(e_members)
+        o.members = l_members
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -320,7 +323,7 @@ def _d_Request_v5(buf, pos):
     return o, pos
 
 
-def _e_Request_MemberIdentity_v5(o, out):
+def _e_Request_MemberIdentity_v5(o: LeaveGroupRequest.MemberIdentity, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.member_id))
     ap(_e_cnstr(o.group_instance_id))
@@ -328,22 +331,22 @@ def _e_Request_MemberIdentity_v5(o, out):
     ap(b'\x00')
 
 
-def _e_Request_v5(o, out):
+def _e_Request_v5(o: LeaveGroupRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.member_id != '':
         raise _UnsupportedVersionError('attempted to write a non-default member_id at version 5')
     ap(_e_cstr(o.group_id))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_MemberIdentity_v5(e, out)
+        ap(_uv(len(l_members) + 1))
+        for e_members in l_members:
+            _e_Request_MemberIdentity_v5(e_members, out)
     ap(b'\x00')
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms = 0
     o.members = []
@@ -352,14 +355,14 @@ def _d_Response_v0(buf, pos):
     return o, pos
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: LeaveGroupResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.members is None or len(o.members) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default members at version 0')
     ap(_P_h(o.error_code))
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
     o = _new(_C_Response)
     o.members = []
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
@@ -367,21 +370,21 @@ def _d_Response_v1(buf, pos):
     return o, pos
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: LeaveGroupResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.members is None or len(o.members) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default members at version 1')
     ap(_P_ih(o.throttle_time_ms, o.error_code))
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: LeaveGroupResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.members is None or len(o.members) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default members at version 2')
     ap(_P_ih(o.throttle_time_ms, o.error_code))
 
 
-def _d_Response_MemberResponse_v3(buf, pos):
+def _d_Response_MemberResponse_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse.MemberResponse, int]:
     o = _new(_C_Response_MemberResponse)
     o.member_id, pos = _r_str(buf, pos)
     o.group_instance_id, pos = _r_nstr(buf, pos)
@@ -390,7 +393,7 @@ def _d_Response_MemberResponse_v3(buf, pos):
     return o, pos
 
 
-def _d_Response_v3(buf, pos):
+def _d_Response_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -398,35 +401,35 @@ def _d_Response_v3(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field members is null')
     else:
-        l = []
-        ap = l.append
+        l_members: list[LeaveGroupResponse.MemberResponse] = []
+        ap_members = l_members.append
         for _ in range(n):
-            e, pos = _d_Response_MemberResponse_v3(buf, pos)
-            ap(e)
-        o.members = l
+            e_members, pos = _d_Response_MemberResponse_v3(buf, pos)
+            ap_members(e_members)
+        o.members = l_members
     return o, pos
 
 
-def _e_Response_MemberResponse_v3(o, out):
+def _e_Response_MemberResponse_v3(o: LeaveGroupResponse.MemberResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.member_id))
     ap(_e_nstr(o.group_instance_id))
     ap(_P_h(o.error_code))
 
 
-def _e_Response_v3(o, out):
+def _e_Response_v3(o: LeaveGroupResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MemberResponse_v3(e, out)
+        ap(_P_i(len(l_members)))
+        for e_members in l_members:
+            _e_Response_MemberResponse_v3(e_members, out)
 
 
-def _d_Response_MemberResponse_v4(buf, pos):
+def _d_Response_MemberResponse_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse.MemberResponse, int]:
     o = _new(_C_Response_MemberResponse)
     o.member_id, pos = _r_cstr(buf, pos)
     o.group_instance_id, pos = _r_cnstr(buf, pos)
@@ -439,7 +442,7 @@ def _d_Response_MemberResponse_v4(buf, pos):
     return o, pos
 
 
-def _d_Response_v4(buf, pos):
+def _d_Response_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -447,12 +450,12 @@ def _d_Response_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field members is null')
     else:
-        l = []
-        ap = l.append
+        l_members: list[LeaveGroupResponse.MemberResponse] = []
+        ap_members = l_members.append
         for _ in range(n):
-            e, pos = _d_Response_MemberResponse_v4(buf, pos)
-            ap(e)
-        o.members = l
+            e_members, pos = _d_Response_MemberResponse_v4(buf, pos)
+            ap_members(e_members)
+        o.members = l_members
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -460,7 +463,7 @@ def _d_Response_v4(buf, pos):
     return o, pos
 
 
-def _e_Response_MemberResponse_v4(o, out):
+def _e_Response_MemberResponse_v4(o: LeaveGroupResponse.MemberResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.member_id))
     ap(_e_cnstr(o.group_instance_id))
@@ -468,16 +471,16 @@ def _e_Response_MemberResponse_v4(o, out):
     ap(b'\x00')
 
 
-def _e_Response_v4(o, out):
+def _e_Response_v4(o: LeaveGroupResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l = o.members
-    if l is None:
+    l_members = o.members
+    if l_members is None:
         raise ValueError('non-nullable field members is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_MemberResponse_v4(e, out)
+        ap(_uv(len(l_members) + 1))
+        for e_members in l_members:
+            _e_Response_MemberResponse_v4(e_members, out)
     ap(b'\x00')
 
 

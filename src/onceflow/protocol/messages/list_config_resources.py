@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -55,26 +58,6 @@ _P_ih = _S('>ih').pack
 __all__ = ['ListConfigResourcesRequest', 'ListConfigResourcesResponse']
 
 
-class ListConfigResourcesRequest(_Message):
-    """ListConfigResourcesRequest: API key 74, versions 0-1, flexible 0+.
-
-    Fields (versions):
-        resource_types: []int8 (1+)
-    """
-
-    API_KEY = 74
-    API_NAME = 'ListConfigResources'
-    VALID_VERSIONS = (0, 1)
-    FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = False
-    resource_types: list[int]
-    __slots__ = ('resource_types',)
-    _FIELDS = __slots__
-
-    def __init__(self, *, resource_types=_UNSET):
-        self.resource_types = [] if resource_types is _UNSET else resource_types
-
-
 class ListConfigResourcesResponse(_Message):
     """ListConfigResourcesResponse: API key 74, versions 0-1, flexible 0+.
 
@@ -97,7 +80,7 @@ class ListConfigResourcesResponse(_Message):
         __slots__ = ('resource_name', 'resource_type')
         _FIELDS = __slots__
 
-        def __init__(self, *, resource_name='', resource_type=16):
+        def __init__(self, *, resource_name: str = '', resource_type: int = 16) -> None:
             self.resource_name = resource_name
             self.resource_type = resource_type
 
@@ -112,10 +95,30 @@ class ListConfigResourcesResponse(_Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'config_resources')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, config_resources=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, config_resources: list[ListConfigResourcesResponse.ConfigResource] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.config_resources = [] if config_resources is _UNSET else config_resources
+
+
+class ListConfigResourcesRequest(_Request[ListConfigResourcesResponse]):
+    """ListConfigResourcesRequest: API key 74, versions 0-1, flexible 0+.
+
+    Fields (versions):
+        resource_types: []int8 (1+)
+    """
+
+    API_KEY = 74
+    API_NAME = 'ListConfigResources'
+    VALID_VERSIONS = (0, 1)
+    FLEXIBLE_MIN = 0
+    LATEST_VERSION_UNSTABLE = False
+    resource_types: list[int]
+    __slots__ = ('resource_types',)
+    _FIELDS = __slots__
+
+    def __init__(self, *, resource_types: list[int] | _Unset = _UNSET) -> None:
+        self.resource_types = [] if resource_types is _UNSET else resource_types
 
 
 _C_Request = ListConfigResourcesRequest
@@ -123,7 +126,7 @@ _C_Response = ListConfigResourcesResponse
 _C_Response_ConfigResource = ListConfigResourcesResponse.ConfigResource
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[ListConfigResourcesRequest, int]:
     o = _new(_C_Request)
     o.resource_types = []
     if buf[pos]:
@@ -133,14 +136,14 @@ def _d_Request_v0(buf, pos):
     return o, pos
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: ListConfigResourcesRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.resource_types is None or len(o.resource_types) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default resource_types at version 0')
     ap(b'\x00')
 
 
-def _d_Request_v1(buf, pos):
+def _d_Request_v1(buf: memoryview, pos: int) -> tuple[ListConfigResourcesRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
@@ -154,18 +157,18 @@ def _d_Request_v1(buf, pos):
     return o, pos
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: ListConfigResourcesRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.resource_types
-    if l is None:
+    l_resource_types = o.resource_types
+    if l_resource_types is None:
         raise ValueError('non-nullable field resource_types is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'b'))
+        ap(_uv(len(l_resource_types) + 1))
+        ap(_e_fixed(l_resource_types, 'b'))
     ap(b'\x00')
 
 
-def _d_Response_ConfigResource_v0(buf, pos):
+def _d_Response_ConfigResource_v0(buf: memoryview, pos: int) -> tuple[ListConfigResourcesResponse.ConfigResource, int]:
     o = _new(_C_Response_ConfigResource)
     o.resource_type = 16
     o.resource_name, pos = _r_cstr(buf, pos)
@@ -176,7 +179,7 @@ def _d_Response_ConfigResource_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[ListConfigResourcesResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -184,12 +187,12 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field config_resources is null')
     else:
-        l = []
-        ap = l.append
+        l_config_resources: list[ListConfigResourcesResponse.ConfigResource] = []
+        ap_config_resources = l_config_resources.append
         for _ in range(n):
-            e, pos = _d_Response_ConfigResource_v0(buf, pos)
-            ap(e)
-        o.config_resources = l
+            e_config_resources, pos = _d_Response_ConfigResource_v0(buf, pos)
+            ap_config_resources(e_config_resources)
+        o.config_resources = l_config_resources
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -197,26 +200,26 @@ def _d_Response_v0(buf, pos):
     return o, pos
 
 
-def _e_Response_ConfigResource_v0(o, out):
+def _e_Response_ConfigResource_v0(o: ListConfigResourcesResponse.ConfigResource, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.resource_name))
     ap(b'\x00')
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: ListConfigResourcesResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l = o.config_resources
-    if l is None:
+    l_config_resources = o.config_resources
+    if l_config_resources is None:
         raise ValueError('non-nullable field config_resources is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ConfigResource_v0(e, out)
+        ap(_uv(len(l_config_resources) + 1))
+        for e_config_resources in l_config_resources:
+            _e_Response_ConfigResource_v0(e_config_resources, out)
     ap(b'\x00')
 
 
-def _d_Response_ConfigResource_v1(buf, pos):
+def _d_Response_ConfigResource_v1(buf: memoryview, pos: int) -> tuple[ListConfigResourcesResponse.ConfigResource, int]:
     o = _new(_C_Response_ConfigResource)
     o.resource_name, pos = _r_cstr(buf, pos)
     o.resource_type, = _U_b(buf, pos)
@@ -228,7 +231,7 @@ def _d_Response_ConfigResource_v1(buf, pos):
     return o, pos
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[ListConfigResourcesResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -236,12 +239,12 @@ def _d_Response_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field config_resources is null')
     else:
-        l = []
-        ap = l.append
+        l_config_resources: list[ListConfigResourcesResponse.ConfigResource] = []
+        ap_config_resources = l_config_resources.append
         for _ in range(n):
-            e, pos = _d_Response_ConfigResource_v1(buf, pos)
-            ap(e)
-        o.config_resources = l
+            e_config_resources, pos = _d_Response_ConfigResource_v1(buf, pos)
+            ap_config_resources(e_config_resources)
+        o.config_resources = l_config_resources
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -249,23 +252,23 @@ def _d_Response_v1(buf, pos):
     return o, pos
 
 
-def _e_Response_ConfigResource_v1(o, out):
+def _e_Response_ConfigResource_v1(o: ListConfigResourcesResponse.ConfigResource, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.resource_name))
     ap(_P_b(o.resource_type))
     ap(b'\x00')
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: ListConfigResourcesResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l = o.config_resources
-    if l is None:
+    l_config_resources = o.config_resources
+    if l_config_resources is None:
         raise ValueError('non-nullable field config_resources is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ConfigResource_v1(e, out)
+        ap(_uv(len(l_config_resources) + 1))
+        for e_config_resources in l_config_resources:
+            _e_Response_ConfigResource_v1(e_config_resources, out)
     ap(b'\x00')
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,29 +60,6 @@ _P_ih = _S('>ih').pack
 __all__ = ['ListGroupsRequest', 'ListGroupsResponse']
 
 
-class ListGroupsRequest(_Message):
-    """ListGroupsRequest: API key 16, versions 0-5, flexible 3+.
-
-    Fields (versions):
-        states_filter: []string (4+)
-        types_filter: []string (5+)
-    """
-
-    API_KEY = 16
-    API_NAME = 'ListGroups'
-    VALID_VERSIONS = (0, 5)
-    FLEXIBLE_MIN = 3
-    LATEST_VERSION_UNSTABLE = False
-    states_filter: list[str]
-    types_filter: list[str]
-    __slots__ = ('states_filter', 'types_filter')
-    _FIELDS = __slots__
-
-    def __init__(self, *, states_filter=_UNSET, types_filter=_UNSET):
-        self.states_filter = [] if states_filter is _UNSET else states_filter
-        self.types_filter = [] if types_filter is _UNSET else types_filter
-
-
 class ListGroupsResponse(_Message):
     """ListGroupsResponse: API key 16, versions 0-5, flexible 3+.
 
@@ -106,7 +86,7 @@ class ListGroupsResponse(_Message):
         __slots__ = ('group_id', 'protocol_type', 'group_state', 'group_type')
         _FIELDS = __slots__
 
-        def __init__(self, *, group_id='', protocol_type='', group_state='', group_type=''):
+        def __init__(self, *, group_id: str = '', protocol_type: str = '', group_state: str = '', group_type: str = '') -> None:
             self.group_id = group_id
             self.protocol_type = protocol_type
             self.group_state = group_state
@@ -123,10 +103,33 @@ class ListGroupsResponse(_Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'groups')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, groups=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, groups: list[ListGroupsResponse.ListedGroup] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.groups = [] if groups is _UNSET else groups
+
+
+class ListGroupsRequest(_Request[ListGroupsResponse]):
+    """ListGroupsRequest: API key 16, versions 0-5, flexible 3+.
+
+    Fields (versions):
+        states_filter: []string (4+)
+        types_filter: []string (5+)
+    """
+
+    API_KEY = 16
+    API_NAME = 'ListGroups'
+    VALID_VERSIONS = (0, 5)
+    FLEXIBLE_MIN = 3
+    LATEST_VERSION_UNSTABLE = False
+    states_filter: list[str]
+    types_filter: list[str]
+    __slots__ = ('states_filter', 'types_filter')
+    _FIELDS = __slots__
+
+    def __init__(self, *, states_filter: list[str] | _Unset = _UNSET, types_filter: list[str] | _Unset = _UNSET) -> None:
+        self.states_filter = [] if states_filter is _UNSET else states_filter
+        self.types_filter = [] if types_filter is _UNSET else types_filter
 
 
 _C_Request = ListGroupsRequest
@@ -134,14 +137,14 @@ _C_Response = ListGroupsResponse
 _C_Response_ListedGroup = ListGroupsResponse.ListedGroup
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     o = _new(_C_Request)
     o.states_filter = []
     o.types_filter = []
     return o, pos
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: ListGroupsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.states_filter is None or len(o.states_filter) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default states_filter at version 0')
@@ -149,7 +152,7 @@ def _e_Request_v0(o, out):
         raise _UnsupportedVersionError('attempted to write a non-default types_filter at version 0')
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: ListGroupsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.states_filter is None or len(o.states_filter) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default states_filter at version 1')
@@ -157,7 +160,7 @@ def _e_Request_v1(o, out):
         raise _UnsupportedVersionError('attempted to write a non-default types_filter at version 1')
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: ListGroupsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.states_filter is None or len(o.states_filter) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default states_filter at version 2')
@@ -165,7 +168,7 @@ def _e_Request_v2(o, out):
         raise _UnsupportedVersionError('attempted to write a non-default types_filter at version 2')
 
 
-def _d_Request_v3(buf, pos):
+def _d_Request_v3(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     o = _new(_C_Request)
     o.states_filter = []
     o.types_filter = []
@@ -176,7 +179,7 @@ def _d_Request_v3(buf, pos):
     return o, pos
 
 
-def _e_Request_v3(o, out):
+def _e_Request_v3(o: ListGroupsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.states_filter is None or len(o.states_filter) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default states_filter at version 3')
@@ -185,19 +188,19 @@ def _e_Request_v3(o, out):
     ap(b'\x00')
 
 
-def _d_Request_v4(buf, pos):
+def _d_Request_v4(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     o = _new(_C_Request)
     o.types_filter = []
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field states_filter is null')
     else:
-        l = []
-        ap = l.append
+        l_states_filter: list[str] = []
+        ap_states_filter = l_states_filter.append
         for _ in range(n):
-            e, pos = _r_cstr(buf, pos)
-            ap(e)
-        o.states_filter = l
+            e_states_filter, pos = _r_cstr(buf, pos)
+            ap_states_filter(e_states_filter)
+        o.states_filter = l_states_filter
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -205,42 +208,42 @@ def _d_Request_v4(buf, pos):
     return o, pos
 
 
-def _e_Request_v4(o, out):
+def _e_Request_v4(o: ListGroupsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.types_filter is None or len(o.types_filter) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default types_filter at version 4')
-    l = o.states_filter
-    if l is None:
+    l_states_filter = o.states_filter
+    if l_states_filter is None:
         raise ValueError('non-nullable field states_filter is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            ap(_e_cstr(e))
+        ap(_uv(len(l_states_filter) + 1))
+        for e_states_filter in l_states_filter:
+            ap(_e_cstr(e_states_filter))
     ap(b'\x00')
 
 
-def _d_Request_v5(buf, pos):
+def _d_Request_v5(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field states_filter is null')
     else:
-        l = []
-        ap = l.append
+        l_states_filter: list[str] = []
+        ap_states_filter = l_states_filter.append
         for _ in range(n):
-            e, pos = _r_cstr(buf, pos)
-            ap(e)
-        o.states_filter = l
+            e_states_filter, pos = _r_cstr(buf, pos)
+            ap_states_filter(e_states_filter)
+        o.states_filter = l_states_filter
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field types_filter is null')
     else:
-        l = []
-        ap = l.append
+        l_types_filter: list[str] = []
+        ap_types_filter = l_types_filter.append
         for _ in range(n):
-            e, pos = _r_cstr(buf, pos)
-            ap(e)
-        o.types_filter = l
+            e_types_filter, pos = _r_cstr(buf, pos)
+            ap_types_filter(e_types_filter)
+        o.types_filter = l_types_filter
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -248,26 +251,26 @@ def _d_Request_v5(buf, pos):
     return o, pos
 
 
-def _e_Request_v5(o, out):
+def _e_Request_v5(o: ListGroupsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.states_filter
-    if l is None:
+    l_states_filter = o.states_filter
+    if l_states_filter is None:
         raise ValueError('non-nullable field states_filter is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            ap(_e_cstr(e))
-    l = o.types_filter
-    if l is None:
+        ap(_uv(len(l_states_filter) + 1))
+        for e_states_filter in l_states_filter:
+            ap(_e_cstr(e_states_filter))
+    l_types_filter = o.types_filter
+    if l_types_filter is None:
         raise ValueError('non-nullable field types_filter is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            ap(_e_cstr(e))
+        ap(_uv(len(l_types_filter) + 1))
+        for e_types_filter in l_types_filter:
+            ap(_e_cstr(e_types_filter))
     ap(b'\x00')
 
 
-def _d_Response_ListedGroup_v0(buf, pos):
+def _d_Response_ListedGroup_v0(buf: memoryview, pos: int) -> tuple[ListGroupsResponse.ListedGroup, int]:
     o = _new(_C_Response_ListedGroup)
     o.group_state = ''
     o.group_type = ''
@@ -276,7 +279,7 @@ def _d_Response_ListedGroup_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms = 0
     o.error_code, = _U_h(buf, pos)
@@ -285,34 +288,34 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[ListGroupsResponse.ListedGroup] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _d_Response_ListedGroup_v0(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _d_Response_ListedGroup_v0(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     return o, pos
 
 
-def _e_Response_ListedGroup_v0(o, out):
+def _e_Response_ListedGroup_v0(o: ListGroupsResponse.ListedGroup, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.group_id))
     ap(_e_str(o.protocol_type))
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: ListGroupsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_ListedGroup_v0(e, out)
+        ap(_P_i(len(l_groups)))
+        for e_groups in l_groups:
+            _e_Response_ListedGroup_v0(e_groups, out)
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -320,28 +323,28 @@ def _d_Response_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[ListGroupsResponse.ListedGroup] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _d_Response_ListedGroup_v0(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _d_Response_ListedGroup_v0(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     return o, pos
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: ListGroupsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_ListedGroup_v0(e, out)
+        ap(_P_i(len(l_groups)))
+        for e_groups in l_groups:
+            _e_Response_ListedGroup_v0(e_groups, out)
 
 
-def _d_Response_ListedGroup_v3(buf, pos):
+def _d_Response_ListedGroup_v3(buf: memoryview, pos: int) -> tuple[ListGroupsResponse.ListedGroup, int]:
     o = _new(_C_Response_ListedGroup)
     o.group_state = ''
     o.group_type = ''
@@ -354,7 +357,7 @@ def _d_Response_ListedGroup_v3(buf, pos):
     return o, pos
 
 
-def _d_Response_v3(buf, pos):
+def _d_Response_v3(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -362,12 +365,12 @@ def _d_Response_v3(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[ListGroupsResponse.ListedGroup] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _d_Response_ListedGroup_v3(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _d_Response_ListedGroup_v3(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -375,27 +378,27 @@ def _d_Response_v3(buf, pos):
     return o, pos
 
 
-def _e_Response_ListedGroup_v3(o, out):
+def _e_Response_ListedGroup_v3(o: ListGroupsResponse.ListedGroup, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.group_id))
     ap(_e_cstr(o.protocol_type))
     ap(b'\x00')
 
 
-def _e_Response_v3(o, out):
+def _e_Response_v3(o: ListGroupsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ListedGroup_v3(e, out)
+        ap(_uv(len(l_groups) + 1))
+        for e_groups in l_groups:
+            _e_Response_ListedGroup_v3(e_groups, out)
     ap(b'\x00')
 
 
-def _d_Response_ListedGroup_v4(buf, pos):
+def _d_Response_ListedGroup_v4(buf: memoryview, pos: int) -> tuple[ListGroupsResponse.ListedGroup, int]:
     o = _new(_C_Response_ListedGroup)
     o.group_type = ''
     o.group_id, pos = _r_cstr(buf, pos)
@@ -408,7 +411,7 @@ def _d_Response_ListedGroup_v4(buf, pos):
     return o, pos
 
 
-def _d_Response_v4(buf, pos):
+def _d_Response_v4(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -416,12 +419,12 @@ def _d_Response_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[ListGroupsResponse.ListedGroup] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _d_Response_ListedGroup_v4(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _d_Response_ListedGroup_v4(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -429,7 +432,7 @@ def _d_Response_v4(buf, pos):
     return o, pos
 
 
-def _e_Response_ListedGroup_v4(o, out):
+def _e_Response_ListedGroup_v4(o: ListGroupsResponse.ListedGroup, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.group_id))
     ap(_e_cstr(o.protocol_type))
@@ -437,20 +440,20 @@ def _e_Response_ListedGroup_v4(o, out):
     ap(b'\x00')
 
 
-def _e_Response_v4(o, out):
+def _e_Response_v4(o: ListGroupsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ListedGroup_v4(e, out)
+        ap(_uv(len(l_groups) + 1))
+        for e_groups in l_groups:
+            _e_Response_ListedGroup_v4(e_groups, out)
     ap(b'\x00')
 
 
-def _d_Response_ListedGroup_v5(buf, pos):
+def _d_Response_ListedGroup_v5(buf: memoryview, pos: int) -> tuple[ListGroupsResponse.ListedGroup, int]:
     o = _new(_C_Response_ListedGroup)
     o.group_id, pos = _r_cstr(buf, pos)
     o.protocol_type, pos = _r_cstr(buf, pos)
@@ -463,7 +466,7 @@ def _d_Response_ListedGroup_v5(buf, pos):
     return o, pos
 
 
-def _d_Response_v5(buf, pos):
+def _d_Response_v5(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -471,12 +474,12 @@ def _d_Response_v5(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[ListGroupsResponse.ListedGroup] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _d_Response_ListedGroup_v5(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _d_Response_ListedGroup_v5(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -484,7 +487,7 @@ def _d_Response_v5(buf, pos):
     return o, pos
 
 
-def _e_Response_ListedGroup_v5(o, out):
+def _e_Response_ListedGroup_v5(o: ListGroupsResponse.ListedGroup, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.group_id))
     ap(_e_cstr(o.protocol_type))
@@ -493,16 +496,16 @@ def _e_Response_ListedGroup_v5(o, out):
     ap(b'\x00')
 
 
-def _e_Response_v5(o, out):
+def _e_Response_v5(o: ListGroupsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ListedGroup_v5(e, out)
+        ap(_uv(len(l_groups) + 1))
+        for e_groups in l_groups:
+            _e_Response_ListedGroup_v5(e_groups, out)
     ap(b'\x00')
 
 

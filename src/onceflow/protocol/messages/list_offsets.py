@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -63,75 +66,6 @@ _P_iq = _S('>iq').pack
 __all__ = ['ListOffsetsRequest', 'ListOffsetsResponse']
 
 
-class ListOffsetsRequest(_Message):
-    """ListOffsetsRequest: API key 2, versions 1-11, flexible 6+.
-
-    Fields (versions):
-        replica_id: int32 (0+)
-        isolation_level: int8 (2+)
-        topics: []ListOffsetsTopic (0+)
-        timeout_ms: int32 (10+)
-    """
-
-    class ListOffsetsTopic(_Struct):
-        """ListOffsetsTopic
-
-        Fields (versions):
-            name: string (0+)
-            partitions: []ListOffsetsPartition (0+)
-        """
-
-        class ListOffsetsPartition(_Struct):
-            """ListOffsetsPartition
-
-            Fields (versions):
-                partition_index: int32 (0+)
-                current_leader_epoch: int32 (4+)
-                timestamp: int64 (0+)
-                max_num_offsets: int32 (0)
-            """
-
-            partition_index: int
-            current_leader_epoch: int
-            timestamp: int
-            max_num_offsets: int
-            __slots__ = ('partition_index', 'current_leader_epoch', 'timestamp', 'max_num_offsets')
-            _FIELDS = __slots__
-
-            def __init__(self, *, partition_index=0, current_leader_epoch=-1, timestamp=0, max_num_offsets=1):
-                self.partition_index = partition_index
-                self.current_leader_epoch = current_leader_epoch
-                self.timestamp = timestamp
-                self.max_num_offsets = max_num_offsets
-
-        name: str
-        partitions: list[ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition]
-        __slots__ = ('name', 'partitions')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name='', partitions=_UNSET):
-            self.name = name
-            self.partitions = [] if partitions is _UNSET else partitions
-
-    API_KEY = 2
-    API_NAME = 'ListOffsets'
-    VALID_VERSIONS = (1, 11)
-    FLEXIBLE_MIN = 6
-    LATEST_VERSION_UNSTABLE = False
-    replica_id: int
-    isolation_level: int
-    topics: list[ListOffsetsRequest.ListOffsetsTopic]
-    timeout_ms: int
-    __slots__ = ('replica_id', 'isolation_level', 'topics', 'timeout_ms')
-    _FIELDS = __slots__
-
-    def __init__(self, *, replica_id=0, isolation_level=0, topics=_UNSET, timeout_ms=0):
-        self.replica_id = replica_id
-        self.isolation_level = isolation_level
-        self.topics = [] if topics is _UNSET else topics
-        self.timeout_ms = timeout_ms
-
-
 class ListOffsetsResponse(_Message):
     """ListOffsetsResponse: API key 2, versions 1-11, flexible 6+.
 
@@ -169,7 +103,7 @@ class ListOffsetsResponse(_Message):
             __slots__ = ('partition_index', 'error_code', 'old_style_offsets', 'timestamp', 'offset', 'leader_epoch')
             _FIELDS = __slots__
 
-            def __init__(self, *, partition_index=0, error_code=0, old_style_offsets=_UNSET, timestamp=-1, offset=-1, leader_epoch=-1):
+            def __init__(self, *, partition_index: int = 0, error_code: int = 0, old_style_offsets: list[int] | _Unset = _UNSET, timestamp: int = -1, offset: int = -1, leader_epoch: int = -1) -> None:
                 self.partition_index = partition_index
                 self.error_code = error_code
                 self.old_style_offsets = [] if old_style_offsets is _UNSET else old_style_offsets
@@ -182,7 +116,7 @@ class ListOffsetsResponse(_Message):
         __slots__ = ('name', 'partitions')
         _FIELDS = __slots__
 
-        def __init__(self, *, name='', partitions=_UNSET):
+        def __init__(self, *, name: str = '', partitions: list[ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse] | _Unset = _UNSET) -> None:
             self.name = name
             self.partitions = [] if partitions is _UNSET else partitions
 
@@ -196,9 +130,78 @@ class ListOffsetsResponse(_Message):
     __slots__ = ('throttle_time_ms', 'topics')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, topics=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, topics: list[ListOffsetsResponse.ListOffsetsTopicResponse] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _UNSET else topics
+
+
+class ListOffsetsRequest(_Request[ListOffsetsResponse]):
+    """ListOffsetsRequest: API key 2, versions 1-11, flexible 6+.
+
+    Fields (versions):
+        replica_id: int32 (0+)
+        isolation_level: int8 (2+)
+        topics: []ListOffsetsTopic (0+)
+        timeout_ms: int32 (10+)
+    """
+
+    class ListOffsetsTopic(_Struct):
+        """ListOffsetsTopic
+
+        Fields (versions):
+            name: string (0+)
+            partitions: []ListOffsetsPartition (0+)
+        """
+
+        class ListOffsetsPartition(_Struct):
+            """ListOffsetsPartition
+
+            Fields (versions):
+                partition_index: int32 (0+)
+                current_leader_epoch: int32 (4+)
+                timestamp: int64 (0+)
+                max_num_offsets: int32 (0)
+            """
+
+            partition_index: int
+            current_leader_epoch: int
+            timestamp: int
+            max_num_offsets: int
+            __slots__ = ('partition_index', 'current_leader_epoch', 'timestamp', 'max_num_offsets')
+            _FIELDS = __slots__
+
+            def __init__(self, *, partition_index: int = 0, current_leader_epoch: int = -1, timestamp: int = 0, max_num_offsets: int = 1) -> None:
+                self.partition_index = partition_index
+                self.current_leader_epoch = current_leader_epoch
+                self.timestamp = timestamp
+                self.max_num_offsets = max_num_offsets
+
+        name: str
+        partitions: list[ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition]
+        __slots__ = ('name', 'partitions')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', partitions: list[ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition] | _Unset = _UNSET) -> None:
+            self.name = name
+            self.partitions = [] if partitions is _UNSET else partitions
+
+    API_KEY = 2
+    API_NAME = 'ListOffsets'
+    VALID_VERSIONS = (1, 11)
+    FLEXIBLE_MIN = 6
+    LATEST_VERSION_UNSTABLE = False
+    replica_id: int
+    isolation_level: int
+    topics: list[ListOffsetsRequest.ListOffsetsTopic]
+    timeout_ms: int
+    __slots__ = ('replica_id', 'isolation_level', 'topics', 'timeout_ms')
+    _FIELDS = __slots__
+
+    def __init__(self, *, replica_id: int = 0, isolation_level: int = 0, topics: list[ListOffsetsRequest.ListOffsetsTopic] | _Unset = _UNSET, timeout_ms: int = 0) -> None:
+        self.replica_id = replica_id
+        self.isolation_level = isolation_level
+        self.topics = [] if topics is _UNSET else topics
+        self.timeout_ms = timeout_ms
 
 
 _C_Request = ListOffsetsRequest
@@ -209,7 +212,7 @@ _C_Response_ListOffsetsTopicResponse = ListOffsetsResponse.ListOffsetsTopicRespo
 _C_Response_ListOffsetsPartitionResponse = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
 
 
-def _d_Request_ListOffsetsPartition_v1(buf, pos):
+def _d_Request_ListOffsetsPartition_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition, int]:
     o = _new(_C_Request_ListOffsetsPartition)
     o.current_leader_epoch = -1
     o.max_num_offsets = 1
@@ -218,23 +221,23 @@ def _d_Request_ListOffsetsPartition_v1(buf, pos):
     return o, pos
 
 
-def _d_Request_ListOffsetsTopic_v1(buf, pos):
+def _d_Request_ListOffsetsTopic_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest.ListOffsetsTopic, int]:
     o = _new(_C_Request_ListOffsetsTopic)
     o.name, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_ListOffsetsPartition_v1(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Request_ListOffsetsPartition_v1(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Request_v1(buf, pos):
+def _d_Request_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     o = _new(_C_Request)
     o.isolation_level = 0
     o.timeout_ms = 0
@@ -244,49 +247,49 @@ def _d_Request_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[ListOffsetsRequest.ListOffsetsTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_ListOffsetsTopic_v1(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_ListOffsetsTopic_v1(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Request_ListOffsetsPartition_v1(o, out):
+def _e_Request_ListOffsetsPartition_v1(o: ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.max_num_offsets != 1:
         raise _UnsupportedVersionError('attempted to write a non-default max_num_offsets at version 1')
     ap(_P_iq(o.partition_index, o.timestamp))
 
 
-def _e_Request_ListOffsetsTopic_v1(o, out):
+def _e_Request_ListOffsetsTopic_v1(o: ListOffsetsRequest.ListOffsetsTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_ListOffsetsPartition_v1(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Request_ListOffsetsPartition_v1(e_partitions, out)
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: ListOffsetsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.isolation_level != 0:
         raise _UnsupportedVersionError('attempted to write a non-default isolation_level at version 1')
     ap(_P_i(o.replica_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_ListOffsetsTopic_v1(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_ListOffsetsTopic_v1(e_topics, out)
 
 
-def _d_Request_v2(buf, pos):
+def _d_Request_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     o = _new(_C_Request)
     o.timeout_ms = 0
     o.replica_id, o.isolation_level = _U_ib(buf, pos)
@@ -295,78 +298,78 @@ def _d_Request_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[ListOffsetsRequest.ListOffsetsTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_ListOffsetsTopic_v1(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_ListOffsetsTopic_v1(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Request_ListOffsetsPartition_v2(o, out):
+def _e_Request_ListOffsetsPartition_v2(o: ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.max_num_offsets != 1:
         raise _UnsupportedVersionError('attempted to write a non-default max_num_offsets at version 2')
     ap(_P_iq(o.partition_index, o.timestamp))
 
 
-def _e_Request_ListOffsetsTopic_v2(o, out):
+def _e_Request_ListOffsetsTopic_v2(o: ListOffsetsRequest.ListOffsetsTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_ListOffsetsPartition_v2(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Request_ListOffsetsPartition_v2(e_partitions, out)
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: ListOffsetsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ib(o.replica_id, o.isolation_level))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_ListOffsetsTopic_v2(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_ListOffsetsTopic_v2(e_topics, out)
 
 
-def _e_Request_ListOffsetsPartition_v3(o, out):
+def _e_Request_ListOffsetsPartition_v3(o: ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.max_num_offsets != 1:
         raise _UnsupportedVersionError('attempted to write a non-default max_num_offsets at version 3')
     ap(_P_iq(o.partition_index, o.timestamp))
 
 
-def _e_Request_ListOffsetsTopic_v3(o, out):
+def _e_Request_ListOffsetsTopic_v3(o: ListOffsetsRequest.ListOffsetsTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_ListOffsetsPartition_v3(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Request_ListOffsetsPartition_v3(e_partitions, out)
 
 
-def _e_Request_v3(o, out):
+def _e_Request_v3(o: ListOffsetsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ib(o.replica_id, o.isolation_level))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_ListOffsetsTopic_v3(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_ListOffsetsTopic_v3(e_topics, out)
 
 
-def _d_Request_ListOffsetsPartition_v4(buf, pos):
+def _d_Request_ListOffsetsPartition_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition, int]:
     o = _new(_C_Request_ListOffsetsPartition)
     o.max_num_offsets = 1
     o.partition_index, o.current_leader_epoch, o.timestamp = _U_iiq(buf, pos)
@@ -374,23 +377,23 @@ def _d_Request_ListOffsetsPartition_v4(buf, pos):
     return o, pos
 
 
-def _d_Request_ListOffsetsTopic_v4(buf, pos):
+def _d_Request_ListOffsetsTopic_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest.ListOffsetsTopic, int]:
     o = _new(_C_Request_ListOffsetsTopic)
     o.name, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_ListOffsetsPartition_v4(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Request_ListOffsetsPartition_v4(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Request_v4(buf, pos):
+def _d_Request_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     o = _new(_C_Request)
     o.timeout_ms = 0
     o.replica_id, o.isolation_level = _U_ib(buf, pos)
@@ -399,78 +402,78 @@ def _d_Request_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[ListOffsetsRequest.ListOffsetsTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_ListOffsetsTopic_v4(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_ListOffsetsTopic_v4(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Request_ListOffsetsPartition_v4(o, out):
+def _e_Request_ListOffsetsPartition_v4(o: ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.max_num_offsets != 1:
         raise _UnsupportedVersionError('attempted to write a non-default max_num_offsets at version 4')
     ap(_P_iiq(o.partition_index, o.current_leader_epoch, o.timestamp))
 
 
-def _e_Request_ListOffsetsTopic_v4(o, out):
+def _e_Request_ListOffsetsTopic_v4(o: ListOffsetsRequest.ListOffsetsTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_ListOffsetsPartition_v4(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Request_ListOffsetsPartition_v4(e_partitions, out)
 
 
-def _e_Request_v4(o, out):
+def _e_Request_v4(o: ListOffsetsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ib(o.replica_id, o.isolation_level))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_ListOffsetsTopic_v4(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_ListOffsetsTopic_v4(e_topics, out)
 
 
-def _e_Request_ListOffsetsPartition_v5(o, out):
+def _e_Request_ListOffsetsPartition_v5(o: ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.max_num_offsets != 1:
         raise _UnsupportedVersionError('attempted to write a non-default max_num_offsets at version 5')
     ap(_P_iiq(o.partition_index, o.current_leader_epoch, o.timestamp))
 
 
-def _e_Request_ListOffsetsTopic_v5(o, out):
+def _e_Request_ListOffsetsTopic_v5(o: ListOffsetsRequest.ListOffsetsTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_ListOffsetsPartition_v5(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Request_ListOffsetsPartition_v5(e_partitions, out)
 
 
-def _e_Request_v5(o, out):
+def _e_Request_v5(o: ListOffsetsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ib(o.replica_id, o.isolation_level))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_ListOffsetsTopic_v5(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_ListOffsetsTopic_v5(e_topics, out)
 
 
-def _d_Request_ListOffsetsPartition_v6(buf, pos):
+def _d_Request_ListOffsetsPartition_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition, int]:
     o = _new(_C_Request_ListOffsetsPartition)
     o.max_num_offsets = 1
     o.partition_index, o.current_leader_epoch, o.timestamp = _U_iiq(buf, pos)
@@ -482,19 +485,19 @@ def _d_Request_ListOffsetsPartition_v6(buf, pos):
     return o, pos
 
 
-def _d_Request_ListOffsetsTopic_v6(buf, pos):
+def _d_Request_ListOffsetsTopic_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest.ListOffsetsTopic, int]:
     o = _new(_C_Request_ListOffsetsTopic)
     o.name, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_ListOffsetsPartition_v6(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Request_ListOffsetsPartition_v6(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -502,7 +505,7 @@ def _d_Request_ListOffsetsTopic_v6(buf, pos):
     return o, pos
 
 
-def _d_Request_v6(buf, pos):
+def _d_Request_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     o = _new(_C_Request)
     o.timeout_ms = 0
     o.replica_id, o.isolation_level = _U_ib(buf, pos)
@@ -511,12 +514,12 @@ def _d_Request_v6(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[ListOffsetsRequest.ListOffsetsTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_ListOffsetsTopic_v6(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_ListOffsetsTopic_v6(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -524,7 +527,7 @@ def _d_Request_v6(buf, pos):
     return o, pos
 
 
-def _e_Request_ListOffsetsPartition_v6(o, out):
+def _e_Request_ListOffsetsPartition_v6(o: ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.max_num_offsets != 1:
         raise _UnsupportedVersionError('attempted to write a non-default max_num_offsets at version 6')
@@ -532,33 +535,33 @@ def _e_Request_ListOffsetsPartition_v6(o, out):
     ap(b'\x00')
 
 
-def _e_Request_ListOffsetsTopic_v6(o, out):
+def _e_Request_ListOffsetsTopic_v6(o: ListOffsetsRequest.ListOffsetsTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_ListOffsetsPartition_v6(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Request_ListOffsetsPartition_v6(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Request_v6(o, out):
+def _e_Request_v6(o: ListOffsetsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ib(o.replica_id, o.isolation_level))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_ListOffsetsTopic_v6(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_ListOffsetsTopic_v6(e_topics, out)
     ap(b'\x00')
 
 
-def _e_Request_ListOffsetsPartition_v7(o, out):
+def _e_Request_ListOffsetsPartition_v7(o: ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.max_num_offsets != 1:
         raise _UnsupportedVersionError('attempted to write a non-default max_num_offsets at version 7')
@@ -566,33 +569,33 @@ def _e_Request_ListOffsetsPartition_v7(o, out):
     ap(b'\x00')
 
 
-def _e_Request_ListOffsetsTopic_v7(o, out):
+def _e_Request_ListOffsetsTopic_v7(o: ListOffsetsRequest.ListOffsetsTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_ListOffsetsPartition_v7(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Request_ListOffsetsPartition_v7(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Request_v7(o, out):
+def _e_Request_v7(o: ListOffsetsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ib(o.replica_id, o.isolation_level))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_ListOffsetsTopic_v7(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_ListOffsetsTopic_v7(e_topics, out)
     ap(b'\x00')
 
 
-def _e_Request_ListOffsetsPartition_v8(o, out):
+def _e_Request_ListOffsetsPartition_v8(o: ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.max_num_offsets != 1:
         raise _UnsupportedVersionError('attempted to write a non-default max_num_offsets at version 8')
@@ -600,33 +603,33 @@ def _e_Request_ListOffsetsPartition_v8(o, out):
     ap(b'\x00')
 
 
-def _e_Request_ListOffsetsTopic_v8(o, out):
+def _e_Request_ListOffsetsTopic_v8(o: ListOffsetsRequest.ListOffsetsTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_ListOffsetsPartition_v8(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Request_ListOffsetsPartition_v8(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Request_v8(o, out):
+def _e_Request_v8(o: ListOffsetsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ib(o.replica_id, o.isolation_level))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_ListOffsetsTopic_v8(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_ListOffsetsTopic_v8(e_topics, out)
     ap(b'\x00')
 
 
-def _e_Request_ListOffsetsPartition_v9(o, out):
+def _e_Request_ListOffsetsPartition_v9(o: ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.max_num_offsets != 1:
         raise _UnsupportedVersionError('attempted to write a non-default max_num_offsets at version 9')
@@ -634,33 +637,33 @@ def _e_Request_ListOffsetsPartition_v9(o, out):
     ap(b'\x00')
 
 
-def _e_Request_ListOffsetsTopic_v9(o, out):
+def _e_Request_ListOffsetsTopic_v9(o: ListOffsetsRequest.ListOffsetsTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_ListOffsetsPartition_v9(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Request_ListOffsetsPartition_v9(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Request_v9(o, out):
+def _e_Request_v9(o: ListOffsetsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ib(o.replica_id, o.isolation_level))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_ListOffsetsTopic_v9(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_ListOffsetsTopic_v9(e_topics, out)
     ap(b'\x00')
 
 
-def _d_Request_v10(buf, pos):
+def _d_Request_v10(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     o = _new(_C_Request)
     o.replica_id, o.isolation_level = _U_ib(buf, pos)
     pos += 5
@@ -668,12 +671,12 @@ def _d_Request_v10(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[ListOffsetsRequest.ListOffsetsTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_ListOffsetsTopic_v6(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_ListOffsetsTopic_v6(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.timeout_ms, = _U_i(buf, pos)
     pos += 4
     if buf[pos]:
@@ -683,7 +686,7 @@ def _d_Request_v10(buf, pos):
     return o, pos
 
 
-def _e_Request_ListOffsetsPartition_v10(o, out):
+def _e_Request_ListOffsetsPartition_v10(o: ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.max_num_offsets != 1:
         raise _UnsupportedVersionError('attempted to write a non-default max_num_offsets at version 10')
@@ -691,34 +694,34 @@ def _e_Request_ListOffsetsPartition_v10(o, out):
     ap(b'\x00')
 
 
-def _e_Request_ListOffsetsTopic_v10(o, out):
+def _e_Request_ListOffsetsTopic_v10(o: ListOffsetsRequest.ListOffsetsTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_ListOffsetsPartition_v10(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Request_ListOffsetsPartition_v10(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Request_v10(o, out):
+def _e_Request_v10(o: ListOffsetsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ib(o.replica_id, o.isolation_level))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_ListOffsetsTopic_v10(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_ListOffsetsTopic_v10(e_topics, out)
     ap(_P_i(o.timeout_ms))
     ap(b'\x00')
 
 
-def _e_Request_ListOffsetsPartition_v11(o, out):
+def _e_Request_ListOffsetsPartition_v11(o: ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.max_num_offsets != 1:
         raise _UnsupportedVersionError('attempted to write a non-default max_num_offsets at version 11')
@@ -726,34 +729,34 @@ def _e_Request_ListOffsetsPartition_v11(o, out):
     ap(b'\x00')
 
 
-def _e_Request_ListOffsetsTopic_v11(o, out):
+def _e_Request_ListOffsetsTopic_v11(o: ListOffsetsRequest.ListOffsetsTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_ListOffsetsPartition_v11(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Request_ListOffsetsPartition_v11(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Request_v11(o, out):
+def _e_Request_v11(o: ListOffsetsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ib(o.replica_id, o.isolation_level))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_ListOffsetsTopic_v11(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_ListOffsetsTopic_v11(e_topics, out)
     ap(_P_i(o.timeout_ms))
     ap(b'\x00')
 
 
-def _d_Response_ListOffsetsPartitionResponse_v1(buf, pos):
+def _d_Response_ListOffsetsPartitionResponse_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse, int]:
     o = _new(_C_Response_ListOffsetsPartitionResponse)
     o.old_style_offsets = []
     o.leader_epoch = -1
@@ -762,39 +765,39 @@ def _d_Response_ListOffsetsPartitionResponse_v1(buf, pos):
     return o, pos
 
 
-def _d_Response_ListOffsetsTopicResponse_v1(buf, pos):
+def _d_Response_ListOffsetsTopicResponse_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsTopicResponse, int]:
     o = _new(_C_Response_ListOffsetsTopicResponse)
     o.name, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_ListOffsetsPartitionResponse_v1(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_ListOffsetsPartitionResponse_v1(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms = 0
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[ListOffsetsResponse.ListOffsetsTopicResponse] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_ListOffsetsTopicResponse_v1(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_ListOffsetsTopicResponse_v1(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Response_ListOffsetsPartitionResponse_v1(o, out):
+def _e_Response_ListOffsetsPartitionResponse_v1(o: ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.old_style_offsets is None or len(o.old_style_offsets) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default old_style_offsets at version 1')
@@ -803,30 +806,30 @@ def _e_Response_ListOffsetsPartitionResponse_v1(o, out):
     ap(_P_ihqq(o.partition_index, o.error_code, o.timestamp, o.offset))
 
 
-def _e_Response_ListOffsetsTopicResponse_v1(o, out):
+def _e_Response_ListOffsetsTopicResponse_v1(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_ListOffsetsPartitionResponse_v1(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_ListOffsetsPartitionResponse_v1(e_partitions, out)
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: ListOffsetsResponse, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_ListOffsetsTopicResponse_v1(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_ListOffsetsTopicResponse_v1(e_topics, out)
 
 
-def _d_Response_v2(buf, pos):
+def _d_Response_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -834,16 +837,16 @@ def _d_Response_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[ListOffsetsResponse.ListOffsetsTopicResponse] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_ListOffsetsTopicResponse_v1(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_ListOffsetsTopicResponse_v1(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Response_ListOffsetsPartitionResponse_v2(o, out):
+def _e_Response_ListOffsetsPartitionResponse_v2(o: ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.old_style_offsets is None or len(o.old_style_offsets) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default old_style_offsets at version 2')
@@ -852,31 +855,31 @@ def _e_Response_ListOffsetsPartitionResponse_v2(o, out):
     ap(_P_ihqq(o.partition_index, o.error_code, o.timestamp, o.offset))
 
 
-def _e_Response_ListOffsetsTopicResponse_v2(o, out):
+def _e_Response_ListOffsetsTopicResponse_v2(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_ListOffsetsPartitionResponse_v2(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_ListOffsetsPartitionResponse_v2(e_partitions, out)
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: ListOffsetsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_ListOffsetsTopicResponse_v2(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_ListOffsetsTopicResponse_v2(e_topics, out)
 
 
-def _e_Response_ListOffsetsPartitionResponse_v3(o, out):
+def _e_Response_ListOffsetsPartitionResponse_v3(o: ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.old_style_offsets is None or len(o.old_style_offsets) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default old_style_offsets at version 3')
@@ -885,31 +888,31 @@ def _e_Response_ListOffsetsPartitionResponse_v3(o, out):
     ap(_P_ihqq(o.partition_index, o.error_code, o.timestamp, o.offset))
 
 
-def _e_Response_ListOffsetsTopicResponse_v3(o, out):
+def _e_Response_ListOffsetsTopicResponse_v3(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_ListOffsetsPartitionResponse_v3(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_ListOffsetsPartitionResponse_v3(e_partitions, out)
 
 
-def _e_Response_v3(o, out):
+def _e_Response_v3(o: ListOffsetsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_ListOffsetsTopicResponse_v3(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_ListOffsetsTopicResponse_v3(e_topics, out)
 
 
-def _d_Response_ListOffsetsPartitionResponse_v4(buf, pos):
+def _d_Response_ListOffsetsPartitionResponse_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse, int]:
     o = _new(_C_Response_ListOffsetsPartitionResponse)
     o.old_style_offsets = []
     o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch = _U_ihqqi(buf, pos)
@@ -917,23 +920,23 @@ def _d_Response_ListOffsetsPartitionResponse_v4(buf, pos):
     return o, pos
 
 
-def _d_Response_ListOffsetsTopicResponse_v4(buf, pos):
+def _d_Response_ListOffsetsTopicResponse_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsTopicResponse, int]:
     o = _new(_C_Response_ListOffsetsTopicResponse)
     o.name, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_ListOffsetsPartitionResponse_v4(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_ListOffsetsPartitionResponse_v4(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Response_v4(buf, pos):
+def _d_Response_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -941,78 +944,78 @@ def _d_Response_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[ListOffsetsResponse.ListOffsetsTopicResponse] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_ListOffsetsTopicResponse_v4(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_ListOffsetsTopicResponse_v4(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Response_ListOffsetsPartitionResponse_v4(o, out):
+def _e_Response_ListOffsetsPartitionResponse_v4(o: ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.old_style_offsets is None or len(o.old_style_offsets) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default old_style_offsets at version 4')
     ap(_P_ihqqi(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch))
 
 
-def _e_Response_ListOffsetsTopicResponse_v4(o, out):
+def _e_Response_ListOffsetsTopicResponse_v4(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_ListOffsetsPartitionResponse_v4(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_ListOffsetsPartitionResponse_v4(e_partitions, out)
 
 
-def _e_Response_v4(o, out):
+def _e_Response_v4(o: ListOffsetsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_ListOffsetsTopicResponse_v4(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_ListOffsetsTopicResponse_v4(e_topics, out)
 
 
-def _e_Response_ListOffsetsPartitionResponse_v5(o, out):
+def _e_Response_ListOffsetsPartitionResponse_v5(o: ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.old_style_offsets is None or len(o.old_style_offsets) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default old_style_offsets at version 5')
     ap(_P_ihqqi(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch))
 
 
-def _e_Response_ListOffsetsTopicResponse_v5(o, out):
+def _e_Response_ListOffsetsTopicResponse_v5(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_ListOffsetsPartitionResponse_v5(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_ListOffsetsPartitionResponse_v5(e_partitions, out)
 
 
-def _e_Response_v5(o, out):
+def _e_Response_v5(o: ListOffsetsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_ListOffsetsTopicResponse_v5(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_ListOffsetsTopicResponse_v5(e_topics, out)
 
 
-def _d_Response_ListOffsetsPartitionResponse_v6(buf, pos):
+def _d_Response_ListOffsetsPartitionResponse_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse, int]:
     o = _new(_C_Response_ListOffsetsPartitionResponse)
     o.old_style_offsets = []
     o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch = _U_ihqqi(buf, pos)
@@ -1024,19 +1027,19 @@ def _d_Response_ListOffsetsPartitionResponse_v6(buf, pos):
     return o, pos
 
 
-def _d_Response_ListOffsetsTopicResponse_v6(buf, pos):
+def _d_Response_ListOffsetsTopicResponse_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsTopicResponse, int]:
     o = _new(_C_Response_ListOffsetsTopicResponse)
     o.name, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_ListOffsetsPartitionResponse_v6(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_ListOffsetsPartitionResponse_v6(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -1044,7 +1047,7 @@ def _d_Response_ListOffsetsTopicResponse_v6(buf, pos):
     return o, pos
 
 
-def _d_Response_v6(buf, pos):
+def _d_Response_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -1052,12 +1055,12 @@ def _d_Response_v6(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[ListOffsetsResponse.ListOffsetsTopicResponse] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_ListOffsetsTopicResponse_v6(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_ListOffsetsTopicResponse_v6(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -1065,7 +1068,7 @@ def _d_Response_v6(buf, pos):
     return o, pos
 
 
-def _e_Response_ListOffsetsPartitionResponse_v6(o, out):
+def _e_Response_ListOffsetsPartitionResponse_v6(o: ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.old_style_offsets is None or len(o.old_style_offsets) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default old_style_offsets at version 6')
@@ -1073,33 +1076,33 @@ def _e_Response_ListOffsetsPartitionResponse_v6(o, out):
     ap(b'\x00')
 
 
-def _e_Response_ListOffsetsTopicResponse_v6(o, out):
+def _e_Response_ListOffsetsTopicResponse_v6(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ListOffsetsPartitionResponse_v6(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_ListOffsetsPartitionResponse_v6(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Response_v6(o, out):
+def _e_Response_v6(o: ListOffsetsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ListOffsetsTopicResponse_v6(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_ListOffsetsTopicResponse_v6(e_topics, out)
     ap(b'\x00')
 
 
-def _e_Response_ListOffsetsPartitionResponse_v7(o, out):
+def _e_Response_ListOffsetsPartitionResponse_v7(o: ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.old_style_offsets is None or len(o.old_style_offsets) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default old_style_offsets at version 7')
@@ -1107,33 +1110,33 @@ def _e_Response_ListOffsetsPartitionResponse_v7(o, out):
     ap(b'\x00')
 
 
-def _e_Response_ListOffsetsTopicResponse_v7(o, out):
+def _e_Response_ListOffsetsTopicResponse_v7(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ListOffsetsPartitionResponse_v7(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_ListOffsetsPartitionResponse_v7(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Response_v7(o, out):
+def _e_Response_v7(o: ListOffsetsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ListOffsetsTopicResponse_v7(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_ListOffsetsTopicResponse_v7(e_topics, out)
     ap(b'\x00')
 
 
-def _e_Response_ListOffsetsPartitionResponse_v8(o, out):
+def _e_Response_ListOffsetsPartitionResponse_v8(o: ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.old_style_offsets is None or len(o.old_style_offsets) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default old_style_offsets at version 8')
@@ -1141,33 +1144,33 @@ def _e_Response_ListOffsetsPartitionResponse_v8(o, out):
     ap(b'\x00')
 
 
-def _e_Response_ListOffsetsTopicResponse_v8(o, out):
+def _e_Response_ListOffsetsTopicResponse_v8(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ListOffsetsPartitionResponse_v8(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_ListOffsetsPartitionResponse_v8(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Response_v8(o, out):
+def _e_Response_v8(o: ListOffsetsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ListOffsetsTopicResponse_v8(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_ListOffsetsTopicResponse_v8(e_topics, out)
     ap(b'\x00')
 
 
-def _e_Response_ListOffsetsPartitionResponse_v9(o, out):
+def _e_Response_ListOffsetsPartitionResponse_v9(o: ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.old_style_offsets is None or len(o.old_style_offsets) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default old_style_offsets at version 9')
@@ -1175,33 +1178,33 @@ def _e_Response_ListOffsetsPartitionResponse_v9(o, out):
     ap(b'\x00')
 
 
-def _e_Response_ListOffsetsTopicResponse_v9(o, out):
+def _e_Response_ListOffsetsTopicResponse_v9(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ListOffsetsPartitionResponse_v9(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_ListOffsetsPartitionResponse_v9(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Response_v9(o, out):
+def _e_Response_v9(o: ListOffsetsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ListOffsetsTopicResponse_v9(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_ListOffsetsTopicResponse_v9(e_topics, out)
     ap(b'\x00')
 
 
-def _e_Response_ListOffsetsPartitionResponse_v10(o, out):
+def _e_Response_ListOffsetsPartitionResponse_v10(o: ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.old_style_offsets is None or len(o.old_style_offsets) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default old_style_offsets at version 10')
@@ -1209,33 +1212,33 @@ def _e_Response_ListOffsetsPartitionResponse_v10(o, out):
     ap(b'\x00')
 
 
-def _e_Response_ListOffsetsTopicResponse_v10(o, out):
+def _e_Response_ListOffsetsTopicResponse_v10(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ListOffsetsPartitionResponse_v10(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_ListOffsetsPartitionResponse_v10(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Response_v10(o, out):
+def _e_Response_v10(o: ListOffsetsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ListOffsetsTopicResponse_v10(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_ListOffsetsTopicResponse_v10(e_topics, out)
     ap(b'\x00')
 
 
-def _e_Response_ListOffsetsPartitionResponse_v11(o, out):
+def _e_Response_ListOffsetsPartitionResponse_v11(o: ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.old_style_offsets is None or len(o.old_style_offsets) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default old_style_offsets at version 11')
@@ -1243,29 +1246,29 @@ def _e_Response_ListOffsetsPartitionResponse_v11(o, out):
     ap(b'\x00')
 
 
-def _e_Response_ListOffsetsTopicResponse_v11(o, out):
+def _e_Response_ListOffsetsTopicResponse_v11(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ListOffsetsPartitionResponse_v11(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_ListOffsetsPartitionResponse_v11(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Response_v11(o, out):
+def _e_Response_v11(o: ListOffsetsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_ListOffsetsTopicResponse_v11(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_ListOffsetsTopicResponse_v11(e_topics, out)
     ap(b'\x00')
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -55,46 +58,6 @@ _P_ih = _S('>ih').pack
 __all__ = ['ListPartitionReassignmentsRequest', 'ListPartitionReassignmentsResponse']
 
 
-class ListPartitionReassignmentsRequest(_Message):
-    """ListPartitionReassignmentsRequest: API key 46, versions 0, flexible 0+.
-
-    Fields (versions):
-        timeout_ms: int32 (0+)
-        topics: []ListPartitionReassignmentsTopics (0+, nullable 0+)
-    """
-
-    class ListPartitionReassignmentsTopics(_Struct):
-        """ListPartitionReassignmentsTopics
-
-        Fields (versions):
-            name: string (0+)
-            partition_indexes: []int32 (0+)
-        """
-
-        name: str
-        partition_indexes: list[int]
-        __slots__ = ('name', 'partition_indexes')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name='', partition_indexes=_UNSET):
-            self.name = name
-            self.partition_indexes = [] if partition_indexes is _UNSET else partition_indexes
-
-    API_KEY = 46
-    API_NAME = 'ListPartitionReassignments'
-    VALID_VERSIONS = (0, 0)
-    FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = False
-    timeout_ms: int
-    topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None
-    __slots__ = ('timeout_ms', 'topics')
-    _FIELDS = __slots__
-
-    def __init__(self, *, timeout_ms=60000, topics=None):
-        self.timeout_ms = timeout_ms
-        self.topics = topics
-
-
 class ListPartitionReassignmentsResponse(_Message):
     """ListPartitionReassignmentsResponse: API key 46, versions 0, flexible 0+.
 
@@ -130,7 +93,7 @@ class ListPartitionReassignmentsResponse(_Message):
             __slots__ = ('partition_index', 'replicas', 'adding_replicas', 'removing_replicas')
             _FIELDS = __slots__
 
-            def __init__(self, *, partition_index=0, replicas=_UNSET, adding_replicas=_UNSET, removing_replicas=_UNSET):
+            def __init__(self, *, partition_index: int = 0, replicas: list[int] | _Unset = _UNSET, adding_replicas: list[int] | _Unset = _UNSET, removing_replicas: list[int] | _Unset = _UNSET) -> None:
                 self.partition_index = partition_index
                 self.replicas = [] if replicas is _UNSET else replicas
                 self.adding_replicas = [] if adding_replicas is _UNSET else adding_replicas
@@ -141,7 +104,7 @@ class ListPartitionReassignmentsResponse(_Message):
         __slots__ = ('name', 'partitions')
         _FIELDS = __slots__
 
-        def __init__(self, *, name='', partitions=_UNSET):
+        def __init__(self, *, name: str = '', partitions: list[ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment] | _Unset = _UNSET) -> None:
             self.name = name
             self.partitions = [] if partitions is _UNSET else partitions
 
@@ -157,11 +120,51 @@ class ListPartitionReassignmentsResponse(_Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'topics')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message='', topics=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', topics: list[ListPartitionReassignmentsResponse.OngoingTopicReassignment] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
         self.topics = [] if topics is _UNSET else topics
+
+
+class ListPartitionReassignmentsRequest(_Request[ListPartitionReassignmentsResponse]):
+    """ListPartitionReassignmentsRequest: API key 46, versions 0, flexible 0+.
+
+    Fields (versions):
+        timeout_ms: int32 (0+)
+        topics: []ListPartitionReassignmentsTopics (0+, nullable 0+)
+    """
+
+    class ListPartitionReassignmentsTopics(_Struct):
+        """ListPartitionReassignmentsTopics
+
+        Fields (versions):
+            name: string (0+)
+            partition_indexes: []int32 (0+)
+        """
+
+        name: str
+        partition_indexes: list[int]
+        __slots__ = ('name', 'partition_indexes')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', partition_indexes: list[int] | _Unset = _UNSET) -> None:
+            self.name = name
+            self.partition_indexes = [] if partition_indexes is _UNSET else partition_indexes
+
+    API_KEY = 46
+    API_NAME = 'ListPartitionReassignments'
+    VALID_VERSIONS = (0, 0)
+    FLEXIBLE_MIN = 0
+    LATEST_VERSION_UNSTABLE = False
+    timeout_ms: int
+    topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None
+    __slots__ = ('timeout_ms', 'topics')
+    _FIELDS = __slots__
+
+    def __init__(self, *, timeout_ms: int = 60000, topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None = None) -> None:
+        self.timeout_ms = timeout_ms
+        self.topics = topics
 
 
 _C_Request = ListPartitionReassignmentsRequest
@@ -171,7 +174,7 @@ _C_Response_OngoingTopicReassignment = ListPartitionReassignmentsResponse.Ongoin
 _C_Response_OngoingPartitionReassignment = ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment
 
 
-def _d_Request_ListPartitionReassignmentsTopics_v0(buf, pos):
+def _d_Request_ListPartitionReassignmentsTopics_v0(buf: memoryview, pos: int) -> tuple[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics, int]:
     o = _new(_C_Request_ListPartitionReassignmentsTopics)
     o.name, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
@@ -186,7 +189,7 @@ def _d_Request_ListPartitionReassignmentsTopics_v0(buf, pos):
     return o, pos
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[ListPartitionReassignmentsRequest, int]:
     o = _new(_C_Request)
     o.timeout_ms, = _U_i(buf, pos)
     pos += 4
@@ -194,12 +197,12 @@ def _d_Request_v0(buf, pos):
     if n < 0:
         o.topics = None
     else:
-        l = []
-        ap = l.append
+        l_topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_ListPartitionReassignmentsTopics_v0(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_ListPartitionReassignmentsTopics_v0(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -207,32 +210,32 @@ def _d_Request_v0(buf, pos):
     return o, pos
 
 
-def _e_Request_ListPartitionReassignmentsTopics_v0(o, out):
+def _e_Request_ListPartitionReassignmentsTopics_v0(o: ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partition_indexes
-    if l is None:
+    l_partition_indexes = o.partition_indexes
+    if l_partition_indexes is None:
         raise ValueError('non-nullable field partition_indexes is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
+        ap(_uv(len(l_partition_indexes) + 1))
+        ap(_e_fixed(l_partition_indexes, 'i'))
     ap(b'\x00')
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: ListPartitionReassignmentsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.timeout_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         ap(_NULL_UV)
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_ListPartitionReassignmentsTopics_v0(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_ListPartitionReassignmentsTopics_v0(e_topics, out)
     ap(b'\x00')
 
 
-def _d_Response_OngoingPartitionReassignment_v0(buf, pos):
+def _d_Response_OngoingPartitionReassignment_v0(buf: memoryview, pos: int) -> tuple[ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment, int]:
     o = _new(_C_Response_OngoingPartitionReassignment)
     o.partition_index, = _U_i(buf, pos)
     pos += 4
@@ -258,19 +261,19 @@ def _d_Response_OngoingPartitionReassignment_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_OngoingTopicReassignment_v0(buf, pos):
+def _d_Response_OngoingTopicReassignment_v0(buf: memoryview, pos: int) -> tuple[ListPartitionReassignmentsResponse.OngoingTopicReassignment, int]:
     o = _new(_C_Response_OngoingTopicReassignment)
     o.name, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_OngoingPartitionReassignment_v0(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_OngoingPartitionReassignment_v0(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -278,7 +281,7 @@ def _d_Response_OngoingTopicReassignment_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[ListPartitionReassignmentsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -287,12 +290,12 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[ListPartitionReassignmentsResponse.OngoingTopicReassignment] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_OngoingTopicReassignment_v0(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_OngoingTopicReassignment_v0(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -300,54 +303,54 @@ def _d_Response_v0(buf, pos):
     return o, pos
 
 
-def _e_Response_OngoingPartitionReassignment_v0(o, out):
+def _e_Response_OngoingPartitionReassignment_v0(o: ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.partition_index))
-    l = o.replicas
-    if l is None:
+    l_replicas = o.replicas
+    if l_replicas is None:
         raise ValueError('non-nullable field replicas is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
-    l = o.adding_replicas
-    if l is None:
+        ap(_uv(len(l_replicas) + 1))
+        ap(_e_fixed(l_replicas, 'i'))
+    l_adding_replicas = o.adding_replicas
+    if l_adding_replicas is None:
         raise ValueError('non-nullable field adding_replicas is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
-    l = o.removing_replicas
-    if l is None:
+        ap(_uv(len(l_adding_replicas) + 1))
+        ap(_e_fixed(l_adding_replicas, 'i'))
+    l_removing_replicas = o.removing_replicas
+    if l_removing_replicas is None:
         raise ValueError('non-nullable field removing_replicas is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
+        ap(_uv(len(l_removing_replicas) + 1))
+        ap(_e_fixed(l_removing_replicas, 'i'))
     ap(b'\x00')
 
 
-def _e_Response_OngoingTopicReassignment_v0(o, out):
+def _e_Response_OngoingTopicReassignment_v0(o: ListPartitionReassignmentsResponse.OngoingTopicReassignment, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_OngoingPartitionReassignment_v0(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_OngoingPartitionReassignment_v0(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: ListPartitionReassignmentsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     ap(_e_cnstr(o.error_message))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_OngoingTopicReassignment_v0(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_OngoingTopicReassignment_v0(e_topics, out)
     ap(b'\x00')
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,35 +60,6 @@ _P_q = _S('>q').pack
 __all__ = ['ListTransactionsRequest', 'ListTransactionsResponse']
 
 
-class ListTransactionsRequest(_Message):
-    """ListTransactionsRequest: API key 66, versions 0-2, flexible 0+.
-
-    Fields (versions):
-        state_filters: []string (0+)
-        producer_id_filters: []int64 (0+)
-        duration_filter: int64 (1+)
-        transactional_id_pattern: string (2+, nullable 2+)
-    """
-
-    API_KEY = 66
-    API_NAME = 'ListTransactions'
-    VALID_VERSIONS = (0, 2)
-    FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = False
-    state_filters: list[str]
-    producer_id_filters: list[int]
-    duration_filter: int
-    transactional_id_pattern: str | None
-    __slots__ = ('state_filters', 'producer_id_filters', 'duration_filter', 'transactional_id_pattern')
-    _FIELDS = __slots__
-
-    def __init__(self, *, state_filters=_UNSET, producer_id_filters=_UNSET, duration_filter=-1, transactional_id_pattern=None):
-        self.state_filters = [] if state_filters is _UNSET else state_filters
-        self.producer_id_filters = [] if producer_id_filters is _UNSET else producer_id_filters
-        self.duration_filter = duration_filter
-        self.transactional_id_pattern = transactional_id_pattern
-
-
 class ListTransactionsResponse(_Message):
     """ListTransactionsResponse: API key 66, versions 0-2, flexible 0+.
 
@@ -111,7 +85,7 @@ class ListTransactionsResponse(_Message):
         __slots__ = ('transactional_id', 'producer_id', 'transaction_state')
         _FIELDS = __slots__
 
-        def __init__(self, *, transactional_id='', producer_id=0, transaction_state=''):
+        def __init__(self, *, transactional_id: str = '', producer_id: int = 0, transaction_state: str = '') -> None:
             self.transactional_id = transactional_id
             self.producer_id = producer_id
             self.transaction_state = transaction_state
@@ -128,11 +102,40 @@ class ListTransactionsResponse(_Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'unknown_state_filters', 'transaction_states')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, unknown_state_filters=_UNSET, transaction_states=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, unknown_state_filters: list[str] | _Unset = _UNSET, transaction_states: list[ListTransactionsResponse.TransactionState] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.unknown_state_filters = [] if unknown_state_filters is _UNSET else unknown_state_filters
         self.transaction_states = [] if transaction_states is _UNSET else transaction_states
+
+
+class ListTransactionsRequest(_Request[ListTransactionsResponse]):
+    """ListTransactionsRequest: API key 66, versions 0-2, flexible 0+.
+
+    Fields (versions):
+        state_filters: []string (0+)
+        producer_id_filters: []int64 (0+)
+        duration_filter: int64 (1+)
+        transactional_id_pattern: string (2+, nullable 2+)
+    """
+
+    API_KEY = 66
+    API_NAME = 'ListTransactions'
+    VALID_VERSIONS = (0, 2)
+    FLEXIBLE_MIN = 0
+    LATEST_VERSION_UNSTABLE = False
+    state_filters: list[str]
+    producer_id_filters: list[int]
+    duration_filter: int
+    transactional_id_pattern: str | None
+    __slots__ = ('state_filters', 'producer_id_filters', 'duration_filter', 'transactional_id_pattern')
+    _FIELDS = __slots__
+
+    def __init__(self, *, state_filters: list[str] | _Unset = _UNSET, producer_id_filters: list[int] | _Unset = _UNSET, duration_filter: int = -1, transactional_id_pattern: str | None = None) -> None:
+        self.state_filters = [] if state_filters is _UNSET else state_filters
+        self.producer_id_filters = [] if producer_id_filters is _UNSET else producer_id_filters
+        self.duration_filter = duration_filter
+        self.transactional_id_pattern = transactional_id_pattern
 
 
 _C_Request = ListTransactionsRequest
@@ -140,7 +143,7 @@ _C_Response = ListTransactionsResponse
 _C_Response_TransactionState = ListTransactionsResponse.TransactionState
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
     o = _new(_C_Request)
     o.duration_filter = -1
     o.transactional_id_pattern = None
@@ -148,12 +151,12 @@ def _d_Request_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field state_filters is null')
     else:
-        l = []
-        ap = l.append
+        l_state_filters: list[str] = []
+        ap_state_filters = l_state_filters.append
         for _ in range(n):
-            e, pos = _r_cstr(buf, pos)
-            ap(e)
-        o.state_filters = l
+            e_state_filters, pos = _r_cstr(buf, pos)
+            ap_state_filters(e_state_filters)
+        o.state_filters = l_state_filters
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field producer_id_filters is null')
@@ -166,41 +169,41 @@ def _d_Request_v0(buf, pos):
     return o, pos
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: ListTransactionsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.duration_filter != -1:
         raise _UnsupportedVersionError('attempted to write a non-default duration_filter at version 0')
     if o.transactional_id_pattern is not None:
         raise _UnsupportedVersionError('attempted to write a non-default transactional_id_pattern at version 0')
-    l = o.state_filters
-    if l is None:
+    l_state_filters = o.state_filters
+    if l_state_filters is None:
         raise ValueError('non-nullable field state_filters is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            ap(_e_cstr(e))
-    l = o.producer_id_filters
-    if l is None:
+        ap(_uv(len(l_state_filters) + 1))
+        for e_state_filters in l_state_filters:
+            ap(_e_cstr(e_state_filters))
+    l_producer_id_filters = o.producer_id_filters
+    if l_producer_id_filters is None:
         raise ValueError('non-nullable field producer_id_filters is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'q'))
+        ap(_uv(len(l_producer_id_filters) + 1))
+        ap(_e_fixed(l_producer_id_filters, 'q'))
     ap(b'\x00')
 
 
-def _d_Request_v1(buf, pos):
+def _d_Request_v1(buf: memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
     o = _new(_C_Request)
     o.transactional_id_pattern = None
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field state_filters is null')
     else:
-        l = []
-        ap = l.append
+        l_state_filters: list[str] = []
+        ap_state_filters = l_state_filters.append
         for _ in range(n):
-            e, pos = _r_cstr(buf, pos)
-            ap(e)
-        o.state_filters = l
+            e_state_filters, pos = _r_cstr(buf, pos)
+            ap_state_filters(e_state_filters)
+        o.state_filters = l_state_filters
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field producer_id_filters is null')
@@ -215,39 +218,39 @@ def _d_Request_v1(buf, pos):
     return o, pos
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: ListTransactionsRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.transactional_id_pattern is not None:
         raise _UnsupportedVersionError('attempted to write a non-default transactional_id_pattern at version 1')
-    l = o.state_filters
-    if l is None:
+    l_state_filters = o.state_filters
+    if l_state_filters is None:
         raise ValueError('non-nullable field state_filters is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            ap(_e_cstr(e))
-    l = o.producer_id_filters
-    if l is None:
+        ap(_uv(len(l_state_filters) + 1))
+        for e_state_filters in l_state_filters:
+            ap(_e_cstr(e_state_filters))
+    l_producer_id_filters = o.producer_id_filters
+    if l_producer_id_filters is None:
         raise ValueError('non-nullable field producer_id_filters is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'q'))
+        ap(_uv(len(l_producer_id_filters) + 1))
+        ap(_e_fixed(l_producer_id_filters, 'q'))
     ap(_P_q(o.duration_filter))
     ap(b'\x00')
 
 
-def _d_Request_v2(buf, pos):
+def _d_Request_v2(buf: memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field state_filters is null')
     else:
-        l = []
-        ap = l.append
+        l_state_filters: list[str] = []
+        ap_state_filters = l_state_filters.append
         for _ in range(n):
-            e, pos = _r_cstr(buf, pos)
-            ap(e)
-        o.state_filters = l
+            e_state_filters, pos = _r_cstr(buf, pos)
+            ap_state_filters(e_state_filters)
+        o.state_filters = l_state_filters
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field producer_id_filters is null')
@@ -263,27 +266,27 @@ def _d_Request_v2(buf, pos):
     return o, pos
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: ListTransactionsRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.state_filters
-    if l is None:
+    l_state_filters = o.state_filters
+    if l_state_filters is None:
         raise ValueError('non-nullable field state_filters is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            ap(_e_cstr(e))
-    l = o.producer_id_filters
-    if l is None:
+        ap(_uv(len(l_state_filters) + 1))
+        for e_state_filters in l_state_filters:
+            ap(_e_cstr(e_state_filters))
+    l_producer_id_filters = o.producer_id_filters
+    if l_producer_id_filters is None:
         raise ValueError('non-nullable field producer_id_filters is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'q'))
+        ap(_uv(len(l_producer_id_filters) + 1))
+        ap(_e_fixed(l_producer_id_filters, 'q'))
     ap(_P_q(o.duration_filter))
     ap(_e_cnstr(o.transactional_id_pattern))
     ap(b'\x00')
 
 
-def _d_Response_TransactionState_v0(buf, pos):
+def _d_Response_TransactionState_v0(buf: memoryview, pos: int) -> tuple[ListTransactionsResponse.TransactionState, int]:
     o = _new(_C_Response_TransactionState)
     o.transactional_id, pos = _r_cstr(buf, pos)
     o.producer_id, = _U_q(buf, pos)
@@ -296,7 +299,7 @@ def _d_Response_TransactionState_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[ListTransactionsResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -304,22 +307,22 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field unknown_state_filters is null')
     else:
-        l = []
-        ap = l.append
+        l_unknown_state_filters: list[str] = []
+        ap_unknown_state_filters = l_unknown_state_filters.append
         for _ in range(n):
-            e, pos = _r_cstr(buf, pos)
-            ap(e)
-        o.unknown_state_filters = l
+            e_unknown_state_filters, pos = _r_cstr(buf, pos)
+            ap_unknown_state_filters(e_unknown_state_filters)
+        o.unknown_state_filters = l_unknown_state_filters
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field transaction_states is null')
     else:
-        l = []
-        ap = l.append
+        l_transaction_states: list[ListTransactionsResponse.TransactionState] = []
+        ap_transaction_states = l_transaction_states.append
         for _ in range(n):
-            e, pos = _d_Response_TransactionState_v0(buf, pos)
-            ap(e)
-        o.transaction_states = l
+            e_transaction_states, pos = _d_Response_TransactionState_v0(buf, pos)
+            ap_transaction_states(e_transaction_states)
+        o.transaction_states = l_transaction_states
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -327,7 +330,7 @@ def _d_Response_v0(buf, pos):
     return o, pos
 
 
-def _e_Response_TransactionState_v0(o, out):
+def _e_Response_TransactionState_v0(o: ListTransactionsResponse.TransactionState, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.transactional_id))
     ap(_P_q(o.producer_id))
@@ -335,23 +338,23 @@ def _e_Response_TransactionState_v0(o, out):
     ap(b'\x00')
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: ListTransactionsResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
-    l = o.unknown_state_filters
-    if l is None:
+    l_unknown_state_filters = o.unknown_state_filters
+    if l_unknown_state_filters is None:
         raise ValueError('non-nullable field unknown_state_filters is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            ap(_e_cstr(e))
-    l = o.transaction_states
-    if l is None:
+        ap(_uv(len(l_unknown_state_filters) + 1))
+        for e_unknown_state_filters in l_unknown_state_filters:
+            ap(_e_cstr(e_unknown_state_filters))
+    l_transaction_states = o.transaction_states
+    if l_transaction_states is None:
         raise ValueError('non-nullable field transaction_states is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_TransactionState_v0(e, out)
+        ap(_uv(len(l_transaction_states) + 1))
+        for e_transaction_states in l_transaction_states:
+            _e_Response_TransactionState_v0(e_transaction_states, out)
     ap(b'\x00')
 
 

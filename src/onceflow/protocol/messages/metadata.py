@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -65,52 +68,6 @@ _P_i = _S('>i').pack
 __all__ = ['MetadataRequest', 'MetadataResponse']
 
 
-class MetadataRequest(_Message):
-    """MetadataRequest: API key 3, versions 0-13, flexible 9+.
-
-    Fields (versions):
-        topics: []MetadataRequestTopic (0+, nullable 1+)
-        allow_auto_topic_creation: bool (4+)
-        include_cluster_authorized_operations: bool (8-10)
-        include_topic_authorized_operations: bool (8+)
-    """
-
-    class MetadataRequestTopic(_Struct):
-        """MetadataRequestTopic
-
-        Fields (versions):
-            topic_id: uuid (10+)
-            name: string (0+, nullable 10+)
-        """
-
-        topic_id: _uuid.UUID
-        name: str | None
-        __slots__ = ('topic_id', 'name')
-        _FIELDS = __slots__
-
-        def __init__(self, *, topic_id=_ZERO_UUID, name=''):
-            self.topic_id = topic_id
-            self.name = name
-
-    API_KEY = 3
-    API_NAME = 'Metadata'
-    VALID_VERSIONS = (0, 13)
-    FLEXIBLE_MIN = 9
-    LATEST_VERSION_UNSTABLE = False
-    topics: list[MetadataRequest.MetadataRequestTopic] | None
-    allow_auto_topic_creation: bool
-    include_cluster_authorized_operations: bool
-    include_topic_authorized_operations: bool
-    __slots__ = ('topics', 'allow_auto_topic_creation', 'include_cluster_authorized_operations', 'include_topic_authorized_operations')
-    _FIELDS = __slots__
-
-    def __init__(self, *, topics=_UNSET, allow_auto_topic_creation=True, include_cluster_authorized_operations=False, include_topic_authorized_operations=False):
-        self.topics = [] if topics is _UNSET else topics
-        self.allow_auto_topic_creation = allow_auto_topic_creation
-        self.include_cluster_authorized_operations = include_cluster_authorized_operations
-        self.include_topic_authorized_operations = include_topic_authorized_operations
-
-
 class MetadataResponse(_Message):
     """MetadataResponse: API key 3, versions 0-13, flexible 9+.
 
@@ -141,7 +98,7 @@ class MetadataResponse(_Message):
         __slots__ = ('node_id', 'host', 'port', 'rack')
         _FIELDS = __slots__
 
-        def __init__(self, *, node_id=0, host='', port=0, rack=None):
+        def __init__(self, *, node_id: int = 0, host: str = '', port: int = 0, rack: str | None = None) -> None:
             self.node_id = node_id
             self.host = host
             self.port = port
@@ -182,7 +139,7 @@ class MetadataResponse(_Message):
             __slots__ = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'offline_replicas')
             _FIELDS = __slots__
 
-            def __init__(self, *, error_code=0, partition_index=0, leader_id=0, leader_epoch=-1, replica_nodes=_UNSET, isr_nodes=_UNSET, offline_replicas=_UNSET):
+            def __init__(self, *, error_code: int = 0, partition_index: int = 0, leader_id: int = 0, leader_epoch: int = -1, replica_nodes: list[int] | _Unset = _UNSET, isr_nodes: list[int] | _Unset = _UNSET, offline_replicas: list[int] | _Unset = _UNSET) -> None:
                 self.error_code = error_code
                 self.partition_index = partition_index
                 self.leader_id = leader_id
@@ -200,7 +157,7 @@ class MetadataResponse(_Message):
         __slots__ = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations')
         _FIELDS = __slots__
 
-        def __init__(self, *, error_code=0, name='', topic_id=_ZERO_UUID, is_internal=False, partitions=_UNSET, topic_authorized_operations=-2147483648):
+        def __init__(self, *, error_code: int = 0, name: str | None = '', topic_id: _uuid.UUID = _ZERO_UUID, is_internal: bool = False, partitions: list[MetadataResponse.MetadataResponseTopic.MetadataResponsePartition] | _Unset = _UNSET, topic_authorized_operations: int = -2147483648) -> None:
             self.error_code = error_code
             self.name = name
             self.topic_id = topic_id
@@ -223,7 +180,7 @@ class MetadataResponse(_Message):
     __slots__ = ('throttle_time_ms', 'brokers', 'cluster_id', 'controller_id', 'topics', 'cluster_authorized_operations', 'error_code')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, brokers=_UNSET, cluster_id=None, controller_id=-1, topics=_UNSET, cluster_authorized_operations=-2147483648, error_code=0):
+    def __init__(self, *, throttle_time_ms: int = 0, brokers: list[MetadataResponse.MetadataResponseBroker] | _Unset = _UNSET, cluster_id: str | None = None, controller_id: int = -1, topics: list[MetadataResponse.MetadataResponseTopic] | _Unset = _UNSET, cluster_authorized_operations: int = -2147483648, error_code: int = 0) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.brokers = [] if brokers is _UNSET else brokers
         self.cluster_id = cluster_id
@@ -231,6 +188,52 @@ class MetadataResponse(_Message):
         self.topics = [] if topics is _UNSET else topics
         self.cluster_authorized_operations = cluster_authorized_operations
         self.error_code = error_code
+
+
+class MetadataRequest(_Request[MetadataResponse]):
+    """MetadataRequest: API key 3, versions 0-13, flexible 9+.
+
+    Fields (versions):
+        topics: []MetadataRequestTopic (0+, nullable 1+)
+        allow_auto_topic_creation: bool (4+)
+        include_cluster_authorized_operations: bool (8-10)
+        include_topic_authorized_operations: bool (8+)
+    """
+
+    class MetadataRequestTopic(_Struct):
+        """MetadataRequestTopic
+
+        Fields (versions):
+            topic_id: uuid (10+)
+            name: string (0+, nullable 10+)
+        """
+
+        topic_id: _uuid.UUID
+        name: str | None
+        __slots__ = ('topic_id', 'name')
+        _FIELDS = __slots__
+
+        def __init__(self, *, topic_id: _uuid.UUID = _ZERO_UUID, name: str | None = '') -> None:
+            self.topic_id = topic_id
+            self.name = name
+
+    API_KEY = 3
+    API_NAME = 'Metadata'
+    VALID_VERSIONS = (0, 13)
+    FLEXIBLE_MIN = 9
+    LATEST_VERSION_UNSTABLE = False
+    topics: list[MetadataRequest.MetadataRequestTopic] | None
+    allow_auto_topic_creation: bool
+    include_cluster_authorized_operations: bool
+    include_topic_authorized_operations: bool
+    __slots__ = ('topics', 'allow_auto_topic_creation', 'include_cluster_authorized_operations', 'include_topic_authorized_operations')
+    _FIELDS = __slots__
+
+    def __init__(self, *, topics: list[MetadataRequest.MetadataRequestTopic] | None | _Unset = _UNSET, allow_auto_topic_creation: bool = True, include_cluster_authorized_operations: bool = False, include_topic_authorized_operations: bool = False) -> None:
+        self.topics = [] if topics is _UNSET else topics
+        self.allow_auto_topic_creation = allow_auto_topic_creation
+        self.include_cluster_authorized_operations = include_cluster_authorized_operations
+        self.include_topic_authorized_operations = include_topic_authorized_operations
 
 
 _C_Request = MetadataRequest
@@ -241,14 +244,14 @@ _C_Response_MetadataResponseTopic = MetadataResponse.MetadataResponseTopic
 _C_Response_MetadataResponsePartition = MetadataResponse.MetadataResponseTopic.MetadataResponsePartition
 
 
-def _d_Request_MetadataRequestTopic_v0(buf, pos):
+def _d_Request_MetadataRequestTopic_v0(buf: memoryview, pos: int) -> tuple[MetadataRequest.MetadataRequestTopic, int]:
     o = _new(_C_Request_MetadataRequestTopic)
     o.topic_id = _ZERO_UUID
     o.name, pos = _r_str(buf, pos)
     return o, pos
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     o = _new(_C_Request)
     o.allow_auto_topic_creation = True
     o.include_cluster_authorized_operations = False
@@ -257,21 +260,24 @@ def _d_Request_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[MetadataRequest.MetadataRequestTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_MetadataRequestTopic_v0(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_MetadataRequestTopic_v0(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Request_MetadataRequestTopic_v0(o, out):
+def _e_Request_MetadataRequestTopic_v0(o: MetadataRequest.MetadataRequestTopic, out: list[_Bytes]) -> None:
     ap = out.append
-    ap(_e_str(o.name))
+    x_name = o.name
+    if x_name is None:
+        raise ValueError('non-nullable field name is None')
+    ap(_e_str(x_name))
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: MetadataRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.allow_auto_topic_creation != True:
         raise _UnsupportedVersionError('attempted to write a non-default allow_auto_topic_creation at version 0')
@@ -279,16 +285,16 @@ def _e_Request_v0(o, out):
         raise _UnsupportedVersionError('attempted to write a non-default include_cluster_authorized_operations at version 0')
     if o.include_topic_authorized_operations != False:
         raise _UnsupportedVersionError('attempted to write a non-default include_topic_authorized_operations at version 0')
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_MetadataRequestTopic_v0(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_MetadataRequestTopic_v0(e_topics, out)
 
 
-def _d_Request_v1(buf, pos):
+def _d_Request_v1(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     o = _new(_C_Request)
     o.allow_auto_topic_creation = True
     o.include_cluster_authorized_operations = False
@@ -297,16 +303,16 @@ def _d_Request_v1(buf, pos):
     if n < 0:
         o.topics = None
     else:
-        l = []
-        ap = l.append
+        l_topics: list[MetadataRequest.MetadataRequestTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_MetadataRequestTopic_v0(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_MetadataRequestTopic_v0(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: MetadataRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.allow_auto_topic_creation != True:
         raise _UnsupportedVersionError('attempted to write a non-default allow_auto_topic_creation at version 1')
@@ -314,16 +320,16 @@ def _e_Request_v1(o, out):
         raise _UnsupportedVersionError('attempted to write a non-default include_cluster_authorized_operations at version 1')
     if o.include_topic_authorized_operations != False:
         raise _UnsupportedVersionError('attempted to write a non-default include_topic_authorized_operations at version 1')
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_MetadataRequestTopic_v0(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_MetadataRequestTopic_v0(e_topics, out)
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: MetadataRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.allow_auto_topic_creation != True:
         raise _UnsupportedVersionError('attempted to write a non-default allow_auto_topic_creation at version 2')
@@ -331,16 +337,16 @@ def _e_Request_v2(o, out):
         raise _UnsupportedVersionError('attempted to write a non-default include_cluster_authorized_operations at version 2')
     if o.include_topic_authorized_operations != False:
         raise _UnsupportedVersionError('attempted to write a non-default include_topic_authorized_operations at version 2')
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_MetadataRequestTopic_v0(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_MetadataRequestTopic_v0(e_topics, out)
 
 
-def _e_Request_v3(o, out):
+def _e_Request_v3(o: MetadataRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.allow_auto_topic_creation != True:
         raise _UnsupportedVersionError('attempted to write a non-default allow_auto_topic_creation at version 3')
@@ -348,16 +354,16 @@ def _e_Request_v3(o, out):
         raise _UnsupportedVersionError('attempted to write a non-default include_cluster_authorized_operations at version 3')
     if o.include_topic_authorized_operations != False:
         raise _UnsupportedVersionError('attempted to write a non-default include_topic_authorized_operations at version 3')
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_MetadataRequestTopic_v0(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_MetadataRequestTopic_v0(e_topics, out)
 
 
-def _d_Request_v4(buf, pos):
+def _d_Request_v4(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     o = _new(_C_Request)
     o.include_cluster_authorized_operations = False
     o.include_topic_authorized_operations = False
@@ -365,111 +371,111 @@ def _d_Request_v4(buf, pos):
     if n < 0:
         o.topics = None
     else:
-        l = []
-        ap = l.append
+        l_topics: list[MetadataRequest.MetadataRequestTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_MetadataRequestTopic_v0(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_MetadataRequestTopic_v0(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.allow_auto_topic_creation, = _U_z(buf, pos)
     pos += 1
     return o, pos
 
 
-def _e_Request_v4(o, out):
+def _e_Request_v4(o: MetadataRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.include_cluster_authorized_operations != False:
         raise _UnsupportedVersionError('attempted to write a non-default include_cluster_authorized_operations at version 4')
     if o.include_topic_authorized_operations != False:
         raise _UnsupportedVersionError('attempted to write a non-default include_topic_authorized_operations at version 4')
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_MetadataRequestTopic_v0(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_MetadataRequestTopic_v0(e_topics, out)
     ap(_P_z(o.allow_auto_topic_creation))
 
 
-def _e_Request_v5(o, out):
+def _e_Request_v5(o: MetadataRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.include_cluster_authorized_operations != False:
         raise _UnsupportedVersionError('attempted to write a non-default include_cluster_authorized_operations at version 5')
     if o.include_topic_authorized_operations != False:
         raise _UnsupportedVersionError('attempted to write a non-default include_topic_authorized_operations at version 5')
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_MetadataRequestTopic_v0(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_MetadataRequestTopic_v0(e_topics, out)
     ap(_P_z(o.allow_auto_topic_creation))
 
 
-def _e_Request_v6(o, out):
+def _e_Request_v6(o: MetadataRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.include_cluster_authorized_operations != False:
         raise _UnsupportedVersionError('attempted to write a non-default include_cluster_authorized_operations at version 6')
     if o.include_topic_authorized_operations != False:
         raise _UnsupportedVersionError('attempted to write a non-default include_topic_authorized_operations at version 6')
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_MetadataRequestTopic_v0(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_MetadataRequestTopic_v0(e_topics, out)
     ap(_P_z(o.allow_auto_topic_creation))
 
 
-def _e_Request_v7(o, out):
+def _e_Request_v7(o: MetadataRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.include_cluster_authorized_operations != False:
         raise _UnsupportedVersionError('attempted to write a non-default include_cluster_authorized_operations at version 7')
     if o.include_topic_authorized_operations != False:
         raise _UnsupportedVersionError('attempted to write a non-default include_topic_authorized_operations at version 7')
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_MetadataRequestTopic_v0(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_MetadataRequestTopic_v0(e_topics, out)
     ap(_P_z(o.allow_auto_topic_creation))
 
 
-def _d_Request_v8(buf, pos):
+def _d_Request_v8(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         o.topics = None
     else:
-        l = []
-        ap = l.append
+        l_topics: list[MetadataRequest.MetadataRequestTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_MetadataRequestTopic_v0(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_MetadataRequestTopic_v0(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations = _U_zzz(buf, pos)
     pos += 3
     return o, pos
 
 
-def _e_Request_v8(o, out):
+def _e_Request_v8(o: MetadataRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_MetadataRequestTopic_v0(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_MetadataRequestTopic_v0(e_topics, out)
     ap(_P_zzz(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations))
 
 
-def _d_Request_MetadataRequestTopic_v9(buf, pos):
+def _d_Request_MetadataRequestTopic_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest.MetadataRequestTopic, int]:
     o = _new(_C_Request_MetadataRequestTopic)
     o.topic_id = _ZERO_UUID
     o.name, pos = _r_cstr(buf, pos)
@@ -480,18 +486,18 @@ def _d_Request_MetadataRequestTopic_v9(buf, pos):
     return o, pos
 
 
-def _d_Request_v9(buf, pos):
+def _d_Request_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         o.topics = None
     else:
-        l = []
-        ap = l.append
+        l_topics: list[MetadataRequest.MetadataRequestTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_MetadataRequestTopic_v9(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_MetadataRequestTopic_v9(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations = _U_zzz(buf, pos)
     pos += 3
     if buf[pos]:
@@ -501,26 +507,29 @@ def _d_Request_v9(buf, pos):
     return o, pos
 
 
-def _e_Request_MetadataRequestTopic_v9(o, out):
+def _e_Request_MetadataRequestTopic_v9(o: MetadataRequest.MetadataRequestTopic, out: list[_Bytes]) -> None:
     ap = out.append
-    ap(_e_cstr(o.name))
+    x_name = o.name
+    if x_name is None:
+        raise ValueError('non-nullable field name is None')
+    ap(_e_cstr(x_name))
     ap(b'\x00')
 
 
-def _e_Request_v9(o, out):
+def _e_Request_v9(o: MetadataRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         ap(_NULL_UV)
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_MetadataRequestTopic_v9(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_MetadataRequestTopic_v9(e_topics, out)
     ap(_P_zzz(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations))
     ap(b'\x00')
 
 
-def _d_Request_MetadataRequestTopic_v10(buf, pos):
+def _d_Request_MetadataRequestTopic_v10(buf: memoryview, pos: int) -> tuple[MetadataRequest.MetadataRequestTopic, int]:
     o = _new(_C_Request_MetadataRequestTopic)
     o.topic_id, pos = _r_uuid(buf, pos)
     o.name, pos = _r_cnstr(buf, pos)
@@ -531,18 +540,18 @@ def _d_Request_MetadataRequestTopic_v10(buf, pos):
     return o, pos
 
 
-def _d_Request_v10(buf, pos):
+def _d_Request_v10(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         o.topics = None
     else:
-        l = []
-        ap = l.append
+        l_topics: list[MetadataRequest.MetadataRequestTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_MetadataRequestTopic_v10(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_MetadataRequestTopic_v10(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations = _U_zzz(buf, pos)
     pos += 3
     if buf[pos]:
@@ -552,39 +561,39 @@ def _d_Request_v10(buf, pos):
     return o, pos
 
 
-def _e_Request_MetadataRequestTopic_v10(o, out):
+def _e_Request_MetadataRequestTopic_v10(o: MetadataRequest.MetadataRequestTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(o.topic_id.bytes)
     ap(_e_cnstr(o.name))
     ap(b'\x00')
 
 
-def _e_Request_v10(o, out):
+def _e_Request_v10(o: MetadataRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         ap(_NULL_UV)
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_MetadataRequestTopic_v10(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_MetadataRequestTopic_v10(e_topics, out)
     ap(_P_zzz(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations))
     ap(b'\x00')
 
 
-def _d_Request_v11(buf, pos):
+def _d_Request_v11(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     o = _new(_C_Request)
     o.include_cluster_authorized_operations = False
     n, pos = _r_calen(buf, pos)
     if n < 0:
         o.topics = None
     else:
-        l = []
-        ap = l.append
+        l_topics: list[MetadataRequest.MetadataRequestTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_MetadataRequestTopic_v10(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_MetadataRequestTopic_v10(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.allow_auto_topic_creation, o.include_topic_authorized_operations = _U_zz(buf, pos)
     pos += 2
     if buf[pos]:
@@ -594,52 +603,52 @@ def _d_Request_v11(buf, pos):
     return o, pos
 
 
-def _e_Request_v11(o, out):
+def _e_Request_v11(o: MetadataRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.include_cluster_authorized_operations != False:
         raise _UnsupportedVersionError('attempted to write a non-default include_cluster_authorized_operations at version 11')
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         ap(_NULL_UV)
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_MetadataRequestTopic_v10(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_MetadataRequestTopic_v10(e_topics, out)
     ap(_P_zz(o.allow_auto_topic_creation, o.include_topic_authorized_operations))
     ap(b'\x00')
 
 
-def _e_Request_v12(o, out):
+def _e_Request_v12(o: MetadataRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.include_cluster_authorized_operations != False:
         raise _UnsupportedVersionError('attempted to write a non-default include_cluster_authorized_operations at version 12')
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         ap(_NULL_UV)
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_MetadataRequestTopic_v10(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_MetadataRequestTopic_v10(e_topics, out)
     ap(_P_zz(o.allow_auto_topic_creation, o.include_topic_authorized_operations))
     ap(b'\x00')
 
 
-def _e_Request_v13(o, out):
+def _e_Request_v13(o: MetadataRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.include_cluster_authorized_operations != False:
         raise _UnsupportedVersionError('attempted to write a non-default include_cluster_authorized_operations at version 13')
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         ap(_NULL_UV)
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_MetadataRequestTopic_v10(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_MetadataRequestTopic_v10(e_topics, out)
     ap(_P_zz(o.allow_auto_topic_creation, o.include_topic_authorized_operations))
     ap(b'\x00')
 
 
-def _d_Response_MetadataResponseBroker_v0(buf, pos):
+def _d_Response_MetadataResponseBroker_v0(buf: memoryview, pos: int) -> tuple[MetadataResponse.MetadataResponseBroker, int]:
     o = _new(_C_Response_MetadataResponseBroker)
     o.rack = None
     o.node_id, = _U_i(buf, pos)
@@ -650,7 +659,7 @@ def _d_Response_MetadataResponseBroker_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_MetadataResponsePartition_v0(buf, pos):
+def _d_Response_MetadataResponsePartition_v0(buf: memoryview, pos: int) -> tuple[MetadataResponse.MetadataResponseTopic.MetadataResponsePartition, int]:
     o = _new(_C_Response_MetadataResponsePartition)
     o.leader_epoch = -1
     o.offline_replicas = []
@@ -669,7 +678,7 @@ def _d_Response_MetadataResponsePartition_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_MetadataResponseTopic_v0(buf, pos):
+def _d_Response_MetadataResponseTopic_v0(buf: memoryview, pos: int) -> tuple[MetadataResponse.MetadataResponseTopic, int]:
     o = _new(_C_Response_MetadataResponseTopic)
     o.topic_id = _ZERO_UUID
     o.is_internal = False
@@ -681,16 +690,16 @@ def _d_Response_MetadataResponseTopic_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[MetadataResponse.MetadataResponseTopic.MetadataResponsePartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponsePartition_v0(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_MetadataResponsePartition_v0(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms = 0
     o.cluster_id = None
@@ -701,85 +710,88 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field brokers is null')
     else:
-        l = []
-        ap = l.append
+        l_brokers: list[MetadataResponse.MetadataResponseBroker] = []
+        ap_brokers = l_brokers.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponseBroker_v0(buf, pos)
-            ap(e)
-        o.brokers = l
+            e_brokers, pos = _d_Response_MetadataResponseBroker_v0(buf, pos)
+            ap_brokers(e_brokers)
+        o.brokers = l_brokers
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[MetadataResponse.MetadataResponseTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponseTopic_v0(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_MetadataResponseTopic_v0(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Response_MetadataResponseBroker_v0(o, out):
+def _e_Response_MetadataResponseBroker_v0(o: MetadataResponse.MetadataResponseBroker, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.node_id))
     ap(_e_str(o.host))
     ap(_P_i(o.port))
 
 
-def _e_Response_MetadataResponsePartition_v0(o, out):
+def _e_Response_MetadataResponsePartition_v0(o: MetadataResponse.MetadataResponseTopic.MetadataResponsePartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_hii(o.error_code, o.partition_index, o.leader_id))
-    l = o.replica_nodes
-    if l is None:
+    l_replica_nodes = o.replica_nodes
+    if l_replica_nodes is None:
         raise ValueError('non-nullable field replica_nodes is None')
     else:
-        ap(_P_i(len(l)))
-        ap(_e_fixed(l, 'i'))
-    l = o.isr_nodes
-    if l is None:
+        ap(_P_i(len(l_replica_nodes)))
+        ap(_e_fixed(l_replica_nodes, 'i'))
+    l_isr_nodes = o.isr_nodes
+    if l_isr_nodes is None:
         raise ValueError('non-nullable field isr_nodes is None')
     else:
-        ap(_P_i(len(l)))
-        ap(_e_fixed(l, 'i'))
+        ap(_P_i(len(l_isr_nodes)))
+        ap(_e_fixed(l_isr_nodes, 'i'))
 
 
-def _e_Response_MetadataResponseTopic_v0(o, out):
+def _e_Response_MetadataResponseTopic_v0(o: MetadataResponse.MetadataResponseTopic, out: list[_Bytes]) -> None:
     ap = out.append
     if o.topic_authorized_operations != -2147483648:
         raise _UnsupportedVersionError('attempted to write a non-default topic_authorized_operations at version 0')
     ap(_P_h(o.error_code))
-    ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    x_name = o.name
+    if x_name is None:
+        raise ValueError('non-nullable field name is None')
+    ap(_e_str(x_name))
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponsePartition_v0(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_MetadataResponsePartition_v0(e_partitions, out)
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: MetadataResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.cluster_authorized_operations != -2147483648:
         raise _UnsupportedVersionError('attempted to write a non-default cluster_authorized_operations at version 0')
-    l = o.brokers
-    if l is None:
+    l_brokers = o.brokers
+    if l_brokers is None:
         raise ValueError('non-nullable field brokers is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponseBroker_v0(e, out)
-    l = o.topics
-    if l is None:
+        ap(_P_i(len(l_brokers)))
+        for e_brokers in l_brokers:
+            _e_Response_MetadataResponseBroker_v0(e_brokers, out)
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponseTopic_v0(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_MetadataResponseTopic_v0(e_topics, out)
 
 
-def _d_Response_MetadataResponseBroker_v1(buf, pos):
+def _d_Response_MetadataResponseBroker_v1(buf: memoryview, pos: int) -> tuple[MetadataResponse.MetadataResponseBroker, int]:
     o = _new(_C_Response_MetadataResponseBroker)
     o.node_id, = _U_i(buf, pos)
     pos += 4
@@ -790,7 +802,7 @@ def _d_Response_MetadataResponseBroker_v1(buf, pos):
     return o, pos
 
 
-def _d_Response_MetadataResponseTopic_v1(buf, pos):
+def _d_Response_MetadataResponseTopic_v1(buf: memoryview, pos: int) -> tuple[MetadataResponse.MetadataResponseTopic, int]:
     o = _new(_C_Response_MetadataResponseTopic)
     o.topic_id = _ZERO_UUID
     o.topic_authorized_operations = -2147483648
@@ -803,16 +815,16 @@ def _d_Response_MetadataResponseTopic_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[MetadataResponse.MetadataResponseTopic.MetadataResponsePartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponsePartition_v0(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_MetadataResponsePartition_v0(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms = 0
     o.cluster_id = None
@@ -822,28 +834,28 @@ def _d_Response_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field brokers is null')
     else:
-        l = []
-        ap = l.append
+        l_brokers: list[MetadataResponse.MetadataResponseBroker] = []
+        ap_brokers = l_brokers.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponseBroker_v1(buf, pos)
-            ap(e)
-        o.brokers = l
+            e_brokers, pos = _d_Response_MetadataResponseBroker_v1(buf, pos)
+            ap_brokers(e_brokers)
+        o.brokers = l_brokers
     o.controller_id, = _U_i(buf, pos)
     pos += 4
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[MetadataResponse.MetadataResponseTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponseTopic_v1(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_MetadataResponseTopic_v1(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Response_MetadataResponseBroker_v1(o, out):
+def _e_Response_MetadataResponseBroker_v1(o: MetadataResponse.MetadataResponseBroker, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.node_id))
     ap(_e_str(o.host))
@@ -851,44 +863,47 @@ def _e_Response_MetadataResponseBroker_v1(o, out):
     ap(_e_nstr(o.rack))
 
 
-def _e_Response_MetadataResponseTopic_v1(o, out):
+def _e_Response_MetadataResponseTopic_v1(o: MetadataResponse.MetadataResponseTopic, out: list[_Bytes]) -> None:
     ap = out.append
     if o.topic_authorized_operations != -2147483648:
         raise _UnsupportedVersionError('attempted to write a non-default topic_authorized_operations at version 1')
     ap(_P_h(o.error_code))
-    ap(_e_str(o.name))
+    x_name = o.name
+    if x_name is None:
+        raise ValueError('non-nullable field name is None')
+    ap(_e_str(x_name))
     ap(_P_z(o.is_internal))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponsePartition_v0(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_MetadataResponsePartition_v0(e_partitions, out)
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: MetadataResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.cluster_authorized_operations != -2147483648:
         raise _UnsupportedVersionError('attempted to write a non-default cluster_authorized_operations at version 1')
-    l = o.brokers
-    if l is None:
+    l_brokers = o.brokers
+    if l_brokers is None:
         raise ValueError('non-nullable field brokers is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponseBroker_v1(e, out)
+        ap(_P_i(len(l_brokers)))
+        for e_brokers in l_brokers:
+            _e_Response_MetadataResponseBroker_v1(e_brokers, out)
     ap(_P_i(o.controller_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponseTopic_v1(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_MetadataResponseTopic_v1(e_topics, out)
 
 
-def _d_Response_v2(buf, pos):
+def _d_Response_v2(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms = 0
     o.cluster_authorized_operations = -2147483648
@@ -897,12 +912,12 @@ def _d_Response_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field brokers is null')
     else:
-        l = []
-        ap = l.append
+        l_brokers: list[MetadataResponse.MetadataResponseBroker] = []
+        ap_brokers = l_brokers.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponseBroker_v1(buf, pos)
-            ap(e)
-        o.brokers = l
+            e_brokers, pos = _d_Response_MetadataResponseBroker_v1(buf, pos)
+            ap_brokers(e_brokers)
+        o.brokers = l_brokers
     o.cluster_id, pos = _r_nstr(buf, pos)
     o.controller_id, = _U_i(buf, pos)
     pos += 4
@@ -910,54 +925,57 @@ def _d_Response_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[MetadataResponse.MetadataResponseTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponseTopic_v1(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_MetadataResponseTopic_v1(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Response_MetadataResponseTopic_v2(o, out):
+def _e_Response_MetadataResponseTopic_v2(o: MetadataResponse.MetadataResponseTopic, out: list[_Bytes]) -> None:
     ap = out.append
     if o.topic_authorized_operations != -2147483648:
         raise _UnsupportedVersionError('attempted to write a non-default topic_authorized_operations at version 2')
     ap(_P_h(o.error_code))
-    ap(_e_str(o.name))
+    x_name = o.name
+    if x_name is None:
+        raise ValueError('non-nullable field name is None')
+    ap(_e_str(x_name))
     ap(_P_z(o.is_internal))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponsePartition_v0(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_MetadataResponsePartition_v0(e_partitions, out)
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: MetadataResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.cluster_authorized_operations != -2147483648:
         raise _UnsupportedVersionError('attempted to write a non-default cluster_authorized_operations at version 2')
-    l = o.brokers
-    if l is None:
+    l_brokers = o.brokers
+    if l_brokers is None:
         raise ValueError('non-nullable field brokers is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponseBroker_v1(e, out)
+        ap(_P_i(len(l_brokers)))
+        for e_brokers in l_brokers:
+            _e_Response_MetadataResponseBroker_v1(e_brokers, out)
     ap(_e_nstr(o.cluster_id))
     ap(_P_i(o.controller_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponseTopic_v2(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_MetadataResponseTopic_v2(e_topics, out)
 
 
-def _d_Response_v3(buf, pos):
+def _d_Response_v3(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     o = _new(_C_Response)
     o.cluster_authorized_operations = -2147483648
     o.error_code = 0
@@ -967,12 +985,12 @@ def _d_Response_v3(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field brokers is null')
     else:
-        l = []
-        ap = l.append
+        l_brokers: list[MetadataResponse.MetadataResponseBroker] = []
+        ap_brokers = l_brokers.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponseBroker_v1(buf, pos)
-            ap(e)
-        o.brokers = l
+            e_brokers, pos = _d_Response_MetadataResponseBroker_v1(buf, pos)
+            ap_brokers(e_brokers)
+        o.brokers = l_brokers
     o.cluster_id, pos = _r_nstr(buf, pos)
     o.controller_id, = _U_i(buf, pos)
     pos += 4
@@ -980,94 +998,100 @@ def _d_Response_v3(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[MetadataResponse.MetadataResponseTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponseTopic_v1(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_MetadataResponseTopic_v1(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Response_MetadataResponseTopic_v3(o, out):
+def _e_Response_MetadataResponseTopic_v3(o: MetadataResponse.MetadataResponseTopic, out: list[_Bytes]) -> None:
     ap = out.append
     if o.topic_authorized_operations != -2147483648:
         raise _UnsupportedVersionError('attempted to write a non-default topic_authorized_operations at version 3')
     ap(_P_h(o.error_code))
-    ap(_e_str(o.name))
+    x_name = o.name
+    if x_name is None:
+        raise ValueError('non-nullable field name is None')
+    ap(_e_str(x_name))
     ap(_P_z(o.is_internal))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponsePartition_v0(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_MetadataResponsePartition_v0(e_partitions, out)
 
 
-def _e_Response_v3(o, out):
+def _e_Response_v3(o: MetadataResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.cluster_authorized_operations != -2147483648:
         raise _UnsupportedVersionError('attempted to write a non-default cluster_authorized_operations at version 3')
     ap(_P_i(o.throttle_time_ms))
-    l = o.brokers
-    if l is None:
+    l_brokers = o.brokers
+    if l_brokers is None:
         raise ValueError('non-nullable field brokers is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponseBroker_v1(e, out)
+        ap(_P_i(len(l_brokers)))
+        for e_brokers in l_brokers:
+            _e_Response_MetadataResponseBroker_v1(e_brokers, out)
     ap(_e_nstr(o.cluster_id))
     ap(_P_i(o.controller_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponseTopic_v3(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_MetadataResponseTopic_v3(e_topics, out)
 
 
-def _e_Response_MetadataResponseTopic_v4(o, out):
+def _e_Response_MetadataResponseTopic_v4(o: MetadataResponse.MetadataResponseTopic, out: list[_Bytes]) -> None:
     ap = out.append
     if o.topic_authorized_operations != -2147483648:
         raise _UnsupportedVersionError('attempted to write a non-default topic_authorized_operations at version 4')
     ap(_P_h(o.error_code))
-    ap(_e_str(o.name))
+    x_name = o.name
+    if x_name is None:
+        raise ValueError('non-nullable field name is None')
+    ap(_e_str(x_name))
     ap(_P_z(o.is_internal))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponsePartition_v0(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_MetadataResponsePartition_v0(e_partitions, out)
 
 
-def _e_Response_v4(o, out):
+def _e_Response_v4(o: MetadataResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.cluster_authorized_operations != -2147483648:
         raise _UnsupportedVersionError('attempted to write a non-default cluster_authorized_operations at version 4')
     ap(_P_i(o.throttle_time_ms))
-    l = o.brokers
-    if l is None:
+    l_brokers = o.brokers
+    if l_brokers is None:
         raise ValueError('non-nullable field brokers is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponseBroker_v1(e, out)
+        ap(_P_i(len(l_brokers)))
+        for e_brokers in l_brokers:
+            _e_Response_MetadataResponseBroker_v1(e_brokers, out)
     ap(_e_nstr(o.cluster_id))
     ap(_P_i(o.controller_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponseTopic_v4(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_MetadataResponseTopic_v4(e_topics, out)
 
 
-def _d_Response_MetadataResponsePartition_v5(buf, pos):
+def _d_Response_MetadataResponsePartition_v5(buf: memoryview, pos: int) -> tuple[MetadataResponse.MetadataResponseTopic.MetadataResponsePartition, int]:
     o = _new(_C_Response_MetadataResponsePartition)
     o.leader_epoch = -1
     o.error_code, o.partition_index, o.leader_id = _U_hii(buf, pos)
@@ -1090,7 +1114,7 @@ def _d_Response_MetadataResponsePartition_v5(buf, pos):
     return o, pos
 
 
-def _d_Response_MetadataResponseTopic_v5(buf, pos):
+def _d_Response_MetadataResponseTopic_v5(buf: memoryview, pos: int) -> tuple[MetadataResponse.MetadataResponseTopic, int]:
     o = _new(_C_Response_MetadataResponseTopic)
     o.topic_id = _ZERO_UUID
     o.topic_authorized_operations = -2147483648
@@ -1103,16 +1127,16 @@ def _d_Response_MetadataResponseTopic_v5(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[MetadataResponse.MetadataResponseTopic.MetadataResponsePartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponsePartition_v5(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_MetadataResponsePartition_v5(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Response_v5(buf, pos):
+def _d_Response_v5(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     o = _new(_C_Response)
     o.cluster_authorized_operations = -2147483648
     o.error_code = 0
@@ -1122,12 +1146,12 @@ def _d_Response_v5(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field brokers is null')
     else:
-        l = []
-        ap = l.append
+        l_brokers: list[MetadataResponse.MetadataResponseBroker] = []
+        ap_brokers = l_brokers.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponseBroker_v1(buf, pos)
-            ap(e)
-        o.brokers = l
+            e_brokers, pos = _d_Response_MetadataResponseBroker_v1(buf, pos)
+            ap_brokers(e_brokers)
+        o.brokers = l_brokers
     o.cluster_id, pos = _r_nstr(buf, pos)
     o.controller_id, = _U_i(buf, pos)
     pos += 4
@@ -1135,117 +1159,123 @@ def _d_Response_v5(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[MetadataResponse.MetadataResponseTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponseTopic_v5(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_MetadataResponseTopic_v5(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Response_MetadataResponsePartition_v5(o, out):
+def _e_Response_MetadataResponsePartition_v5(o: MetadataResponse.MetadataResponseTopic.MetadataResponsePartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_hii(o.error_code, o.partition_index, o.leader_id))
-    l = o.replica_nodes
-    if l is None:
+    l_replica_nodes = o.replica_nodes
+    if l_replica_nodes is None:
         raise ValueError('non-nullable field replica_nodes is None')
     else:
-        ap(_P_i(len(l)))
-        ap(_e_fixed(l, 'i'))
-    l = o.isr_nodes
-    if l is None:
+        ap(_P_i(len(l_replica_nodes)))
+        ap(_e_fixed(l_replica_nodes, 'i'))
+    l_isr_nodes = o.isr_nodes
+    if l_isr_nodes is None:
         raise ValueError('non-nullable field isr_nodes is None')
     else:
-        ap(_P_i(len(l)))
-        ap(_e_fixed(l, 'i'))
-    l = o.offline_replicas
-    if l is None:
+        ap(_P_i(len(l_isr_nodes)))
+        ap(_e_fixed(l_isr_nodes, 'i'))
+    l_offline_replicas = o.offline_replicas
+    if l_offline_replicas is None:
         raise ValueError('non-nullable field offline_replicas is None')
     else:
-        ap(_P_i(len(l)))
-        ap(_e_fixed(l, 'i'))
+        ap(_P_i(len(l_offline_replicas)))
+        ap(_e_fixed(l_offline_replicas, 'i'))
 
 
-def _e_Response_MetadataResponseTopic_v5(o, out):
+def _e_Response_MetadataResponseTopic_v5(o: MetadataResponse.MetadataResponseTopic, out: list[_Bytes]) -> None:
     ap = out.append
     if o.topic_authorized_operations != -2147483648:
         raise _UnsupportedVersionError('attempted to write a non-default topic_authorized_operations at version 5')
     ap(_P_h(o.error_code))
-    ap(_e_str(o.name))
+    x_name = o.name
+    if x_name is None:
+        raise ValueError('non-nullable field name is None')
+    ap(_e_str(x_name))
     ap(_P_z(o.is_internal))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponsePartition_v5(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_MetadataResponsePartition_v5(e_partitions, out)
 
 
-def _e_Response_v5(o, out):
+def _e_Response_v5(o: MetadataResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.cluster_authorized_operations != -2147483648:
         raise _UnsupportedVersionError('attempted to write a non-default cluster_authorized_operations at version 5')
     ap(_P_i(o.throttle_time_ms))
-    l = o.brokers
-    if l is None:
+    l_brokers = o.brokers
+    if l_brokers is None:
         raise ValueError('non-nullable field brokers is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponseBroker_v1(e, out)
+        ap(_P_i(len(l_brokers)))
+        for e_brokers in l_brokers:
+            _e_Response_MetadataResponseBroker_v1(e_brokers, out)
     ap(_e_nstr(o.cluster_id))
     ap(_P_i(o.controller_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponseTopic_v5(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_MetadataResponseTopic_v5(e_topics, out)
 
 
-def _e_Response_MetadataResponseTopic_v6(o, out):
+def _e_Response_MetadataResponseTopic_v6(o: MetadataResponse.MetadataResponseTopic, out: list[_Bytes]) -> None:
     ap = out.append
     if o.topic_authorized_operations != -2147483648:
         raise _UnsupportedVersionError('attempted to write a non-default topic_authorized_operations at version 6')
     ap(_P_h(o.error_code))
-    ap(_e_str(o.name))
+    x_name = o.name
+    if x_name is None:
+        raise ValueError('non-nullable field name is None')
+    ap(_e_str(x_name))
     ap(_P_z(o.is_internal))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponsePartition_v5(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_MetadataResponsePartition_v5(e_partitions, out)
 
 
-def _e_Response_v6(o, out):
+def _e_Response_v6(o: MetadataResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.cluster_authorized_operations != -2147483648:
         raise _UnsupportedVersionError('attempted to write a non-default cluster_authorized_operations at version 6')
     ap(_P_i(o.throttle_time_ms))
-    l = o.brokers
-    if l is None:
+    l_brokers = o.brokers
+    if l_brokers is None:
         raise ValueError('non-nullable field brokers is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponseBroker_v1(e, out)
+        ap(_P_i(len(l_brokers)))
+        for e_brokers in l_brokers:
+            _e_Response_MetadataResponseBroker_v1(e_brokers, out)
     ap(_e_nstr(o.cluster_id))
     ap(_P_i(o.controller_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponseTopic_v6(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_MetadataResponseTopic_v6(e_topics, out)
 
 
-def _d_Response_MetadataResponsePartition_v7(buf, pos):
+def _d_Response_MetadataResponsePartition_v7(buf: memoryview, pos: int) -> tuple[MetadataResponse.MetadataResponseTopic.MetadataResponsePartition, int]:
     o = _new(_C_Response_MetadataResponsePartition)
     o.error_code, o.partition_index, o.leader_id, o.leader_epoch = _U_hiii(buf, pos)
     pos += 14
@@ -1267,7 +1297,7 @@ def _d_Response_MetadataResponsePartition_v7(buf, pos):
     return o, pos
 
 
-def _d_Response_MetadataResponseTopic_v7(buf, pos):
+def _d_Response_MetadataResponseTopic_v7(buf: memoryview, pos: int) -> tuple[MetadataResponse.MetadataResponseTopic, int]:
     o = _new(_C_Response_MetadataResponseTopic)
     o.topic_id = _ZERO_UUID
     o.topic_authorized_operations = -2147483648
@@ -1280,16 +1310,16 @@ def _d_Response_MetadataResponseTopic_v7(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[MetadataResponse.MetadataResponseTopic.MetadataResponsePartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponsePartition_v7(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_MetadataResponsePartition_v7(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Response_v7(buf, pos):
+def _d_Response_v7(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     o = _new(_C_Response)
     o.cluster_authorized_operations = -2147483648
     o.error_code = 0
@@ -1299,12 +1329,12 @@ def _d_Response_v7(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field brokers is null')
     else:
-        l = []
-        ap = l.append
+        l_brokers: list[MetadataResponse.MetadataResponseBroker] = []
+        ap_brokers = l_brokers.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponseBroker_v1(buf, pos)
-            ap(e)
-        o.brokers = l
+            e_brokers, pos = _d_Response_MetadataResponseBroker_v1(buf, pos)
+            ap_brokers(e_brokers)
+        o.brokers = l_brokers
     o.cluster_id, pos = _r_nstr(buf, pos)
     o.controller_id, = _U_i(buf, pos)
     pos += 4
@@ -1312,78 +1342,81 @@ def _d_Response_v7(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[MetadataResponse.MetadataResponseTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponseTopic_v7(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_MetadataResponseTopic_v7(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Response_MetadataResponsePartition_v7(o, out):
+def _e_Response_MetadataResponsePartition_v7(o: MetadataResponse.MetadataResponseTopic.MetadataResponsePartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_hiii(o.error_code, o.partition_index, o.leader_id, o.leader_epoch))
-    l = o.replica_nodes
-    if l is None:
+    l_replica_nodes = o.replica_nodes
+    if l_replica_nodes is None:
         raise ValueError('non-nullable field replica_nodes is None')
     else:
-        ap(_P_i(len(l)))
-        ap(_e_fixed(l, 'i'))
-    l = o.isr_nodes
-    if l is None:
+        ap(_P_i(len(l_replica_nodes)))
+        ap(_e_fixed(l_replica_nodes, 'i'))
+    l_isr_nodes = o.isr_nodes
+    if l_isr_nodes is None:
         raise ValueError('non-nullable field isr_nodes is None')
     else:
-        ap(_P_i(len(l)))
-        ap(_e_fixed(l, 'i'))
-    l = o.offline_replicas
-    if l is None:
+        ap(_P_i(len(l_isr_nodes)))
+        ap(_e_fixed(l_isr_nodes, 'i'))
+    l_offline_replicas = o.offline_replicas
+    if l_offline_replicas is None:
         raise ValueError('non-nullable field offline_replicas is None')
     else:
-        ap(_P_i(len(l)))
-        ap(_e_fixed(l, 'i'))
+        ap(_P_i(len(l_offline_replicas)))
+        ap(_e_fixed(l_offline_replicas, 'i'))
 
 
-def _e_Response_MetadataResponseTopic_v7(o, out):
+def _e_Response_MetadataResponseTopic_v7(o: MetadataResponse.MetadataResponseTopic, out: list[_Bytes]) -> None:
     ap = out.append
     if o.topic_authorized_operations != -2147483648:
         raise _UnsupportedVersionError('attempted to write a non-default topic_authorized_operations at version 7')
     ap(_P_h(o.error_code))
-    ap(_e_str(o.name))
+    x_name = o.name
+    if x_name is None:
+        raise ValueError('non-nullable field name is None')
+    ap(_e_str(x_name))
     ap(_P_z(o.is_internal))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponsePartition_v7(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_MetadataResponsePartition_v7(e_partitions, out)
 
 
-def _e_Response_v7(o, out):
+def _e_Response_v7(o: MetadataResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.cluster_authorized_operations != -2147483648:
         raise _UnsupportedVersionError('attempted to write a non-default cluster_authorized_operations at version 7')
     ap(_P_i(o.throttle_time_ms))
-    l = o.brokers
-    if l is None:
+    l_brokers = o.brokers
+    if l_brokers is None:
         raise ValueError('non-nullable field brokers is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponseBroker_v1(e, out)
+        ap(_P_i(len(l_brokers)))
+        for e_brokers in l_brokers:
+            _e_Response_MetadataResponseBroker_v1(e_brokers, out)
     ap(_e_nstr(o.cluster_id))
     ap(_P_i(o.controller_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponseTopic_v7(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_MetadataResponseTopic_v7(e_topics, out)
 
 
-def _d_Response_MetadataResponseTopic_v8(buf, pos):
+def _d_Response_MetadataResponseTopic_v8(buf: memoryview, pos: int) -> tuple[MetadataResponse.MetadataResponseTopic, int]:
     o = _new(_C_Response_MetadataResponseTopic)
     o.topic_id = _ZERO_UUID
     o.error_code, = _U_h(buf, pos)
@@ -1395,18 +1428,18 @@ def _d_Response_MetadataResponseTopic_v8(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[MetadataResponse.MetadataResponseTopic.MetadataResponsePartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponsePartition_v7(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_MetadataResponsePartition_v7(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     o.topic_authorized_operations, = _U_i(buf, pos)
     pos += 4
     return o, pos
 
 
-def _d_Response_v8(buf, pos):
+def _d_Response_v8(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     o = _new(_C_Response)
     o.error_code = 0
     o.throttle_time_ms, = _U_i(buf, pos)
@@ -1415,12 +1448,12 @@ def _d_Response_v8(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field brokers is null')
     else:
-        l = []
-        ap = l.append
+        l_brokers: list[MetadataResponse.MetadataResponseBroker] = []
+        ap_brokers = l_brokers.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponseBroker_v1(buf, pos)
-            ap(e)
-        o.brokers = l
+            e_brokers, pos = _d_Response_MetadataResponseBroker_v1(buf, pos)
+            ap_brokers(e_brokers)
+        o.brokers = l_brokers
     o.cluster_id, pos = _r_nstr(buf, pos)
     o.controller_id, = _U_i(buf, pos)
     pos += 4
@@ -1428,55 +1461,58 @@ def _d_Response_v8(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[MetadataResponse.MetadataResponseTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponseTopic_v8(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_MetadataResponseTopic_v8(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.cluster_authorized_operations, = _U_i(buf, pos)
     pos += 4
     return o, pos
 
 
-def _e_Response_MetadataResponseTopic_v8(o, out):
+def _e_Response_MetadataResponseTopic_v8(o: MetadataResponse.MetadataResponseTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
-    ap(_e_str(o.name))
+    x_name = o.name
+    if x_name is None:
+        raise ValueError('non-nullable field name is None')
+    ap(_e_str(x_name))
     ap(_P_z(o.is_internal))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponsePartition_v7(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_MetadataResponsePartition_v7(e_partitions, out)
     ap(_P_i(o.topic_authorized_operations))
 
 
-def _e_Response_v8(o, out):
+def _e_Response_v8(o: MetadataResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.brokers
-    if l is None:
+    l_brokers = o.brokers
+    if l_brokers is None:
         raise ValueError('non-nullable field brokers is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponseBroker_v1(e, out)
+        ap(_P_i(len(l_brokers)))
+        for e_brokers in l_brokers:
+            _e_Response_MetadataResponseBroker_v1(e_brokers, out)
     ap(_e_nstr(o.cluster_id))
     ap(_P_i(o.controller_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_MetadataResponseTopic_v8(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_MetadataResponseTopic_v8(e_topics, out)
     ap(_P_i(o.cluster_authorized_operations))
 
 
-def _d_Response_MetadataResponseBroker_v9(buf, pos):
+def _d_Response_MetadataResponseBroker_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse.MetadataResponseBroker, int]:
     o = _new(_C_Response_MetadataResponseBroker)
     o.node_id, = _U_i(buf, pos)
     pos += 4
@@ -1491,7 +1527,7 @@ def _d_Response_MetadataResponseBroker_v9(buf, pos):
     return o, pos
 
 
-def _d_Response_MetadataResponsePartition_v9(buf, pos):
+def _d_Response_MetadataResponsePartition_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse.MetadataResponseTopic.MetadataResponsePartition, int]:
     o = _new(_C_Response_MetadataResponsePartition)
     o.error_code, o.partition_index, o.leader_id, o.leader_epoch = _U_hiii(buf, pos)
     pos += 14
@@ -1517,7 +1553,7 @@ def _d_Response_MetadataResponsePartition_v9(buf, pos):
     return o, pos
 
 
-def _d_Response_MetadataResponseTopic_v9(buf, pos):
+def _d_Response_MetadataResponseTopic_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse.MetadataResponseTopic, int]:
     o = _new(_C_Response_MetadataResponseTopic)
     o.topic_id = _ZERO_UUID
     o.error_code, = _U_h(buf, pos)
@@ -1529,12 +1565,12 @@ def _d_Response_MetadataResponseTopic_v9(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[MetadataResponse.MetadataResponseTopic.MetadataResponsePartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponsePartition_v9(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_MetadataResponsePartition_v9(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     o.topic_authorized_operations, = _U_i(buf, pos)
     pos += 4
     if buf[pos]:
@@ -1544,7 +1580,7 @@ def _d_Response_MetadataResponseTopic_v9(buf, pos):
     return o, pos
 
 
-def _d_Response_v9(buf, pos):
+def _d_Response_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     o = _new(_C_Response)
     o.error_code = 0
     o.throttle_time_ms, = _U_i(buf, pos)
@@ -1553,12 +1589,12 @@ def _d_Response_v9(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field brokers is null')
     else:
-        l = []
-        ap = l.append
+        l_brokers: list[MetadataResponse.MetadataResponseBroker] = []
+        ap_brokers = l_brokers.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponseBroker_v9(buf, pos)
-            ap(e)
-        o.brokers = l
+            e_brokers, pos = _d_Response_MetadataResponseBroker_v9(buf, pos)
+            ap_brokers(e_brokers)
+        o.brokers = l_brokers
     o.cluster_id, pos = _r_cnstr(buf, pos)
     o.controller_id, = _U_i(buf, pos)
     pos += 4
@@ -1566,12 +1602,12 @@ def _d_Response_v9(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[MetadataResponse.MetadataResponseTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponseTopic_v9(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_MetadataResponseTopic_v9(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.cluster_authorized_operations, = _U_i(buf, pos)
     pos += 4
     if buf[pos]:
@@ -1581,7 +1617,7 @@ def _d_Response_v9(buf, pos):
     return o, pos
 
 
-def _e_Response_MetadataResponseBroker_v9(o, out):
+def _e_Response_MetadataResponseBroker_v9(o: MetadataResponse.MetadataResponseBroker, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.node_id))
     ap(_e_cstr(o.host))
@@ -1590,70 +1626,73 @@ def _e_Response_MetadataResponseBroker_v9(o, out):
     ap(b'\x00')
 
 
-def _e_Response_MetadataResponsePartition_v9(o, out):
+def _e_Response_MetadataResponsePartition_v9(o: MetadataResponse.MetadataResponseTopic.MetadataResponsePartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_hiii(o.error_code, o.partition_index, o.leader_id, o.leader_epoch))
-    l = o.replica_nodes
-    if l is None:
+    l_replica_nodes = o.replica_nodes
+    if l_replica_nodes is None:
         raise ValueError('non-nullable field replica_nodes is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
-    l = o.isr_nodes
-    if l is None:
+        ap(_uv(len(l_replica_nodes) + 1))
+        ap(_e_fixed(l_replica_nodes, 'i'))
+    l_isr_nodes = o.isr_nodes
+    if l_isr_nodes is None:
         raise ValueError('non-nullable field isr_nodes is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
-    l = o.offline_replicas
-    if l is None:
+        ap(_uv(len(l_isr_nodes) + 1))
+        ap(_e_fixed(l_isr_nodes, 'i'))
+    l_offline_replicas = o.offline_replicas
+    if l_offline_replicas is None:
         raise ValueError('non-nullable field offline_replicas is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
+        ap(_uv(len(l_offline_replicas) + 1))
+        ap(_e_fixed(l_offline_replicas, 'i'))
     ap(b'\x00')
 
 
-def _e_Response_MetadataResponseTopic_v9(o, out):
+def _e_Response_MetadataResponseTopic_v9(o: MetadataResponse.MetadataResponseTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
-    ap(_e_cstr(o.name))
+    x_name = o.name
+    if x_name is None:
+        raise ValueError('non-nullable field name is None')
+    ap(_e_cstr(x_name))
     ap(_P_z(o.is_internal))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_MetadataResponsePartition_v9(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_MetadataResponsePartition_v9(e_partitions, out)
     ap(_P_i(o.topic_authorized_operations))
     ap(b'\x00')
 
 
-def _e_Response_v9(o, out):
+def _e_Response_v9(o: MetadataResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.brokers
-    if l is None:
+    l_brokers = o.brokers
+    if l_brokers is None:
         raise ValueError('non-nullable field brokers is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_MetadataResponseBroker_v9(e, out)
+        ap(_uv(len(l_brokers) + 1))
+        for e_brokers in l_brokers:
+            _e_Response_MetadataResponseBroker_v9(e_brokers, out)
     ap(_e_cnstr(o.cluster_id))
     ap(_P_i(o.controller_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_MetadataResponseTopic_v9(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_MetadataResponseTopic_v9(e_topics, out)
     ap(_P_i(o.cluster_authorized_operations))
     ap(b'\x00')
 
 
-def _d_Response_MetadataResponseTopic_v10(buf, pos):
+def _d_Response_MetadataResponseTopic_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse.MetadataResponseTopic, int]:
     o = _new(_C_Response_MetadataResponseTopic)
     o.error_code, = _U_h(buf, pos)
     pos += 2
@@ -1665,12 +1704,12 @@ def _d_Response_MetadataResponseTopic_v10(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[MetadataResponse.MetadataResponseTopic.MetadataResponsePartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponsePartition_v9(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_MetadataResponsePartition_v9(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     o.topic_authorized_operations, = _U_i(buf, pos)
     pos += 4
     if buf[pos]:
@@ -1680,7 +1719,7 @@ def _d_Response_MetadataResponseTopic_v10(buf, pos):
     return o, pos
 
 
-def _d_Response_v10(buf, pos):
+def _d_Response_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     o = _new(_C_Response)
     o.error_code = 0
     o.throttle_time_ms, = _U_i(buf, pos)
@@ -1689,12 +1728,12 @@ def _d_Response_v10(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field brokers is null')
     else:
-        l = []
-        ap = l.append
+        l_brokers: list[MetadataResponse.MetadataResponseBroker] = []
+        ap_brokers = l_brokers.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponseBroker_v9(buf, pos)
-            ap(e)
-        o.brokers = l
+            e_brokers, pos = _d_Response_MetadataResponseBroker_v9(buf, pos)
+            ap_brokers(e_brokers)
+        o.brokers = l_brokers
     o.cluster_id, pos = _r_cnstr(buf, pos)
     o.controller_id, = _U_i(buf, pos)
     pos += 4
@@ -1702,12 +1741,12 @@ def _d_Response_v10(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[MetadataResponse.MetadataResponseTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponseTopic_v10(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_MetadataResponseTopic_v10(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.cluster_authorized_operations, = _U_i(buf, pos)
     pos += 4
     if buf[pos]:
@@ -1717,47 +1756,50 @@ def _d_Response_v10(buf, pos):
     return o, pos
 
 
-def _e_Response_MetadataResponseTopic_v10(o, out):
+def _e_Response_MetadataResponseTopic_v10(o: MetadataResponse.MetadataResponseTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
-    ap(_e_cstr(o.name))
+    x_name = o.name
+    if x_name is None:
+        raise ValueError('non-nullable field name is None')
+    ap(_e_cstr(x_name))
     ap(o.topic_id.bytes)
     ap(_P_z(o.is_internal))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_MetadataResponsePartition_v9(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_MetadataResponsePartition_v9(e_partitions, out)
     ap(_P_i(o.topic_authorized_operations))
     ap(b'\x00')
 
 
-def _e_Response_v10(o, out):
+def _e_Response_v10(o: MetadataResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.brokers
-    if l is None:
+    l_brokers = o.brokers
+    if l_brokers is None:
         raise ValueError('non-nullable field brokers is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_MetadataResponseBroker_v9(e, out)
+        ap(_uv(len(l_brokers) + 1))
+        for e_brokers in l_brokers:
+            _e_Response_MetadataResponseBroker_v9(e_brokers, out)
     ap(_e_cnstr(o.cluster_id))
     ap(_P_i(o.controller_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_MetadataResponseTopic_v10(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_MetadataResponseTopic_v10(e_topics, out)
     ap(_P_i(o.cluster_authorized_operations))
     ap(b'\x00')
 
 
-def _d_Response_v11(buf, pos):
+def _d_Response_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     o = _new(_C_Response)
     o.cluster_authorized_operations = -2147483648
     o.error_code = 0
@@ -1767,12 +1809,12 @@ def _d_Response_v11(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field brokers is null')
     else:
-        l = []
-        ap = l.append
+        l_brokers: list[MetadataResponse.MetadataResponseBroker] = []
+        ap_brokers = l_brokers.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponseBroker_v9(buf, pos)
-            ap(e)
-        o.brokers = l
+            e_brokers, pos = _d_Response_MetadataResponseBroker_v9(buf, pos)
+            ap_brokers(e_brokers)
+        o.brokers = l_brokers
     o.cluster_id, pos = _r_cnstr(buf, pos)
     o.controller_id, = _U_i(buf, pos)
     pos += 4
@@ -1780,12 +1822,12 @@ def _d_Response_v11(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[MetadataResponse.MetadataResponseTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponseTopic_v10(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_MetadataResponseTopic_v10(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -1793,31 +1835,31 @@ def _d_Response_v11(buf, pos):
     return o, pos
 
 
-def _e_Response_v11(o, out):
+def _e_Response_v11(o: MetadataResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.cluster_authorized_operations != -2147483648:
         raise _UnsupportedVersionError('attempted to write a non-default cluster_authorized_operations at version 11')
     ap(_P_i(o.throttle_time_ms))
-    l = o.brokers
-    if l is None:
+    l_brokers = o.brokers
+    if l_brokers is None:
         raise ValueError('non-nullable field brokers is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_MetadataResponseBroker_v9(e, out)
+        ap(_uv(len(l_brokers) + 1))
+        for e_brokers in l_brokers:
+            _e_Response_MetadataResponseBroker_v9(e_brokers, out)
     ap(_e_cnstr(o.cluster_id))
     ap(_P_i(o.controller_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_MetadataResponseTopic_v10(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_MetadataResponseTopic_v10(e_topics, out)
     ap(b'\x00')
 
 
-def _d_Response_MetadataResponseTopic_v12(buf, pos):
+def _d_Response_MetadataResponseTopic_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse.MetadataResponseTopic, int]:
     o = _new(_C_Response_MetadataResponseTopic)
     o.error_code, = _U_h(buf, pos)
     pos += 2
@@ -1829,12 +1871,12 @@ def _d_Response_MetadataResponseTopic_v12(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[MetadataResponse.MetadataResponseTopic.MetadataResponsePartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponsePartition_v9(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_MetadataResponsePartition_v9(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     o.topic_authorized_operations, = _U_i(buf, pos)
     pos += 4
     if buf[pos]:
@@ -1844,7 +1886,7 @@ def _d_Response_MetadataResponseTopic_v12(buf, pos):
     return o, pos
 
 
-def _d_Response_v12(buf, pos):
+def _d_Response_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     o = _new(_C_Response)
     o.cluster_authorized_operations = -2147483648
     o.error_code = 0
@@ -1854,12 +1896,12 @@ def _d_Response_v12(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field brokers is null')
     else:
-        l = []
-        ap = l.append
+        l_brokers: list[MetadataResponse.MetadataResponseBroker] = []
+        ap_brokers = l_brokers.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponseBroker_v9(buf, pos)
-            ap(e)
-        o.brokers = l
+            e_brokers, pos = _d_Response_MetadataResponseBroker_v9(buf, pos)
+            ap_brokers(e_brokers)
+        o.brokers = l_brokers
     o.cluster_id, pos = _r_cnstr(buf, pos)
     o.controller_id, = _U_i(buf, pos)
     pos += 4
@@ -1867,12 +1909,12 @@ def _d_Response_v12(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[MetadataResponse.MetadataResponseTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponseTopic_v12(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_MetadataResponseTopic_v12(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -1880,48 +1922,48 @@ def _d_Response_v12(buf, pos):
     return o, pos
 
 
-def _e_Response_MetadataResponseTopic_v12(o, out):
+def _e_Response_MetadataResponseTopic_v12(o: MetadataResponse.MetadataResponseTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_cnstr(o.name))
     ap(o.topic_id.bytes)
     ap(_P_z(o.is_internal))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_MetadataResponsePartition_v9(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_MetadataResponsePartition_v9(e_partitions, out)
     ap(_P_i(o.topic_authorized_operations))
     ap(b'\x00')
 
 
-def _e_Response_v12(o, out):
+def _e_Response_v12(o: MetadataResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.cluster_authorized_operations != -2147483648:
         raise _UnsupportedVersionError('attempted to write a non-default cluster_authorized_operations at version 12')
     ap(_P_i(o.throttle_time_ms))
-    l = o.brokers
-    if l is None:
+    l_brokers = o.brokers
+    if l_brokers is None:
         raise ValueError('non-nullable field brokers is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_MetadataResponseBroker_v9(e, out)
+        ap(_uv(len(l_brokers) + 1))
+        for e_brokers in l_brokers:
+            _e_Response_MetadataResponseBroker_v9(e_brokers, out)
     ap(_e_cnstr(o.cluster_id))
     ap(_P_i(o.controller_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_MetadataResponseTopic_v12(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_MetadataResponseTopic_v12(e_topics, out)
     ap(b'\x00')
 
 
-def _d_Response_v13(buf, pos):
+def _d_Response_v13(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     o = _new(_C_Response)
     o.cluster_authorized_operations = -2147483648
     o.throttle_time_ms, = _U_i(buf, pos)
@@ -1930,12 +1972,12 @@ def _d_Response_v13(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field brokers is null')
     else:
-        l = []
-        ap = l.append
+        l_brokers: list[MetadataResponse.MetadataResponseBroker] = []
+        ap_brokers = l_brokers.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponseBroker_v9(buf, pos)
-            ap(e)
-        o.brokers = l
+            e_brokers, pos = _d_Response_MetadataResponseBroker_v9(buf, pos)
+            ap_brokers(e_brokers)
+        o.brokers = l_brokers
     o.cluster_id, pos = _r_cnstr(buf, pos)
     o.controller_id, = _U_i(buf, pos)
     pos += 4
@@ -1943,12 +1985,12 @@ def _d_Response_v13(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[MetadataResponse.MetadataResponseTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_MetadataResponseTopic_v12(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_MetadataResponseTopic_v12(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.error_code, = _U_h(buf, pos)
     pos += 2
     if buf[pos]:
@@ -1958,27 +2000,27 @@ def _d_Response_v13(buf, pos):
     return o, pos
 
 
-def _e_Response_v13(o, out):
+def _e_Response_v13(o: MetadataResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.cluster_authorized_operations != -2147483648:
         raise _UnsupportedVersionError('attempted to write a non-default cluster_authorized_operations at version 13')
     ap(_P_i(o.throttle_time_ms))
-    l = o.brokers
-    if l is None:
+    l_brokers = o.brokers
+    if l_brokers is None:
         raise ValueError('non-nullable field brokers is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_MetadataResponseBroker_v9(e, out)
+        ap(_uv(len(l_brokers) + 1))
+        for e_brokers in l_brokers:
+            _e_Response_MetadataResponseBroker_v9(e_brokers, out)
     ap(_e_cnstr(o.cluster_id))
     ap(_P_i(o.controller_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_MetadataResponseTopic_v12(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_MetadataResponseTopic_v12(e_topics, out)
     ap(_P_h(o.error_code))
     ap(b'\x00')
 

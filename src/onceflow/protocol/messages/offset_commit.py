@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -61,7 +64,67 @@ _P_q = _S('>q').pack
 __all__ = ['OffsetCommitRequest', 'OffsetCommitResponse']
 
 
-class OffsetCommitRequest(_Message):
+class OffsetCommitResponse(_Message):
+    """OffsetCommitResponse: API key 8, versions 2-10, flexible 8+.
+
+    Fields (versions):
+        throttle_time_ms: int32 (3+)
+        topics: []OffsetCommitResponseTopic (0+)
+    """
+
+    class OffsetCommitResponseTopic(_Struct):
+        """OffsetCommitResponseTopic
+
+        Fields (versions):
+            name: string (0-9)
+            topic_id: uuid (10+)
+            partitions: []OffsetCommitResponsePartition (0+)
+        """
+
+        class OffsetCommitResponsePartition(_Struct):
+            """OffsetCommitResponsePartition
+
+            Fields (versions):
+                partition_index: int32 (0+)
+                error_code: int16 (0+)
+            """
+
+            partition_index: int
+            error_code: int
+            __slots__ = ('partition_index', 'error_code')
+            _FIELDS = __slots__
+
+            def __init__(self, *, partition_index: int = 0, error_code: int = 0) -> None:
+                self.partition_index = partition_index
+                self.error_code = error_code
+
+        name: str
+        topic_id: _uuid.UUID
+        partitions: list[OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition]
+        __slots__ = ('name', 'topic_id', 'partitions')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partitions: list[OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition] | _Unset = _UNSET) -> None:
+            self.name = name
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is _UNSET else partitions
+
+    API_KEY = 8
+    API_NAME = 'OffsetCommit'
+    VALID_VERSIONS = (2, 10)
+    FLEXIBLE_MIN = 8
+    LATEST_VERSION_UNSTABLE = False
+    throttle_time_ms: int
+    topics: list[OffsetCommitResponse.OffsetCommitResponseTopic]
+    __slots__ = ('throttle_time_ms', 'topics')
+    _FIELDS = __slots__
+
+    def __init__(self, *, throttle_time_ms: int = 0, topics: list[OffsetCommitResponse.OffsetCommitResponseTopic] | _Unset = _UNSET) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is _UNSET else topics
+
+
+class OffsetCommitRequest(_Request[OffsetCommitResponse]):
     """OffsetCommitRequest: API key 8, versions 2-10, flexible 8+.
 
     Fields (versions):
@@ -101,7 +164,7 @@ class OffsetCommitRequest(_Message):
             __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'commit_timestamp', 'committed_metadata')
             _FIELDS = __slots__
 
-            def __init__(self, *, partition_index=0, committed_offset=0, committed_leader_epoch=-1, commit_timestamp=-1, committed_metadata=''):
+            def __init__(self, *, partition_index: int = 0, committed_offset: int = 0, committed_leader_epoch: int = -1, commit_timestamp: int = -1, committed_metadata: str | None = '') -> None:
                 self.partition_index = partition_index
                 self.committed_offset = committed_offset
                 self.committed_leader_epoch = committed_leader_epoch
@@ -114,7 +177,7 @@ class OffsetCommitRequest(_Message):
         __slots__ = ('name', 'topic_id', 'partitions')
         _FIELDS = __slots__
 
-        def __init__(self, *, name='', topic_id=_ZERO_UUID, partitions=_UNSET):
+        def __init__(self, *, name: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partitions: list[OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition] | _Unset = _UNSET) -> None:
             self.name = name
             self.topic_id = topic_id
             self.partitions = [] if partitions is _UNSET else partitions
@@ -133,72 +196,12 @@ class OffsetCommitRequest(_Message):
     __slots__ = ('group_id', 'generation_id_or_member_epoch', 'member_id', 'group_instance_id', 'retention_time_ms', 'topics')
     _FIELDS = __slots__
 
-    def __init__(self, *, group_id='', generation_id_or_member_epoch=-1, member_id='', group_instance_id=None, retention_time_ms=-1, topics=_UNSET):
+    def __init__(self, *, group_id: str = '', generation_id_or_member_epoch: int = -1, member_id: str = '', group_instance_id: str | None = None, retention_time_ms: int = -1, topics: list[OffsetCommitRequest.OffsetCommitRequestTopic] | _Unset = _UNSET) -> None:
         self.group_id = group_id
         self.generation_id_or_member_epoch = generation_id_or_member_epoch
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.retention_time_ms = retention_time_ms
-        self.topics = [] if topics is _UNSET else topics
-
-
-class OffsetCommitResponse(_Message):
-    """OffsetCommitResponse: API key 8, versions 2-10, flexible 8+.
-
-    Fields (versions):
-        throttle_time_ms: int32 (3+)
-        topics: []OffsetCommitResponseTopic (0+)
-    """
-
-    class OffsetCommitResponseTopic(_Struct):
-        """OffsetCommitResponseTopic
-
-        Fields (versions):
-            name: string (0-9)
-            topic_id: uuid (10+)
-            partitions: []OffsetCommitResponsePartition (0+)
-        """
-
-        class OffsetCommitResponsePartition(_Struct):
-            """OffsetCommitResponsePartition
-
-            Fields (versions):
-                partition_index: int32 (0+)
-                error_code: int16 (0+)
-            """
-
-            partition_index: int
-            error_code: int
-            __slots__ = ('partition_index', 'error_code')
-            _FIELDS = __slots__
-
-            def __init__(self, *, partition_index=0, error_code=0):
-                self.partition_index = partition_index
-                self.error_code = error_code
-
-        name: str
-        topic_id: _uuid.UUID
-        partitions: list[OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition]
-        __slots__ = ('name', 'topic_id', 'partitions')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name='', topic_id=_ZERO_UUID, partitions=_UNSET):
-            self.name = name
-            self.topic_id = topic_id
-            self.partitions = [] if partitions is _UNSET else partitions
-
-    API_KEY = 8
-    API_NAME = 'OffsetCommit'
-    VALID_VERSIONS = (2, 10)
-    FLEXIBLE_MIN = 8
-    LATEST_VERSION_UNSTABLE = False
-    throttle_time_ms: int
-    topics: list[OffsetCommitResponse.OffsetCommitResponseTopic]
-    __slots__ = ('throttle_time_ms', 'topics')
-    _FIELDS = __slots__
-
-    def __init__(self, *, throttle_time_ms=0, topics=_UNSET):
-        self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _UNSET else topics
 
 
@@ -210,7 +213,7 @@ _C_Response_OffsetCommitResponseTopic = OffsetCommitResponse.OffsetCommitRespons
 _C_Response_OffsetCommitResponsePartition = OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition
 
 
-def _d_Request_OffsetCommitRequestPartition_v2(buf, pos):
+def _d_Request_OffsetCommitRequestPartition_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition, int]:
     o = _new(_C_Request_OffsetCommitRequestPartition)
     o.committed_leader_epoch = -1
     o.commit_timestamp = -1
@@ -220,7 +223,7 @@ def _d_Request_OffsetCommitRequestPartition_v2(buf, pos):
     return o, pos
 
 
-def _d_Request_OffsetCommitRequestTopic_v2(buf, pos):
+def _d_Request_OffsetCommitRequestTopic_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest.OffsetCommitRequestTopic, int]:
     o = _new(_C_Request_OffsetCommitRequestTopic)
     o.topic_id = _ZERO_UUID
     o.name, pos = _r_str(buf, pos)
@@ -228,16 +231,16 @@ def _d_Request_OffsetCommitRequestTopic_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetCommitRequestPartition_v2(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Request_OffsetCommitRequestPartition_v2(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Request_v2(buf, pos):
+def _d_Request_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     o = _new(_C_Request)
     o.group_instance_id = None
     o.group_id, pos = _r_str(buf, pos)
@@ -250,16 +253,16 @@ def _d_Request_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetCommitRequest.OffsetCommitRequestTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetCommitRequestTopic_v2(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_OffsetCommitRequestTopic_v2(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Request_OffsetCommitRequestPartition_v2(o, out):
+def _e_Request_OffsetCommitRequestPartition_v2(o: OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.commit_timestamp != -1:
         raise _UnsupportedVersionError('attempted to write a non-default commit_timestamp at version 2')
@@ -267,19 +270,19 @@ def _e_Request_OffsetCommitRequestPartition_v2(o, out):
     ap(_e_nstr(o.committed_metadata))
 
 
-def _e_Request_OffsetCommitRequestTopic_v2(o, out):
+def _e_Request_OffsetCommitRequestTopic_v2(o: OffsetCommitRequest.OffsetCommitRequestTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_OffsetCommitRequestPartition_v2(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Request_OffsetCommitRequestPartition_v2(e_partitions, out)
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: OffsetCommitRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.group_instance_id is not None:
         raise _UnsupportedVersionError('attempted to write a non-default group_instance_id at version 2')
@@ -287,16 +290,16 @@ def _e_Request_v2(o, out):
     ap(_P_i(o.generation_id_or_member_epoch))
     ap(_e_str(o.member_id))
     ap(_P_q(o.retention_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_OffsetCommitRequestTopic_v2(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_OffsetCommitRequestTopic_v2(e_topics, out)
 
 
-def _e_Request_OffsetCommitRequestPartition_v3(o, out):
+def _e_Request_OffsetCommitRequestPartition_v3(o: OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.commit_timestamp != -1:
         raise _UnsupportedVersionError('attempted to write a non-default commit_timestamp at version 3')
@@ -304,19 +307,19 @@ def _e_Request_OffsetCommitRequestPartition_v3(o, out):
     ap(_e_nstr(o.committed_metadata))
 
 
-def _e_Request_OffsetCommitRequestTopic_v3(o, out):
+def _e_Request_OffsetCommitRequestTopic_v3(o: OffsetCommitRequest.OffsetCommitRequestTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_OffsetCommitRequestPartition_v3(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Request_OffsetCommitRequestPartition_v3(e_partitions, out)
 
 
-def _e_Request_v3(o, out):
+def _e_Request_v3(o: OffsetCommitRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.group_instance_id is not None:
         raise _UnsupportedVersionError('attempted to write a non-default group_instance_id at version 3')
@@ -324,16 +327,16 @@ def _e_Request_v3(o, out):
     ap(_P_i(o.generation_id_or_member_epoch))
     ap(_e_str(o.member_id))
     ap(_P_q(o.retention_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_OffsetCommitRequestTopic_v3(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_OffsetCommitRequestTopic_v3(e_topics, out)
 
 
-def _e_Request_OffsetCommitRequestPartition_v4(o, out):
+def _e_Request_OffsetCommitRequestPartition_v4(o: OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.commit_timestamp != -1:
         raise _UnsupportedVersionError('attempted to write a non-default commit_timestamp at version 4')
@@ -341,19 +344,19 @@ def _e_Request_OffsetCommitRequestPartition_v4(o, out):
     ap(_e_nstr(o.committed_metadata))
 
 
-def _e_Request_OffsetCommitRequestTopic_v4(o, out):
+def _e_Request_OffsetCommitRequestTopic_v4(o: OffsetCommitRequest.OffsetCommitRequestTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_OffsetCommitRequestPartition_v4(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Request_OffsetCommitRequestPartition_v4(e_partitions, out)
 
 
-def _e_Request_v4(o, out):
+def _e_Request_v4(o: OffsetCommitRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.group_instance_id is not None:
         raise _UnsupportedVersionError('attempted to write a non-default group_instance_id at version 4')
@@ -361,16 +364,16 @@ def _e_Request_v4(o, out):
     ap(_P_i(o.generation_id_or_member_epoch))
     ap(_e_str(o.member_id))
     ap(_P_q(o.retention_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_OffsetCommitRequestTopic_v4(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_OffsetCommitRequestTopic_v4(e_topics, out)
 
 
-def _d_Request_v5(buf, pos):
+def _d_Request_v5(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     o = _new(_C_Request)
     o.group_instance_id = None
     o.retention_time_ms = -1
@@ -382,16 +385,16 @@ def _d_Request_v5(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetCommitRequest.OffsetCommitRequestTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetCommitRequestTopic_v2(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_OffsetCommitRequestTopic_v2(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Request_OffsetCommitRequestPartition_v5(o, out):
+def _e_Request_OffsetCommitRequestPartition_v5(o: OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.commit_timestamp != -1:
         raise _UnsupportedVersionError('attempted to write a non-default commit_timestamp at version 5')
@@ -399,35 +402,35 @@ def _e_Request_OffsetCommitRequestPartition_v5(o, out):
     ap(_e_nstr(o.committed_metadata))
 
 
-def _e_Request_OffsetCommitRequestTopic_v5(o, out):
+def _e_Request_OffsetCommitRequestTopic_v5(o: OffsetCommitRequest.OffsetCommitRequestTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_OffsetCommitRequestPartition_v5(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Request_OffsetCommitRequestPartition_v5(e_partitions, out)
 
 
-def _e_Request_v5(o, out):
+def _e_Request_v5(o: OffsetCommitRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.group_instance_id is not None:
         raise _UnsupportedVersionError('attempted to write a non-default group_instance_id at version 5')
     ap(_e_str(o.group_id))
     ap(_P_i(o.generation_id_or_member_epoch))
     ap(_e_str(o.member_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_OffsetCommitRequestTopic_v5(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_OffsetCommitRequestTopic_v5(e_topics, out)
 
 
-def _d_Request_OffsetCommitRequestPartition_v6(buf, pos):
+def _d_Request_OffsetCommitRequestPartition_v6(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition, int]:
     o = _new(_C_Request_OffsetCommitRequestPartition)
     o.commit_timestamp = -1
     o.partition_index, o.committed_offset, o.committed_leader_epoch = _U_iqi(buf, pos)
@@ -436,7 +439,7 @@ def _d_Request_OffsetCommitRequestPartition_v6(buf, pos):
     return o, pos
 
 
-def _d_Request_OffsetCommitRequestTopic_v6(buf, pos):
+def _d_Request_OffsetCommitRequestTopic_v6(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest.OffsetCommitRequestTopic, int]:
     o = _new(_C_Request_OffsetCommitRequestTopic)
     o.topic_id = _ZERO_UUID
     o.name, pos = _r_str(buf, pos)
@@ -444,16 +447,16 @@ def _d_Request_OffsetCommitRequestTopic_v6(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetCommitRequestPartition_v6(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Request_OffsetCommitRequestPartition_v6(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Request_v6(buf, pos):
+def _d_Request_v6(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     o = _new(_C_Request)
     o.group_instance_id = None
     o.retention_time_ms = -1
@@ -465,16 +468,16 @@ def _d_Request_v6(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetCommitRequest.OffsetCommitRequestTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetCommitRequestTopic_v6(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_OffsetCommitRequestTopic_v6(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Request_OffsetCommitRequestPartition_v6(o, out):
+def _e_Request_OffsetCommitRequestPartition_v6(o: OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.commit_timestamp != -1:
         raise _UnsupportedVersionError('attempted to write a non-default commit_timestamp at version 6')
@@ -482,35 +485,35 @@ def _e_Request_OffsetCommitRequestPartition_v6(o, out):
     ap(_e_nstr(o.committed_metadata))
 
 
-def _e_Request_OffsetCommitRequestTopic_v6(o, out):
+def _e_Request_OffsetCommitRequestTopic_v6(o: OffsetCommitRequest.OffsetCommitRequestTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_OffsetCommitRequestPartition_v6(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Request_OffsetCommitRequestPartition_v6(e_partitions, out)
 
 
-def _e_Request_v6(o, out):
+def _e_Request_v6(o: OffsetCommitRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.group_instance_id is not None:
         raise _UnsupportedVersionError('attempted to write a non-default group_instance_id at version 6')
     ap(_e_str(o.group_id))
     ap(_P_i(o.generation_id_or_member_epoch))
     ap(_e_str(o.member_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_OffsetCommitRequestTopic_v6(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_OffsetCommitRequestTopic_v6(e_topics, out)
 
 
-def _d_Request_v7(buf, pos):
+def _d_Request_v7(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     o = _new(_C_Request)
     o.retention_time_ms = -1
     o.group_id, pos = _r_str(buf, pos)
@@ -522,16 +525,16 @@ def _d_Request_v7(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetCommitRequest.OffsetCommitRequestTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetCommitRequestTopic_v6(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_OffsetCommitRequestTopic_v6(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Request_OffsetCommitRequestPartition_v7(o, out):
+def _e_Request_OffsetCommitRequestPartition_v7(o: OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.commit_timestamp != -1:
         raise _UnsupportedVersionError('attempted to write a non-default commit_timestamp at version 7')
@@ -539,34 +542,34 @@ def _e_Request_OffsetCommitRequestPartition_v7(o, out):
     ap(_e_nstr(o.committed_metadata))
 
 
-def _e_Request_OffsetCommitRequestTopic_v7(o, out):
+def _e_Request_OffsetCommitRequestTopic_v7(o: OffsetCommitRequest.OffsetCommitRequestTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_OffsetCommitRequestPartition_v7(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Request_OffsetCommitRequestPartition_v7(e_partitions, out)
 
 
-def _e_Request_v7(o, out):
+def _e_Request_v7(o: OffsetCommitRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.group_id))
     ap(_P_i(o.generation_id_or_member_epoch))
     ap(_e_str(o.member_id))
     ap(_e_nstr(o.group_instance_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_OffsetCommitRequestTopic_v7(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_OffsetCommitRequestTopic_v7(e_topics, out)
 
 
-def _d_Request_OffsetCommitRequestPartition_v8(buf, pos):
+def _d_Request_OffsetCommitRequestPartition_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition, int]:
     o = _new(_C_Request_OffsetCommitRequestPartition)
     o.commit_timestamp = -1
     o.partition_index, o.committed_offset, o.committed_leader_epoch = _U_iqi(buf, pos)
@@ -579,7 +582,7 @@ def _d_Request_OffsetCommitRequestPartition_v8(buf, pos):
     return o, pos
 
 
-def _d_Request_OffsetCommitRequestTopic_v8(buf, pos):
+def _d_Request_OffsetCommitRequestTopic_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest.OffsetCommitRequestTopic, int]:
     o = _new(_C_Request_OffsetCommitRequestTopic)
     o.topic_id = _ZERO_UUID
     o.name, pos = _r_cstr(buf, pos)
@@ -587,12 +590,12 @@ def _d_Request_OffsetCommitRequestTopic_v8(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetCommitRequestPartition_v8(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Request_OffsetCommitRequestPartition_v8(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -600,7 +603,7 @@ def _d_Request_OffsetCommitRequestTopic_v8(buf, pos):
     return o, pos
 
 
-def _d_Request_v8(buf, pos):
+def _d_Request_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     o = _new(_C_Request)
     o.retention_time_ms = -1
     o.group_id, pos = _r_cstr(buf, pos)
@@ -612,12 +615,12 @@ def _d_Request_v8(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetCommitRequest.OffsetCommitRequestTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetCommitRequestTopic_v8(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_OffsetCommitRequestTopic_v8(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -625,7 +628,7 @@ def _d_Request_v8(buf, pos):
     return o, pos
 
 
-def _e_Request_OffsetCommitRequestPartition_v8(o, out):
+def _e_Request_OffsetCommitRequestPartition_v8(o: OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.commit_timestamp != -1:
         raise _UnsupportedVersionError('attempted to write a non-default commit_timestamp at version 8')
@@ -634,36 +637,36 @@ def _e_Request_OffsetCommitRequestPartition_v8(o, out):
     ap(b'\x00')
 
 
-def _e_Request_OffsetCommitRequestTopic_v8(o, out):
+def _e_Request_OffsetCommitRequestTopic_v8(o: OffsetCommitRequest.OffsetCommitRequestTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_OffsetCommitRequestPartition_v8(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Request_OffsetCommitRequestPartition_v8(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Request_v8(o, out):
+def _e_Request_v8(o: OffsetCommitRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.group_id))
     ap(_P_i(o.generation_id_or_member_epoch))
     ap(_e_cstr(o.member_id))
     ap(_e_cnstr(o.group_instance_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_OffsetCommitRequestTopic_v8(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_OffsetCommitRequestTopic_v8(e_topics, out)
     ap(b'\x00')
 
 
-def _e_Request_OffsetCommitRequestPartition_v9(o, out):
+def _e_Request_OffsetCommitRequestPartition_v9(o: OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.commit_timestamp != -1:
         raise _UnsupportedVersionError('attempted to write a non-default commit_timestamp at version 9')
@@ -672,36 +675,36 @@ def _e_Request_OffsetCommitRequestPartition_v9(o, out):
     ap(b'\x00')
 
 
-def _e_Request_OffsetCommitRequestTopic_v9(o, out):
+def _e_Request_OffsetCommitRequestTopic_v9(o: OffsetCommitRequest.OffsetCommitRequestTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_OffsetCommitRequestPartition_v9(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Request_OffsetCommitRequestPartition_v9(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Request_v9(o, out):
+def _e_Request_v9(o: OffsetCommitRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.group_id))
     ap(_P_i(o.generation_id_or_member_epoch))
     ap(_e_cstr(o.member_id))
     ap(_e_cnstr(o.group_instance_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_OffsetCommitRequestTopic_v9(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_OffsetCommitRequestTopic_v9(e_topics, out)
     ap(b'\x00')
 
 
-def _d_Request_OffsetCommitRequestTopic_v10(buf, pos):
+def _d_Request_OffsetCommitRequestTopic_v10(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest.OffsetCommitRequestTopic, int]:
     o = _new(_C_Request_OffsetCommitRequestTopic)
     o.name = ''
     o.topic_id, pos = _r_uuid(buf, pos)
@@ -709,12 +712,12 @@ def _d_Request_OffsetCommitRequestTopic_v10(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetCommitRequestPartition_v8(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Request_OffsetCommitRequestPartition_v8(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -722,7 +725,7 @@ def _d_Request_OffsetCommitRequestTopic_v10(buf, pos):
     return o, pos
 
 
-def _d_Request_v10(buf, pos):
+def _d_Request_v10(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     o = _new(_C_Request)
     o.retention_time_ms = -1
     o.group_id, pos = _r_cstr(buf, pos)
@@ -734,12 +737,12 @@ def _d_Request_v10(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetCommitRequest.OffsetCommitRequestTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetCommitRequestTopic_v10(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_OffsetCommitRequestTopic_v10(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -747,7 +750,7 @@ def _d_Request_v10(buf, pos):
     return o, pos
 
 
-def _e_Request_OffsetCommitRequestPartition_v10(o, out):
+def _e_Request_OffsetCommitRequestPartition_v10(o: OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition, out: list[_Bytes]) -> None:
     ap = out.append
     if o.commit_timestamp != -1:
         raise _UnsupportedVersionError('attempted to write a non-default commit_timestamp at version 10')
@@ -756,43 +759,43 @@ def _e_Request_OffsetCommitRequestPartition_v10(o, out):
     ap(b'\x00')
 
 
-def _e_Request_OffsetCommitRequestTopic_v10(o, out):
+def _e_Request_OffsetCommitRequestTopic_v10(o: OffsetCommitRequest.OffsetCommitRequestTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(o.topic_id.bytes)
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_OffsetCommitRequestPartition_v10(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Request_OffsetCommitRequestPartition_v10(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Request_v10(o, out):
+def _e_Request_v10(o: OffsetCommitRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.group_id))
     ap(_P_i(o.generation_id_or_member_epoch))
     ap(_e_cstr(o.member_id))
     ap(_e_cnstr(o.group_instance_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_OffsetCommitRequestTopic_v10(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_OffsetCommitRequestTopic_v10(e_topics, out)
     ap(b'\x00')
 
 
-def _d_Response_OffsetCommitResponsePartition_v2(buf, pos):
+def _d_Response_OffsetCommitResponsePartition_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition, int]:
     o = _new(_C_Response_OffsetCommitResponsePartition)
     o.partition_index, o.error_code = _U_ih(buf, pos)
     pos += 6
     return o, pos
 
 
-def _d_Response_OffsetCommitResponseTopic_v2(buf, pos):
+def _d_Response_OffsetCommitResponseTopic_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse.OffsetCommitResponseTopic, int]:
     o = _new(_C_Response_OffsetCommitResponseTopic)
     o.topic_id = _ZERO_UUID
     o.name, pos = _r_str(buf, pos)
@@ -800,60 +803,60 @@ def _d_Response_OffsetCommitResponseTopic_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_OffsetCommitResponsePartition_v2(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_OffsetCommitResponsePartition_v2(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Response_v2(buf, pos):
+def _d_Response_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms = 0
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetCommitResponse.OffsetCommitResponseTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_OffsetCommitResponseTopic_v2(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_OffsetCommitResponseTopic_v2(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Response_OffsetCommitResponsePartition_v2(o, out):
+def _e_Response_OffsetCommitResponsePartition_v2(o: OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.partition_index, o.error_code))
 
 
-def _e_Response_OffsetCommitResponseTopic_v2(o, out):
+def _e_Response_OffsetCommitResponseTopic_v2(o: OffsetCommitResponse.OffsetCommitResponseTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_OffsetCommitResponsePartition_v2(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_OffsetCommitResponsePartition_v2(e_partitions, out)
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: OffsetCommitResponse, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_OffsetCommitResponseTopic_v2(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_OffsetCommitResponseTopic_v2(e_topics, out)
 
 
-def _d_Response_v3(buf, pos):
+def _d_Response_v3(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -861,28 +864,28 @@ def _d_Response_v3(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetCommitResponse.OffsetCommitResponseTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_OffsetCommitResponseTopic_v2(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_OffsetCommitResponseTopic_v2(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Response_v3(o, out):
+def _e_Response_v3(o: OffsetCommitResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_OffsetCommitResponseTopic_v2(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_OffsetCommitResponseTopic_v2(e_topics, out)
 
 
-def _d_Response_OffsetCommitResponsePartition_v8(buf, pos):
+def _d_Response_OffsetCommitResponsePartition_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition, int]:
     o = _new(_C_Response_OffsetCommitResponsePartition)
     o.partition_index, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -893,7 +896,7 @@ def _d_Response_OffsetCommitResponsePartition_v8(buf, pos):
     return o, pos
 
 
-def _d_Response_OffsetCommitResponseTopic_v8(buf, pos):
+def _d_Response_OffsetCommitResponseTopic_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse.OffsetCommitResponseTopic, int]:
     o = _new(_C_Response_OffsetCommitResponseTopic)
     o.topic_id = _ZERO_UUID
     o.name, pos = _r_cstr(buf, pos)
@@ -901,12 +904,12 @@ def _d_Response_OffsetCommitResponseTopic_v8(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_OffsetCommitResponsePartition_v8(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_OffsetCommitResponsePartition_v8(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -914,7 +917,7 @@ def _d_Response_OffsetCommitResponseTopic_v8(buf, pos):
     return o, pos
 
 
-def _d_Response_v8(buf, pos):
+def _d_Response_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -922,12 +925,12 @@ def _d_Response_v8(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetCommitResponse.OffsetCommitResponseTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_OffsetCommitResponseTopic_v8(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_OffsetCommitResponseTopic_v8(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -935,39 +938,39 @@ def _d_Response_v8(buf, pos):
     return o, pos
 
 
-def _e_Response_OffsetCommitResponsePartition_v8(o, out):
+def _e_Response_OffsetCommitResponsePartition_v8(o: OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.partition_index, o.error_code))
     ap(b'\x00')
 
 
-def _e_Response_OffsetCommitResponseTopic_v8(o, out):
+def _e_Response_OffsetCommitResponseTopic_v8(o: OffsetCommitResponse.OffsetCommitResponseTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_OffsetCommitResponsePartition_v8(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_OffsetCommitResponsePartition_v8(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Response_v8(o, out):
+def _e_Response_v8(o: OffsetCommitResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_OffsetCommitResponseTopic_v8(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_OffsetCommitResponseTopic_v8(e_topics, out)
     ap(b'\x00')
 
 
-def _d_Response_OffsetCommitResponseTopic_v10(buf, pos):
+def _d_Response_OffsetCommitResponseTopic_v10(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse.OffsetCommitResponseTopic, int]:
     o = _new(_C_Response_OffsetCommitResponseTopic)
     o.name = ''
     o.topic_id, pos = _r_uuid(buf, pos)
@@ -975,12 +978,12 @@ def _d_Response_OffsetCommitResponseTopic_v10(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_OffsetCommitResponsePartition_v8(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_OffsetCommitResponsePartition_v8(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -988,7 +991,7 @@ def _d_Response_OffsetCommitResponseTopic_v10(buf, pos):
     return o, pos
 
 
-def _d_Response_v10(buf, pos):
+def _d_Response_v10(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -996,12 +999,12 @@ def _d_Response_v10(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetCommitResponse.OffsetCommitResponseTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_OffsetCommitResponseTopic_v10(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_OffsetCommitResponseTopic_v10(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -1009,29 +1012,29 @@ def _d_Response_v10(buf, pos):
     return o, pos
 
 
-def _e_Response_OffsetCommitResponseTopic_v10(o, out):
+def _e_Response_OffsetCommitResponseTopic_v10(o: OffsetCommitResponse.OffsetCommitResponseTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(o.topic_id.bytes)
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_OffsetCommitResponsePartition_v8(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_OffsetCommitResponsePartition_v8(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Response_v10(o, out):
+def _e_Response_v10(o: OffsetCommitResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_OffsetCommitResponseTopic_v10(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_OffsetCommitResponseTopic_v10(e_topics, out)
     ap(b'\x00')
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,60 +60,6 @@ _P_ih = _S('>ih').pack
 __all__ = ['OffsetDeleteRequest', 'OffsetDeleteResponse']
 
 
-class OffsetDeleteRequest(_Message):
-    """OffsetDeleteRequest: API key 47, versions 0, flexible none.
-
-    Fields (versions):
-        group_id: string (0+)
-        topics: []OffsetDeleteRequestTopic (0+)
-    """
-
-    class OffsetDeleteRequestTopic(_Struct):
-        """OffsetDeleteRequestTopic
-
-        Fields (versions):
-            name: string (0+)
-            partitions: []OffsetDeleteRequestPartition (0+)
-        """
-
-        class OffsetDeleteRequestPartition(_Struct):
-            """OffsetDeleteRequestPartition
-
-            Fields (versions):
-                partition_index: int32 (0+)
-            """
-
-            partition_index: int
-            __slots__ = ('partition_index',)
-            _FIELDS = __slots__
-
-            def __init__(self, *, partition_index=0):
-                self.partition_index = partition_index
-
-        name: str
-        partitions: list[OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition]
-        __slots__ = ('name', 'partitions')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name='', partitions=_UNSET):
-            self.name = name
-            self.partitions = [] if partitions is _UNSET else partitions
-
-    API_KEY = 47
-    API_NAME = 'OffsetDelete'
-    VALID_VERSIONS = (0, 0)
-    FLEXIBLE_MIN = None
-    LATEST_VERSION_UNSTABLE = False
-    group_id: str
-    topics: list[OffsetDeleteRequest.OffsetDeleteRequestTopic]
-    __slots__ = ('group_id', 'topics')
-    _FIELDS = __slots__
-
-    def __init__(self, *, group_id='', topics=_UNSET):
-        self.group_id = group_id
-        self.topics = [] if topics is _UNSET else topics
-
-
 class OffsetDeleteResponse(_Message):
     """OffsetDeleteResponse: API key 47, versions 0, flexible none.
 
@@ -141,7 +90,7 @@ class OffsetDeleteResponse(_Message):
             __slots__ = ('partition_index', 'error_code')
             _FIELDS = __slots__
 
-            def __init__(self, *, partition_index=0, error_code=0):
+            def __init__(self, *, partition_index: int = 0, error_code: int = 0) -> None:
                 self.partition_index = partition_index
                 self.error_code = error_code
 
@@ -150,7 +99,7 @@ class OffsetDeleteResponse(_Message):
         __slots__ = ('name', 'partitions')
         _FIELDS = __slots__
 
-        def __init__(self, *, name='', partitions=_UNSET):
+        def __init__(self, *, name: str = '', partitions: list[OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition] | _Unset = _UNSET) -> None:
             self.name = name
             self.partitions = [] if partitions is _UNSET else partitions
 
@@ -165,9 +114,63 @@ class OffsetDeleteResponse(_Message):
     __slots__ = ('error_code', 'throttle_time_ms', 'topics')
     _FIELDS = __slots__
 
-    def __init__(self, *, error_code=0, throttle_time_ms=0, topics=_UNSET):
+    def __init__(self, *, error_code: int = 0, throttle_time_ms: int = 0, topics: list[OffsetDeleteResponse.OffsetDeleteResponseTopic] | _Unset = _UNSET) -> None:
         self.error_code = error_code
         self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is _UNSET else topics
+
+
+class OffsetDeleteRequest(_Request[OffsetDeleteResponse]):
+    """OffsetDeleteRequest: API key 47, versions 0, flexible none.
+
+    Fields (versions):
+        group_id: string (0+)
+        topics: []OffsetDeleteRequestTopic (0+)
+    """
+
+    class OffsetDeleteRequestTopic(_Struct):
+        """OffsetDeleteRequestTopic
+
+        Fields (versions):
+            name: string (0+)
+            partitions: []OffsetDeleteRequestPartition (0+)
+        """
+
+        class OffsetDeleteRequestPartition(_Struct):
+            """OffsetDeleteRequestPartition
+
+            Fields (versions):
+                partition_index: int32 (0+)
+            """
+
+            partition_index: int
+            __slots__ = ('partition_index',)
+            _FIELDS = __slots__
+
+            def __init__(self, *, partition_index: int = 0) -> None:
+                self.partition_index = partition_index
+
+        name: str
+        partitions: list[OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition]
+        __slots__ = ('name', 'partitions')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', partitions: list[OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition] | _Unset = _UNSET) -> None:
+            self.name = name
+            self.partitions = [] if partitions is _UNSET else partitions
+
+    API_KEY = 47
+    API_NAME = 'OffsetDelete'
+    VALID_VERSIONS = (0, 0)
+    FLEXIBLE_MIN = None
+    LATEST_VERSION_UNSTABLE = False
+    group_id: str
+    topics: list[OffsetDeleteRequest.OffsetDeleteRequestTopic]
+    __slots__ = ('group_id', 'topics')
+    _FIELDS = __slots__
+
+    def __init__(self, *, group_id: str = '', topics: list[OffsetDeleteRequest.OffsetDeleteRequestTopic] | _Unset = _UNSET) -> None:
+        self.group_id = group_id
         self.topics = [] if topics is _UNSET else topics
 
 
@@ -179,98 +182,98 @@ _C_Response_OffsetDeleteResponseTopic = OffsetDeleteResponse.OffsetDeleteRespons
 _C_Response_OffsetDeleteResponsePartition = OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition
 
 
-def _d_Request_OffsetDeleteRequestPartition_v0(buf, pos):
+def _d_Request_OffsetDeleteRequestPartition_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition, int]:
     o = _new(_C_Request_OffsetDeleteRequestPartition)
     o.partition_index, = _U_i(buf, pos)
     pos += 4
     return o, pos
 
 
-def _d_Request_OffsetDeleteRequestTopic_v0(buf, pos):
+def _d_Request_OffsetDeleteRequestTopic_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteRequest.OffsetDeleteRequestTopic, int]:
     o = _new(_C_Request_OffsetDeleteRequestTopic)
     o.name, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetDeleteRequestPartition_v0(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Request_OffsetDeleteRequestPartition_v0(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteRequest, int]:
     o = _new(_C_Request)
     o.group_id, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetDeleteRequest.OffsetDeleteRequestTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetDeleteRequestTopic_v0(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_OffsetDeleteRequestTopic_v0(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Request_OffsetDeleteRequestPartition_v0(o, out):
+def _e_Request_OffsetDeleteRequestPartition_v0(o: OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.partition_index))
 
 
-def _e_Request_OffsetDeleteRequestTopic_v0(o, out):
+def _e_Request_OffsetDeleteRequestTopic_v0(o: OffsetDeleteRequest.OffsetDeleteRequestTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_OffsetDeleteRequestPartition_v0(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Request_OffsetDeleteRequestPartition_v0(e_partitions, out)
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: OffsetDeleteRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.group_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_OffsetDeleteRequestTopic_v0(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_OffsetDeleteRequestTopic_v0(e_topics, out)
 
 
-def _d_Response_OffsetDeleteResponsePartition_v0(buf, pos):
+def _d_Response_OffsetDeleteResponsePartition_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition, int]:
     o = _new(_C_Response_OffsetDeleteResponsePartition)
     o.partition_index, o.error_code = _U_ih(buf, pos)
     pos += 6
     return o, pos
 
 
-def _d_Response_OffsetDeleteResponseTopic_v0(buf, pos):
+def _d_Response_OffsetDeleteResponseTopic_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteResponse.OffsetDeleteResponseTopic, int]:
     o = _new(_C_Response_OffsetDeleteResponseTopic)
     o.name, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_OffsetDeleteResponsePartition_v0(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_OffsetDeleteResponsePartition_v0(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteResponse, int]:
     o = _new(_C_Response)
     o.error_code, o.throttle_time_ms = _U_hi(buf, pos)
     pos += 6
@@ -278,42 +281,42 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetDeleteResponse.OffsetDeleteResponseTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_OffsetDeleteResponseTopic_v0(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_OffsetDeleteResponseTopic_v0(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Response_OffsetDeleteResponsePartition_v0(o, out):
+def _e_Response_OffsetDeleteResponsePartition_v0(o: OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.partition_index, o.error_code))
 
 
-def _e_Response_OffsetDeleteResponseTopic_v0(o, out):
+def _e_Response_OffsetDeleteResponseTopic_v0(o: OffsetDeleteResponse.OffsetDeleteResponseTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_OffsetDeleteResponsePartition_v0(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_OffsetDeleteResponsePartition_v0(e_partitions, out)
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: OffsetDeleteResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_hi(o.error_code, o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_OffsetDeleteResponseTopic_v0(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_OffsetDeleteResponseTopic_v0(e_topics, out)
 
 
 OffsetDeleteRequest._DECODERS = {0: _d_Request_v0}

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -61,95 +64,6 @@ _P_iqi = _S('>iqi').pack
 __all__ = ['OffsetFetchRequest', 'OffsetFetchResponse']
 
 
-class OffsetFetchRequest(_Message):
-    """OffsetFetchRequest: API key 9, versions 1-10, flexible 6+.
-
-    Fields (versions):
-        group_id: string (0-7)
-        topics: []OffsetFetchRequestTopic (0-7, nullable 2-7)
-        groups: []OffsetFetchRequestGroup (8+)
-        require_stable: bool (7+)
-    """
-
-    class OffsetFetchRequestTopic(_Struct):
-        """OffsetFetchRequestTopic
-
-        Fields (versions):
-            name: string (0-7)
-            partition_indexes: []int32 (0-7)
-        """
-
-        name: str
-        partition_indexes: list[int]
-        __slots__ = ('name', 'partition_indexes')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name='', partition_indexes=_UNSET):
-            self.name = name
-            self.partition_indexes = [] if partition_indexes is _UNSET else partition_indexes
-
-    class OffsetFetchRequestGroup(_Struct):
-        """OffsetFetchRequestGroup
-
-        Fields (versions):
-            group_id: string (8+)
-            member_id: string (9+, nullable 9+)
-            member_epoch: int32 (9+)
-            topics: []OffsetFetchRequestTopics (8+, nullable 8+)
-        """
-
-        class OffsetFetchRequestTopics(_Struct):
-            """OffsetFetchRequestTopics
-
-            Fields (versions):
-                name: string (8-9)
-                topic_id: uuid (10+)
-                partition_indexes: []int32 (8+)
-            """
-
-            name: str
-            topic_id: _uuid.UUID
-            partition_indexes: list[int]
-            __slots__ = ('name', 'topic_id', 'partition_indexes')
-            _FIELDS = __slots__
-
-            def __init__(self, *, name='', topic_id=_ZERO_UUID, partition_indexes=_UNSET):
-                self.name = name
-                self.topic_id = topic_id
-                self.partition_indexes = [] if partition_indexes is _UNSET else partition_indexes
-
-        group_id: str
-        member_id: str | None
-        member_epoch: int
-        topics: list[OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics] | None
-        __slots__ = ('group_id', 'member_id', 'member_epoch', 'topics')
-        _FIELDS = __slots__
-
-        def __init__(self, *, group_id='', member_id=None, member_epoch=-1, topics=_UNSET):
-            self.group_id = group_id
-            self.member_id = member_id
-            self.member_epoch = member_epoch
-            self.topics = [] if topics is _UNSET else topics
-
-    API_KEY = 9
-    API_NAME = 'OffsetFetch'
-    VALID_VERSIONS = (1, 10)
-    FLEXIBLE_MIN = 6
-    LATEST_VERSION_UNSTABLE = False
-    group_id: str
-    topics: list[OffsetFetchRequest.OffsetFetchRequestTopic] | None
-    groups: list[OffsetFetchRequest.OffsetFetchRequestGroup]
-    require_stable: bool
-    __slots__ = ('group_id', 'topics', 'groups', 'require_stable')
-    _FIELDS = __slots__
-
-    def __init__(self, *, group_id='', topics=_UNSET, groups=_UNSET, require_stable=False):
-        self.group_id = group_id
-        self.topics = [] if topics is _UNSET else topics
-        self.groups = [] if groups is _UNSET else groups
-        self.require_stable = require_stable
-
-
 class OffsetFetchResponse(_Message):
     """OffsetFetchResponse: API key 9, versions 1-10, flexible 6+.
 
@@ -187,7 +101,7 @@ class OffsetFetchResponse(_Message):
             __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code')
             _FIELDS = __slots__
 
-            def __init__(self, *, partition_index=0, committed_offset=0, committed_leader_epoch=-1, metadata='', error_code=0):
+            def __init__(self, *, partition_index: int = 0, committed_offset: int = 0, committed_leader_epoch: int = -1, metadata: str | None = '', error_code: int = 0) -> None:
                 self.partition_index = partition_index
                 self.committed_offset = committed_offset
                 self.committed_leader_epoch = committed_leader_epoch
@@ -199,7 +113,7 @@ class OffsetFetchResponse(_Message):
         __slots__ = ('name', 'partitions')
         _FIELDS = __slots__
 
-        def __init__(self, *, name='', partitions=_UNSET):
+        def __init__(self, *, name: str = '', partitions: list[OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition] | _Unset = _UNSET) -> None:
             self.name = name
             self.partitions = [] if partitions is _UNSET else partitions
 
@@ -240,7 +154,7 @@ class OffsetFetchResponse(_Message):
                 __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code')
                 _FIELDS = __slots__
 
-                def __init__(self, *, partition_index=0, committed_offset=0, committed_leader_epoch=-1, metadata='', error_code=0):
+                def __init__(self, *, partition_index: int = 0, committed_offset: int = 0, committed_leader_epoch: int = -1, metadata: str | None = '', error_code: int = 0) -> None:
                     self.partition_index = partition_index
                     self.committed_offset = committed_offset
                     self.committed_leader_epoch = committed_leader_epoch
@@ -253,7 +167,7 @@ class OffsetFetchResponse(_Message):
             __slots__ = ('name', 'topic_id', 'partitions')
             _FIELDS = __slots__
 
-            def __init__(self, *, name='', topic_id=_ZERO_UUID, partitions=_UNSET):
+            def __init__(self, *, name: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partitions: list[OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions] | _Unset = _UNSET) -> None:
                 self.name = name
                 self.topic_id = topic_id
                 self.partitions = [] if partitions is _UNSET else partitions
@@ -264,7 +178,7 @@ class OffsetFetchResponse(_Message):
         __slots__ = ('group_id', 'topics', 'error_code')
         _FIELDS = __slots__
 
-        def __init__(self, *, group_id='', topics=_UNSET, error_code=0):
+        def __init__(self, *, group_id: str = '', topics: list[OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics] | _Unset = _UNSET, error_code: int = 0) -> None:
             self.group_id = group_id
             self.topics = [] if topics is _UNSET else topics
             self.error_code = error_code
@@ -281,11 +195,100 @@ class OffsetFetchResponse(_Message):
     __slots__ = ('throttle_time_ms', 'topics', 'error_code', 'groups')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, topics=_UNSET, error_code=0, groups=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, topics: list[OffsetFetchResponse.OffsetFetchResponseTopic] | _Unset = _UNSET, error_code: int = 0, groups: list[OffsetFetchResponse.OffsetFetchResponseGroup] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _UNSET else topics
         self.error_code = error_code
         self.groups = [] if groups is _UNSET else groups
+
+
+class OffsetFetchRequest(_Request[OffsetFetchResponse]):
+    """OffsetFetchRequest: API key 9, versions 1-10, flexible 6+.
+
+    Fields (versions):
+        group_id: string (0-7)
+        topics: []OffsetFetchRequestTopic (0-7, nullable 2-7)
+        groups: []OffsetFetchRequestGroup (8+)
+        require_stable: bool (7+)
+    """
+
+    class OffsetFetchRequestTopic(_Struct):
+        """OffsetFetchRequestTopic
+
+        Fields (versions):
+            name: string (0-7)
+            partition_indexes: []int32 (0-7)
+        """
+
+        name: str
+        partition_indexes: list[int]
+        __slots__ = ('name', 'partition_indexes')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', partition_indexes: list[int] | _Unset = _UNSET) -> None:
+            self.name = name
+            self.partition_indexes = [] if partition_indexes is _UNSET else partition_indexes
+
+    class OffsetFetchRequestGroup(_Struct):
+        """OffsetFetchRequestGroup
+
+        Fields (versions):
+            group_id: string (8+)
+            member_id: string (9+, nullable 9+)
+            member_epoch: int32 (9+)
+            topics: []OffsetFetchRequestTopics (8+, nullable 8+)
+        """
+
+        class OffsetFetchRequestTopics(_Struct):
+            """OffsetFetchRequestTopics
+
+            Fields (versions):
+                name: string (8-9)
+                topic_id: uuid (10+)
+                partition_indexes: []int32 (8+)
+            """
+
+            name: str
+            topic_id: _uuid.UUID
+            partition_indexes: list[int]
+            __slots__ = ('name', 'topic_id', 'partition_indexes')
+            _FIELDS = __slots__
+
+            def __init__(self, *, name: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partition_indexes: list[int] | _Unset = _UNSET) -> None:
+                self.name = name
+                self.topic_id = topic_id
+                self.partition_indexes = [] if partition_indexes is _UNSET else partition_indexes
+
+        group_id: str
+        member_id: str | None
+        member_epoch: int
+        topics: list[OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics] | None
+        __slots__ = ('group_id', 'member_id', 'member_epoch', 'topics')
+        _FIELDS = __slots__
+
+        def __init__(self, *, group_id: str = '', member_id: str | None = None, member_epoch: int = -1, topics: list[OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics] | None | _Unset = _UNSET) -> None:
+            self.group_id = group_id
+            self.member_id = member_id
+            self.member_epoch = member_epoch
+            self.topics = [] if topics is _UNSET else topics
+
+    API_KEY = 9
+    API_NAME = 'OffsetFetch'
+    VALID_VERSIONS = (1, 10)
+    FLEXIBLE_MIN = 6
+    LATEST_VERSION_UNSTABLE = False
+    group_id: str
+    topics: list[OffsetFetchRequest.OffsetFetchRequestTopic] | None
+    groups: list[OffsetFetchRequest.OffsetFetchRequestGroup]
+    require_stable: bool
+    __slots__ = ('group_id', 'topics', 'groups', 'require_stable')
+    _FIELDS = __slots__
+
+    def __init__(self, *, group_id: str = '', topics: list[OffsetFetchRequest.OffsetFetchRequestTopic] | None | _Unset = _UNSET, groups: list[OffsetFetchRequest.OffsetFetchRequestGroup] | _Unset = _UNSET, require_stable: bool = False) -> None:
+        self.group_id = group_id
+        self.topics = [] if topics is _UNSET else topics
+        self.groups = [] if groups is _UNSET else groups
+        self.require_stable = require_stable
 
 
 _C_Request = OffsetFetchRequest
@@ -300,7 +303,7 @@ _C_Response_OffsetFetchResponseTopics = OffsetFetchResponse.OffsetFetchResponseG
 _C_Response_OffsetFetchResponsePartitions = OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions
 
 
-def _d_Request_OffsetFetchRequestTopic_v1(buf, pos):
+def _d_Request_OffsetFetchRequestTopic_v1(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest.OffsetFetchRequestTopic, int]:
     o = _new(_C_Request_OffsetFetchRequestTopic)
     o.name, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
@@ -311,7 +314,7 @@ def _d_Request_OffsetFetchRequestTopic_v1(buf, pos):
     return o, pos
 
 
-def _d_Request_v1(buf, pos):
+def _d_Request_v1(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     o = _new(_C_Request)
     o.groups = []
     o.require_stable = False
@@ -320,43 +323,43 @@ def _d_Request_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetFetchRequest.OffsetFetchRequestTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetFetchRequestTopic_v1(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_OffsetFetchRequestTopic_v1(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Request_OffsetFetchRequestTopic_v1(o, out):
+def _e_Request_OffsetFetchRequestTopic_v1(o: OffsetFetchRequest.OffsetFetchRequestTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partition_indexes
-    if l is None:
+    l_partition_indexes = o.partition_indexes
+    if l_partition_indexes is None:
         raise ValueError('non-nullable field partition_indexes is None')
     else:
-        ap(_P_i(len(l)))
-        ap(_e_fixed(l, 'i'))
+        ap(_P_i(len(l_partition_indexes)))
+        ap(_e_fixed(l_partition_indexes, 'i'))
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: OffsetFetchRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.groups is None or len(o.groups) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default groups at version 1')
     if o.require_stable != False:
         raise _UnsupportedVersionError('attempted to write a non-default require_stable at version 1')
     ap(_e_str(o.group_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_OffsetFetchRequestTopic_v1(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_OffsetFetchRequestTopic_v1(e_topics, out)
 
 
-def _d_Request_v2(buf, pos):
+def _d_Request_v2(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     o = _new(_C_Request)
     o.groups = []
     o.require_stable = False
@@ -365,80 +368,80 @@ def _d_Request_v2(buf, pos):
     if n < 0:
         o.topics = None
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetFetchRequest.OffsetFetchRequestTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetFetchRequestTopic_v1(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_OffsetFetchRequestTopic_v1(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: OffsetFetchRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.groups is None or len(o.groups) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default groups at version 2')
     if o.require_stable != False:
         raise _UnsupportedVersionError('attempted to write a non-default require_stable at version 2')
     ap(_e_str(o.group_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_OffsetFetchRequestTopic_v1(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_OffsetFetchRequestTopic_v1(e_topics, out)
 
 
-def _e_Request_v3(o, out):
+def _e_Request_v3(o: OffsetFetchRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.groups is None or len(o.groups) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default groups at version 3')
     if o.require_stable != False:
         raise _UnsupportedVersionError('attempted to write a non-default require_stable at version 3')
     ap(_e_str(o.group_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_OffsetFetchRequestTopic_v1(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_OffsetFetchRequestTopic_v1(e_topics, out)
 
 
-def _e_Request_v4(o, out):
+def _e_Request_v4(o: OffsetFetchRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.groups is None or len(o.groups) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default groups at version 4')
     if o.require_stable != False:
         raise _UnsupportedVersionError('attempted to write a non-default require_stable at version 4')
     ap(_e_str(o.group_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_OffsetFetchRequestTopic_v1(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_OffsetFetchRequestTopic_v1(e_topics, out)
 
 
-def _e_Request_v5(o, out):
+def _e_Request_v5(o: OffsetFetchRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.groups is None or len(o.groups) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default groups at version 5')
     if o.require_stable != False:
         raise _UnsupportedVersionError('attempted to write a non-default require_stable at version 5')
     ap(_e_str(o.group_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         ap(_NULL_I32)
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_OffsetFetchRequestTopic_v1(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_OffsetFetchRequestTopic_v1(e_topics, out)
 
 
-def _d_Request_OffsetFetchRequestTopic_v6(buf, pos):
+def _d_Request_OffsetFetchRequestTopic_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest.OffsetFetchRequestTopic, int]:
     o = _new(_C_Request_OffsetFetchRequestTopic)
     o.name, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
@@ -453,7 +456,7 @@ def _d_Request_OffsetFetchRequestTopic_v6(buf, pos):
     return o, pos
 
 
-def _d_Request_v6(buf, pos):
+def _d_Request_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     o = _new(_C_Request)
     o.groups = []
     o.require_stable = False
@@ -462,12 +465,12 @@ def _d_Request_v6(buf, pos):
     if n < 0:
         o.topics = None
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetFetchRequest.OffsetFetchRequestTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetFetchRequestTopic_v6(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_OffsetFetchRequestTopic_v6(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -475,36 +478,36 @@ def _d_Request_v6(buf, pos):
     return o, pos
 
 
-def _e_Request_OffsetFetchRequestTopic_v6(o, out):
+def _e_Request_OffsetFetchRequestTopic_v6(o: OffsetFetchRequest.OffsetFetchRequestTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partition_indexes
-    if l is None:
+    l_partition_indexes = o.partition_indexes
+    if l_partition_indexes is None:
         raise ValueError('non-nullable field partition_indexes is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
+        ap(_uv(len(l_partition_indexes) + 1))
+        ap(_e_fixed(l_partition_indexes, 'i'))
     ap(b'\x00')
 
 
-def _e_Request_v6(o, out):
+def _e_Request_v6(o: OffsetFetchRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.groups is None or len(o.groups) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default groups at version 6')
     if o.require_stable != False:
         raise _UnsupportedVersionError('attempted to write a non-default require_stable at version 6')
     ap(_e_cstr(o.group_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         ap(_NULL_UV)
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_OffsetFetchRequestTopic_v6(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_OffsetFetchRequestTopic_v6(e_topics, out)
     ap(b'\x00')
 
 
-def _d_Request_v7(buf, pos):
+def _d_Request_v7(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     o = _new(_C_Request)
     o.groups = []
     o.group_id, pos = _r_cstr(buf, pos)
@@ -512,12 +515,12 @@ def _d_Request_v7(buf, pos):
     if n < 0:
         o.topics = None
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetFetchRequest.OffsetFetchRequestTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetFetchRequestTopic_v6(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_OffsetFetchRequestTopic_v6(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.require_stable, = _U_z(buf, pos)
     pos += 1
     if buf[pos]:
@@ -527,23 +530,23 @@ def _d_Request_v7(buf, pos):
     return o, pos
 
 
-def _e_Request_v7(o, out):
+def _e_Request_v7(o: OffsetFetchRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.groups is None or len(o.groups) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default groups at version 7')
     ap(_e_cstr(o.group_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         ap(_NULL_UV)
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_OffsetFetchRequestTopic_v6(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_OffsetFetchRequestTopic_v6(e_topics, out)
     ap(_P_z(o.require_stable))
     ap(b'\x00')
 
 
-def _d_Request_OffsetFetchRequestTopics_v8(buf, pos):
+def _d_Request_OffsetFetchRequestTopics_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics, int]:
     o = _new(_C_Request_OffsetFetchRequestTopics)
     o.topic_id = _ZERO_UUID
     o.name, pos = _r_cstr(buf, pos)
@@ -559,7 +562,7 @@ def _d_Request_OffsetFetchRequestTopics_v8(buf, pos):
     return o, pos
 
 
-def _d_Request_OffsetFetchRequestGroup_v8(buf, pos):
+def _d_Request_OffsetFetchRequestGroup_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest.OffsetFetchRequestGroup, int]:
     o = _new(_C_Request_OffsetFetchRequestGroup)
     o.member_id = None
     o.member_epoch = -1
@@ -568,12 +571,12 @@ def _d_Request_OffsetFetchRequestGroup_v8(buf, pos):
     if n < 0:
         o.topics = None
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetFetchRequestTopics_v8(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_OffsetFetchRequestTopics_v8(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -581,7 +584,7 @@ def _d_Request_OffsetFetchRequestGroup_v8(buf, pos):
     return o, pos
 
 
-def _d_Request_v8(buf, pos):
+def _d_Request_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     o = _new(_C_Request)
     o.group_id = ''
     o.topics = []
@@ -589,12 +592,12 @@ def _d_Request_v8(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[OffsetFetchRequest.OffsetFetchRequestGroup] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetFetchRequestGroup_v8(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _d_Request_OffsetFetchRequestGroup_v8(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     o.require_stable, = _U_z(buf, pos)
     pos += 1
     if buf[pos]:
@@ -604,49 +607,49 @@ def _d_Request_v8(buf, pos):
     return o, pos
 
 
-def _e_Request_OffsetFetchRequestTopics_v8(o, out):
+def _e_Request_OffsetFetchRequestTopics_v8(o: OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partition_indexes
-    if l is None:
+    l_partition_indexes = o.partition_indexes
+    if l_partition_indexes is None:
         raise ValueError('non-nullable field partition_indexes is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
+        ap(_uv(len(l_partition_indexes) + 1))
+        ap(_e_fixed(l_partition_indexes, 'i'))
     ap(b'\x00')
 
 
-def _e_Request_OffsetFetchRequestGroup_v8(o, out):
+def _e_Request_OffsetFetchRequestGroup_v8(o: OffsetFetchRequest.OffsetFetchRequestGroup, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.group_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         ap(_NULL_UV)
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_OffsetFetchRequestTopics_v8(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_OffsetFetchRequestTopics_v8(e_topics, out)
     ap(b'\x00')
 
 
-def _e_Request_v8(o, out):
+def _e_Request_v8(o: OffsetFetchRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.group_id != '':
         raise _UnsupportedVersionError('attempted to write a non-default group_id at version 8')
     if (o.topics is None or len(o.topics) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default topics at version 8')
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_OffsetFetchRequestGroup_v8(e, out)
+        ap(_uv(len(l_groups) + 1))
+        for e_groups in l_groups:
+            _e_Request_OffsetFetchRequestGroup_v8(e_groups, out)
     ap(_P_z(o.require_stable))
     ap(b'\x00')
 
 
-def _d_Request_OffsetFetchRequestGroup_v9(buf, pos):
+def _d_Request_OffsetFetchRequestGroup_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest.OffsetFetchRequestGroup, int]:
     o = _new(_C_Request_OffsetFetchRequestGroup)
     o.group_id, pos = _r_cstr(buf, pos)
     o.member_id, pos = _r_cnstr(buf, pos)
@@ -656,12 +659,12 @@ def _d_Request_OffsetFetchRequestGroup_v9(buf, pos):
     if n < 0:
         o.topics = None
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetFetchRequestTopics_v8(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_OffsetFetchRequestTopics_v8(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -669,7 +672,7 @@ def _d_Request_OffsetFetchRequestGroup_v9(buf, pos):
     return o, pos
 
 
-def _d_Request_v9(buf, pos):
+def _d_Request_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     o = _new(_C_Request)
     o.group_id = ''
     o.topics = []
@@ -677,12 +680,12 @@ def _d_Request_v9(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[OffsetFetchRequest.OffsetFetchRequestGroup] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetFetchRequestGroup_v9(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _d_Request_OffsetFetchRequestGroup_v9(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     o.require_stable, = _U_z(buf, pos)
     pos += 1
     if buf[pos]:
@@ -692,39 +695,39 @@ def _d_Request_v9(buf, pos):
     return o, pos
 
 
-def _e_Request_OffsetFetchRequestGroup_v9(o, out):
+def _e_Request_OffsetFetchRequestGroup_v9(o: OffsetFetchRequest.OffsetFetchRequestGroup, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.group_id))
     ap(_e_cnstr(o.member_id))
     ap(_P_i(o.member_epoch))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         ap(_NULL_UV)
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_OffsetFetchRequestTopics_v8(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_OffsetFetchRequestTopics_v8(e_topics, out)
     ap(b'\x00')
 
 
-def _e_Request_v9(o, out):
+def _e_Request_v9(o: OffsetFetchRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.group_id != '':
         raise _UnsupportedVersionError('attempted to write a non-default group_id at version 9')
     if (o.topics is None or len(o.topics) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default topics at version 9')
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_OffsetFetchRequestGroup_v9(e, out)
+        ap(_uv(len(l_groups) + 1))
+        for e_groups in l_groups:
+            _e_Request_OffsetFetchRequestGroup_v9(e_groups, out)
     ap(_P_z(o.require_stable))
     ap(b'\x00')
 
 
-def _d_Request_OffsetFetchRequestTopics_v10(buf, pos):
+def _d_Request_OffsetFetchRequestTopics_v10(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics, int]:
     o = _new(_C_Request_OffsetFetchRequestTopics)
     o.name = ''
     o.topic_id, pos = _r_uuid(buf, pos)
@@ -740,7 +743,7 @@ def _d_Request_OffsetFetchRequestTopics_v10(buf, pos):
     return o, pos
 
 
-def _d_Request_OffsetFetchRequestGroup_v10(buf, pos):
+def _d_Request_OffsetFetchRequestGroup_v10(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest.OffsetFetchRequestGroup, int]:
     o = _new(_C_Request_OffsetFetchRequestGroup)
     o.group_id, pos = _r_cstr(buf, pos)
     o.member_id, pos = _r_cnstr(buf, pos)
@@ -750,12 +753,12 @@ def _d_Request_OffsetFetchRequestGroup_v10(buf, pos):
     if n < 0:
         o.topics = None
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetFetchRequestTopics_v10(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_OffsetFetchRequestTopics_v10(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -763,7 +766,7 @@ def _d_Request_OffsetFetchRequestGroup_v10(buf, pos):
     return o, pos
 
 
-def _d_Request_v10(buf, pos):
+def _d_Request_v10(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     o = _new(_C_Request)
     o.group_id = ''
     o.topics = []
@@ -771,12 +774,12 @@ def _d_Request_v10(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[OffsetFetchRequest.OffsetFetchRequestGroup] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetFetchRequestGroup_v10(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _d_Request_OffsetFetchRequestGroup_v10(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     o.require_stable, = _U_z(buf, pos)
     pos += 1
     if buf[pos]:
@@ -786,51 +789,51 @@ def _d_Request_v10(buf, pos):
     return o, pos
 
 
-def _e_Request_OffsetFetchRequestTopics_v10(o, out):
+def _e_Request_OffsetFetchRequestTopics_v10(o: OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics, out: list[_Bytes]) -> None:
     ap = out.append
     ap(o.topic_id.bytes)
-    l = o.partition_indexes
-    if l is None:
+    l_partition_indexes = o.partition_indexes
+    if l_partition_indexes is None:
         raise ValueError('non-nullable field partition_indexes is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
+        ap(_uv(len(l_partition_indexes) + 1))
+        ap(_e_fixed(l_partition_indexes, 'i'))
     ap(b'\x00')
 
 
-def _e_Request_OffsetFetchRequestGroup_v10(o, out):
+def _e_Request_OffsetFetchRequestGroup_v10(o: OffsetFetchRequest.OffsetFetchRequestGroup, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.group_id))
     ap(_e_cnstr(o.member_id))
     ap(_P_i(o.member_epoch))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         ap(_NULL_UV)
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_OffsetFetchRequestTopics_v10(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_OffsetFetchRequestTopics_v10(e_topics, out)
     ap(b'\x00')
 
 
-def _e_Request_v10(o, out):
+def _e_Request_v10(o: OffsetFetchRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.group_id != '':
         raise _UnsupportedVersionError('attempted to write a non-default group_id at version 10')
     if (o.topics is None or len(o.topics) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default topics at version 10')
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_OffsetFetchRequestGroup_v10(e, out)
+        ap(_uv(len(l_groups) + 1))
+        for e_groups in l_groups:
+            _e_Request_OffsetFetchRequestGroup_v10(e_groups, out)
     ap(_P_z(o.require_stable))
     ap(b'\x00')
 
 
-def _d_Response_OffsetFetchResponsePartition_v1(buf, pos):
+def _d_Response_OffsetFetchResponsePartition_v1(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition, int]:
     o = _new(_C_Response_OffsetFetchResponsePartition)
     o.committed_leader_epoch = -1
     o.partition_index, o.committed_offset = _U_iq(buf, pos)
@@ -841,23 +844,23 @@ def _d_Response_OffsetFetchResponsePartition_v1(buf, pos):
     return o, pos
 
 
-def _d_Response_OffsetFetchResponseTopic_v1(buf, pos):
+def _d_Response_OffsetFetchResponseTopic_v1(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponseTopic, int]:
     o = _new(_C_Response_OffsetFetchResponseTopic)
     o.name, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_OffsetFetchResponsePartition_v1(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_OffsetFetchResponsePartition_v1(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms = 0
     o.error_code = 0
@@ -866,48 +869,48 @@ def _d_Response_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetFetchResponse.OffsetFetchResponseTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_OffsetFetchResponseTopic_v1(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_OffsetFetchResponseTopic_v1(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Response_OffsetFetchResponsePartition_v1(o, out):
+def _e_Response_OffsetFetchResponsePartition_v1(o: OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_iq(o.partition_index, o.committed_offset))
     ap(_e_nstr(o.metadata))
     ap(_P_h(o.error_code))
 
 
-def _e_Response_OffsetFetchResponseTopic_v1(o, out):
+def _e_Response_OffsetFetchResponseTopic_v1(o: OffsetFetchResponse.OffsetFetchResponseTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_OffsetFetchResponsePartition_v1(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_OffsetFetchResponsePartition_v1(e_partitions, out)
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: OffsetFetchResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.groups is None or len(o.groups) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default groups at version 1')
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_OffsetFetchResponseTopic_v1(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_OffsetFetchResponseTopic_v1(e_topics, out)
 
 
-def _d_Response_v2(buf, pos):
+def _d_Response_v2(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms = 0
     o.groups = []
@@ -915,32 +918,32 @@ def _d_Response_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetFetchResponse.OffsetFetchResponseTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_OffsetFetchResponseTopic_v1(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_OffsetFetchResponseTopic_v1(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.error_code, = _U_h(buf, pos)
     pos += 2
     return o, pos
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: OffsetFetchResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.groups is None or len(o.groups) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default groups at version 2')
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_OffsetFetchResponseTopic_v1(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_OffsetFetchResponseTopic_v1(e_topics, out)
     ap(_P_h(o.error_code))
 
 
-def _d_Response_v3(buf, pos):
+def _d_Response_v3(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     o = _new(_C_Response)
     o.groups = []
     o.throttle_time_ms, = _U_i(buf, pos)
@@ -949,48 +952,48 @@ def _d_Response_v3(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetFetchResponse.OffsetFetchResponseTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_OffsetFetchResponseTopic_v1(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_OffsetFetchResponseTopic_v1(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.error_code, = _U_h(buf, pos)
     pos += 2
     return o, pos
 
 
-def _e_Response_v3(o, out):
+def _e_Response_v3(o: OffsetFetchResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.groups is None or len(o.groups) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default groups at version 3')
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_OffsetFetchResponseTopic_v1(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_OffsetFetchResponseTopic_v1(e_topics, out)
     ap(_P_h(o.error_code))
 
 
-def _e_Response_v4(o, out):
+def _e_Response_v4(o: OffsetFetchResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.groups is None or len(o.groups) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default groups at version 4')
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_OffsetFetchResponseTopic_v1(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_OffsetFetchResponseTopic_v1(e_topics, out)
     ap(_P_h(o.error_code))
 
 
-def _d_Response_OffsetFetchResponsePartition_v5(buf, pos):
+def _d_Response_OffsetFetchResponsePartition_v5(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition, int]:
     o = _new(_C_Response_OffsetFetchResponsePartition)
     o.partition_index, o.committed_offset, o.committed_leader_epoch = _U_iqi(buf, pos)
     pos += 16
@@ -1000,23 +1003,23 @@ def _d_Response_OffsetFetchResponsePartition_v5(buf, pos):
     return o, pos
 
 
-def _d_Response_OffsetFetchResponseTopic_v5(buf, pos):
+def _d_Response_OffsetFetchResponseTopic_v5(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponseTopic, int]:
     o = _new(_C_Response_OffsetFetchResponseTopic)
     o.name, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_OffsetFetchResponsePartition_v5(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_OffsetFetchResponsePartition_v5(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Response_v5(buf, pos):
+def _d_Response_v5(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     o = _new(_C_Response)
     o.groups = []
     o.throttle_time_ms, = _U_i(buf, pos)
@@ -1025,52 +1028,52 @@ def _d_Response_v5(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetFetchResponse.OffsetFetchResponseTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_OffsetFetchResponseTopic_v5(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_OffsetFetchResponseTopic_v5(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.error_code, = _U_h(buf, pos)
     pos += 2
     return o, pos
 
 
-def _e_Response_OffsetFetchResponsePartition_v5(o, out):
+def _e_Response_OffsetFetchResponsePartition_v5(o: OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_iqi(o.partition_index, o.committed_offset, o.committed_leader_epoch))
     ap(_e_nstr(o.metadata))
     ap(_P_h(o.error_code))
 
 
-def _e_Response_OffsetFetchResponseTopic_v5(o, out):
+def _e_Response_OffsetFetchResponseTopic_v5(o: OffsetFetchResponse.OffsetFetchResponseTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_OffsetFetchResponsePartition_v5(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_OffsetFetchResponsePartition_v5(e_partitions, out)
 
 
-def _e_Response_v5(o, out):
+def _e_Response_v5(o: OffsetFetchResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.groups is None or len(o.groups) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default groups at version 5')
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_OffsetFetchResponseTopic_v5(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_OffsetFetchResponseTopic_v5(e_topics, out)
     ap(_P_h(o.error_code))
 
 
-def _d_Response_OffsetFetchResponsePartition_v6(buf, pos):
+def _d_Response_OffsetFetchResponsePartition_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition, int]:
     o = _new(_C_Response_OffsetFetchResponsePartition)
     o.partition_index, o.committed_offset, o.committed_leader_epoch = _U_iqi(buf, pos)
     pos += 16
@@ -1084,19 +1087,19 @@ def _d_Response_OffsetFetchResponsePartition_v6(buf, pos):
     return o, pos
 
 
-def _d_Response_OffsetFetchResponseTopic_v6(buf, pos):
+def _d_Response_OffsetFetchResponseTopic_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponseTopic, int]:
     o = _new(_C_Response_OffsetFetchResponseTopic)
     o.name, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_OffsetFetchResponsePartition_v6(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_OffsetFetchResponsePartition_v6(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -1104,7 +1107,7 @@ def _d_Response_OffsetFetchResponseTopic_v6(buf, pos):
     return o, pos
 
 
-def _d_Response_v6(buf, pos):
+def _d_Response_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     o = _new(_C_Response)
     o.groups = []
     o.throttle_time_ms, = _U_i(buf, pos)
@@ -1113,12 +1116,12 @@ def _d_Response_v6(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetFetchResponse.OffsetFetchResponseTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_OffsetFetchResponseTopic_v6(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_OffsetFetchResponseTopic_v6(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.error_code, = _U_h(buf, pos)
     pos += 2
     if buf[pos]:
@@ -1128,7 +1131,7 @@ def _d_Response_v6(buf, pos):
     return o, pos
 
 
-def _e_Response_OffsetFetchResponsePartition_v6(o, out):
+def _e_Response_OffsetFetchResponsePartition_v6(o: OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_iqi(o.partition_index, o.committed_offset, o.committed_leader_epoch))
     ap(_e_cnstr(o.metadata))
@@ -1136,52 +1139,52 @@ def _e_Response_OffsetFetchResponsePartition_v6(o, out):
     ap(b'\x00')
 
 
-def _e_Response_OffsetFetchResponseTopic_v6(o, out):
+def _e_Response_OffsetFetchResponseTopic_v6(o: OffsetFetchResponse.OffsetFetchResponseTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_OffsetFetchResponsePartition_v6(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_OffsetFetchResponsePartition_v6(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Response_v6(o, out):
+def _e_Response_v6(o: OffsetFetchResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.groups is None or len(o.groups) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default groups at version 6')
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_OffsetFetchResponseTopic_v6(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_OffsetFetchResponseTopic_v6(e_topics, out)
     ap(_P_h(o.error_code))
     ap(b'\x00')
 
 
-def _e_Response_v7(o, out):
+def _e_Response_v7(o: OffsetFetchResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.groups is None or len(o.groups) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default groups at version 7')
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_OffsetFetchResponseTopic_v6(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_OffsetFetchResponseTopic_v6(e_topics, out)
     ap(_P_h(o.error_code))
     ap(b'\x00')
 
 
-def _d_Response_OffsetFetchResponsePartitions_v8(buf, pos):
+def _d_Response_OffsetFetchResponsePartitions_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions, int]:
     o = _new(_C_Response_OffsetFetchResponsePartitions)
     o.partition_index, o.committed_offset, o.committed_leader_epoch = _U_iqi(buf, pos)
     pos += 16
@@ -1195,7 +1198,7 @@ def _d_Response_OffsetFetchResponsePartitions_v8(buf, pos):
     return o, pos
 
 
-def _d_Response_OffsetFetchResponseTopics_v8(buf, pos):
+def _d_Response_OffsetFetchResponseTopics_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics, int]:
     o = _new(_C_Response_OffsetFetchResponseTopics)
     o.topic_id = _ZERO_UUID
     o.name, pos = _r_cstr(buf, pos)
@@ -1203,12 +1206,12 @@ def _d_Response_OffsetFetchResponseTopics_v8(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_OffsetFetchResponsePartitions_v8(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_OffsetFetchResponsePartitions_v8(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -1216,19 +1219,19 @@ def _d_Response_OffsetFetchResponseTopics_v8(buf, pos):
     return o, pos
 
 
-def _d_Response_OffsetFetchResponseGroup_v8(buf, pos):
+def _d_Response_OffsetFetchResponseGroup_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponseGroup, int]:
     o = _new(_C_Response_OffsetFetchResponseGroup)
     o.group_id, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_OffsetFetchResponseTopics_v8(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_OffsetFetchResponseTopics_v8(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.error_code, = _U_h(buf, pos)
     pos += 2
     if buf[pos]:
@@ -1238,7 +1241,7 @@ def _d_Response_OffsetFetchResponseGroup_v8(buf, pos):
     return o, pos
 
 
-def _d_Response_v8(buf, pos):
+def _d_Response_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     o = _new(_C_Response)
     o.topics = []
     o.error_code = 0
@@ -1248,12 +1251,12 @@ def _d_Response_v8(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[OffsetFetchResponse.OffsetFetchResponseGroup] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _d_Response_OffsetFetchResponseGroup_v8(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _d_Response_OffsetFetchResponseGroup_v8(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -1261,7 +1264,7 @@ def _d_Response_v8(buf, pos):
     return o, pos
 
 
-def _e_Response_OffsetFetchResponsePartitions_v8(o, out):
+def _e_Response_OffsetFetchResponsePartitions_v8(o: OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_iqi(o.partition_index, o.committed_offset, o.committed_leader_epoch))
     ap(_e_cnstr(o.metadata))
@@ -1269,64 +1272,64 @@ def _e_Response_OffsetFetchResponsePartitions_v8(o, out):
     ap(b'\x00')
 
 
-def _e_Response_OffsetFetchResponseTopics_v8(o, out):
+def _e_Response_OffsetFetchResponseTopics_v8(o: OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_OffsetFetchResponsePartitions_v8(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_OffsetFetchResponsePartitions_v8(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Response_OffsetFetchResponseGroup_v8(o, out):
+def _e_Response_OffsetFetchResponseGroup_v8(o: OffsetFetchResponse.OffsetFetchResponseGroup, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.group_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_OffsetFetchResponseTopics_v8(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_OffsetFetchResponseTopics_v8(e_topics, out)
     ap(_P_h(o.error_code))
     ap(b'\x00')
 
 
-def _e_Response_v8(o, out):
+def _e_Response_v8(o: OffsetFetchResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.topics is None or len(o.topics) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default topics at version 8')
     ap(_P_i(o.throttle_time_ms))
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_OffsetFetchResponseGroup_v8(e, out)
+        ap(_uv(len(l_groups) + 1))
+        for e_groups in l_groups:
+            _e_Response_OffsetFetchResponseGroup_v8(e_groups, out)
     ap(b'\x00')
 
 
-def _e_Response_v9(o, out):
+def _e_Response_v9(o: OffsetFetchResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.topics is None or len(o.topics) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default topics at version 9')
     ap(_P_i(o.throttle_time_ms))
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_OffsetFetchResponseGroup_v8(e, out)
+        ap(_uv(len(l_groups) + 1))
+        for e_groups in l_groups:
+            _e_Response_OffsetFetchResponseGroup_v8(e_groups, out)
     ap(b'\x00')
 
 
-def _d_Response_OffsetFetchResponseTopics_v10(buf, pos):
+def _d_Response_OffsetFetchResponseTopics_v10(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics, int]:
     o = _new(_C_Response_OffsetFetchResponseTopics)
     o.name = ''
     o.topic_id, pos = _r_uuid(buf, pos)
@@ -1334,12 +1337,12 @@ def _d_Response_OffsetFetchResponseTopics_v10(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_OffsetFetchResponsePartitions_v8(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_OffsetFetchResponsePartitions_v8(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -1347,19 +1350,19 @@ def _d_Response_OffsetFetchResponseTopics_v10(buf, pos):
     return o, pos
 
 
-def _d_Response_OffsetFetchResponseGroup_v10(buf, pos):
+def _d_Response_OffsetFetchResponseGroup_v10(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponseGroup, int]:
     o = _new(_C_Response_OffsetFetchResponseGroup)
     o.group_id, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_OffsetFetchResponseTopics_v10(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_OffsetFetchResponseTopics_v10(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.error_code, = _U_h(buf, pos)
     pos += 2
     if buf[pos]:
@@ -1369,7 +1372,7 @@ def _d_Response_OffsetFetchResponseGroup_v10(buf, pos):
     return o, pos
 
 
-def _d_Response_v10(buf, pos):
+def _d_Response_v10(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     o = _new(_C_Response)
     o.topics = []
     o.error_code = 0
@@ -1379,12 +1382,12 @@ def _d_Response_v10(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field groups is null')
     else:
-        l = []
-        ap = l.append
+        l_groups: list[OffsetFetchResponse.OffsetFetchResponseGroup] = []
+        ap_groups = l_groups.append
         for _ in range(n):
-            e, pos = _d_Response_OffsetFetchResponseGroup_v10(buf, pos)
-            ap(e)
-        o.groups = l
+            e_groups, pos = _d_Response_OffsetFetchResponseGroup_v10(buf, pos)
+            ap_groups(e_groups)
+        o.groups = l_groups
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -1392,45 +1395,45 @@ def _d_Response_v10(buf, pos):
     return o, pos
 
 
-def _e_Response_OffsetFetchResponseTopics_v10(o, out):
+def _e_Response_OffsetFetchResponseTopics_v10(o: OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics, out: list[_Bytes]) -> None:
     ap = out.append
     ap(o.topic_id.bytes)
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_OffsetFetchResponsePartitions_v8(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_OffsetFetchResponsePartitions_v8(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Response_OffsetFetchResponseGroup_v10(o, out):
+def _e_Response_OffsetFetchResponseGroup_v10(o: OffsetFetchResponse.OffsetFetchResponseGroup, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.group_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_OffsetFetchResponseTopics_v10(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_OffsetFetchResponseTopics_v10(e_topics, out)
     ap(_P_h(o.error_code))
     ap(b'\x00')
 
 
-def _e_Response_v10(o, out):
+def _e_Response_v10(o: OffsetFetchResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.topics is None or len(o.topics) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default topics at version 10')
     ap(_P_i(o.throttle_time_ms))
-    l = o.groups
-    if l is None:
+    l_groups = o.groups
+    if l_groups is None:
         raise ValueError('non-nullable field groups is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_OffsetFetchResponseGroup_v10(e, out)
+        ap(_uv(len(l_groups) + 1))
+        for e_groups in l_groups:
+            _e_Response_OffsetFetchResponseGroup_v10(e_groups, out)
     ap(b'\x00')
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,66 +60,6 @@ _P_iii = _S('>iii').pack
 __all__ = ['OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse']
 
 
-class OffsetForLeaderEpochRequest(_Message):
-    """OffsetForLeaderEpochRequest: API key 23, versions 2-4, flexible 4+.
-
-    Fields (versions):
-        replica_id: int32 (3+)
-        topics: []OffsetForLeaderTopic (0+)
-    """
-
-    class OffsetForLeaderTopic(_Struct):
-        """OffsetForLeaderTopic
-
-        Fields (versions):
-            topic: string (0+)
-            partitions: []OffsetForLeaderPartition (0+)
-        """
-
-        class OffsetForLeaderPartition(_Struct):
-            """OffsetForLeaderPartition
-
-            Fields (versions):
-                partition: int32 (0+)
-                current_leader_epoch: int32 (2+)
-                leader_epoch: int32 (0+)
-            """
-
-            partition: int
-            current_leader_epoch: int
-            leader_epoch: int
-            __slots__ = ('partition', 'current_leader_epoch', 'leader_epoch')
-            _FIELDS = __slots__
-
-            def __init__(self, *, partition=0, current_leader_epoch=-1, leader_epoch=0):
-                self.partition = partition
-                self.current_leader_epoch = current_leader_epoch
-                self.leader_epoch = leader_epoch
-
-        topic: str
-        partitions: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition]
-        __slots__ = ('topic', 'partitions')
-        _FIELDS = __slots__
-
-        def __init__(self, *, topic='', partitions=_UNSET):
-            self.topic = topic
-            self.partitions = [] if partitions is _UNSET else partitions
-
-    API_KEY = 23
-    API_NAME = 'OffsetForLeaderEpoch'
-    VALID_VERSIONS = (2, 4)
-    FLEXIBLE_MIN = 4
-    LATEST_VERSION_UNSTABLE = False
-    replica_id: int
-    topics: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic]
-    __slots__ = ('replica_id', 'topics')
-    _FIELDS = __slots__
-
-    def __init__(self, *, replica_id=-2, topics=_UNSET):
-        self.replica_id = replica_id
-        self.topics = [] if topics is _UNSET else topics
-
-
 class OffsetForLeaderEpochResponse(_Message):
     """OffsetForLeaderEpochResponse: API key 23, versions 2-4, flexible 4+.
 
@@ -150,7 +93,7 @@ class OffsetForLeaderEpochResponse(_Message):
             __slots__ = ('error_code', 'partition', 'leader_epoch', 'end_offset')
             _FIELDS = __slots__
 
-            def __init__(self, *, error_code=0, partition=0, leader_epoch=-1, end_offset=-1):
+            def __init__(self, *, error_code: int = 0, partition: int = 0, leader_epoch: int = -1, end_offset: int = -1) -> None:
                 self.error_code = error_code
                 self.partition = partition
                 self.leader_epoch = leader_epoch
@@ -161,7 +104,7 @@ class OffsetForLeaderEpochResponse(_Message):
         __slots__ = ('topic', 'partitions')
         _FIELDS = __slots__
 
-        def __init__(self, *, topic='', partitions=_UNSET):
+        def __init__(self, *, topic: str = '', partitions: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset] | _Unset = _UNSET) -> None:
             self.topic = topic
             self.partitions = [] if partitions is _UNSET else partitions
 
@@ -175,8 +118,68 @@ class OffsetForLeaderEpochResponse(_Message):
     __slots__ = ('throttle_time_ms', 'topics')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, topics=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, topics: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is _UNSET else topics
+
+
+class OffsetForLeaderEpochRequest(_Request[OffsetForLeaderEpochResponse]):
+    """OffsetForLeaderEpochRequest: API key 23, versions 2-4, flexible 4+.
+
+    Fields (versions):
+        replica_id: int32 (3+)
+        topics: []OffsetForLeaderTopic (0+)
+    """
+
+    class OffsetForLeaderTopic(_Struct):
+        """OffsetForLeaderTopic
+
+        Fields (versions):
+            topic: string (0+)
+            partitions: []OffsetForLeaderPartition (0+)
+        """
+
+        class OffsetForLeaderPartition(_Struct):
+            """OffsetForLeaderPartition
+
+            Fields (versions):
+                partition: int32 (0+)
+                current_leader_epoch: int32 (2+)
+                leader_epoch: int32 (0+)
+            """
+
+            partition: int
+            current_leader_epoch: int
+            leader_epoch: int
+            __slots__ = ('partition', 'current_leader_epoch', 'leader_epoch')
+            _FIELDS = __slots__
+
+            def __init__(self, *, partition: int = 0, current_leader_epoch: int = -1, leader_epoch: int = 0) -> None:
+                self.partition = partition
+                self.current_leader_epoch = current_leader_epoch
+                self.leader_epoch = leader_epoch
+
+        topic: str
+        partitions: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition]
+        __slots__ = ('topic', 'partitions')
+        _FIELDS = __slots__
+
+        def __init__(self, *, topic: str = '', partitions: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition] | _Unset = _UNSET) -> None:
+            self.topic = topic
+            self.partitions = [] if partitions is _UNSET else partitions
+
+    API_KEY = 23
+    API_NAME = 'OffsetForLeaderEpoch'
+    VALID_VERSIONS = (2, 4)
+    FLEXIBLE_MIN = 4
+    LATEST_VERSION_UNSTABLE = False
+    replica_id: int
+    topics: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic]
+    __slots__ = ('replica_id', 'topics')
+    _FIELDS = __slots__
+
+    def __init__(self, *, replica_id: int = -2, topics: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic] | _Unset = _UNSET) -> None:
+        self.replica_id = replica_id
         self.topics = [] if topics is _UNSET else topics
 
 
@@ -188,74 +191,74 @@ _C_Response_OffsetForLeaderTopicResult = OffsetForLeaderEpochResponse.OffsetForL
 _C_Response_EpochEndOffset = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset
 
 
-def _d_Request_OffsetForLeaderPartition_v2(buf, pos):
+def _d_Request_OffsetForLeaderPartition_v2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition, int]:
     o = _new(_C_Request_OffsetForLeaderPartition)
     o.partition, o.current_leader_epoch, o.leader_epoch = _U_iii(buf, pos)
     pos += 12
     return o, pos
 
 
-def _d_Request_OffsetForLeaderTopic_v2(buf, pos):
+def _d_Request_OffsetForLeaderTopic_v2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest.OffsetForLeaderTopic, int]:
     o = _new(_C_Request_OffsetForLeaderTopic)
     o.topic, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetForLeaderPartition_v2(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Request_OffsetForLeaderPartition_v2(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Request_v2(buf, pos):
+def _d_Request_v2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
     o = _new(_C_Request)
     o.replica_id = -2
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetForLeaderTopic_v2(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_OffsetForLeaderTopic_v2(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Request_OffsetForLeaderPartition_v2(o, out):
+def _e_Request_OffsetForLeaderPartition_v2(o: OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_iii(o.partition, o.current_leader_epoch, o.leader_epoch))
 
 
-def _e_Request_OffsetForLeaderTopic_v2(o, out):
+def _e_Request_OffsetForLeaderTopic_v2(o: OffsetForLeaderEpochRequest.OffsetForLeaderTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_OffsetForLeaderPartition_v2(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Request_OffsetForLeaderPartition_v2(e_partitions, out)
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: OffsetForLeaderEpochRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_OffsetForLeaderTopic_v2(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_OffsetForLeaderTopic_v2(e_topics, out)
 
 
-def _d_Request_v3(buf, pos):
+def _d_Request_v3(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
     o = _new(_C_Request)
     o.replica_id, = _U_i(buf, pos)
     pos += 4
@@ -263,28 +266,28 @@ def _d_Request_v3(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetForLeaderTopic_v2(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_OffsetForLeaderTopic_v2(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Request_v3(o, out):
+def _e_Request_v3(o: OffsetForLeaderEpochRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.replica_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_OffsetForLeaderTopic_v2(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_OffsetForLeaderTopic_v2(e_topics, out)
 
 
-def _d_Request_OffsetForLeaderPartition_v4(buf, pos):
+def _d_Request_OffsetForLeaderPartition_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition, int]:
     o = _new(_C_Request_OffsetForLeaderPartition)
     o.partition, o.current_leader_epoch, o.leader_epoch = _U_iii(buf, pos)
     pos += 12
@@ -295,19 +298,19 @@ def _d_Request_OffsetForLeaderPartition_v4(buf, pos):
     return o, pos
 
 
-def _d_Request_OffsetForLeaderTopic_v4(buf, pos):
+def _d_Request_OffsetForLeaderTopic_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest.OffsetForLeaderTopic, int]:
     o = _new(_C_Request_OffsetForLeaderTopic)
     o.topic, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetForLeaderPartition_v4(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Request_OffsetForLeaderPartition_v4(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -315,7 +318,7 @@ def _d_Request_OffsetForLeaderTopic_v4(buf, pos):
     return o, pos
 
 
-def _d_Request_v4(buf, pos):
+def _d_Request_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
     o = _new(_C_Request)
     o.replica_id, = _U_i(buf, pos)
     pos += 4
@@ -323,12 +326,12 @@ def _d_Request_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_OffsetForLeaderTopic_v4(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_OffsetForLeaderTopic_v4(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -336,62 +339,62 @@ def _d_Request_v4(buf, pos):
     return o, pos
 
 
-def _e_Request_OffsetForLeaderPartition_v4(o, out):
+def _e_Request_OffsetForLeaderPartition_v4(o: OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_iii(o.partition, o.current_leader_epoch, o.leader_epoch))
     ap(b'\x00')
 
 
-def _e_Request_OffsetForLeaderTopic_v4(o, out):
+def _e_Request_OffsetForLeaderTopic_v4(o: OffsetForLeaderEpochRequest.OffsetForLeaderTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_OffsetForLeaderPartition_v4(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Request_OffsetForLeaderPartition_v4(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Request_v4(o, out):
+def _e_Request_v4(o: OffsetForLeaderEpochRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.replica_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_OffsetForLeaderTopic_v4(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_OffsetForLeaderTopic_v4(e_topics, out)
     ap(b'\x00')
 
 
-def _d_Response_EpochEndOffset_v2(buf, pos):
+def _d_Response_EpochEndOffset_v2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset, int]:
     o = _new(_C_Response_EpochEndOffset)
     o.error_code, o.partition, o.leader_epoch, o.end_offset = _U_hiiq(buf, pos)
     pos += 18
     return o, pos
 
 
-def _d_Response_OffsetForLeaderTopicResult_v2(buf, pos):
+def _d_Response_OffsetForLeaderTopicResult_v2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult, int]:
     o = _new(_C_Response_OffsetForLeaderTopicResult)
     o.topic, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_EpochEndOffset_v2(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_EpochEndOffset_v2(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Response_v2(buf, pos):
+def _d_Response_v2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -399,45 +402,45 @@ def _d_Response_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_OffsetForLeaderTopicResult_v2(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_OffsetForLeaderTopicResult_v2(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Response_EpochEndOffset_v2(o, out):
+def _e_Response_EpochEndOffset_v2(o: OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_hiiq(o.error_code, o.partition, o.leader_epoch, o.end_offset))
 
 
-def _e_Response_OffsetForLeaderTopicResult_v2(o, out):
+def _e_Response_OffsetForLeaderTopicResult_v2(o: OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_EpochEndOffset_v2(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_EpochEndOffset_v2(e_partitions, out)
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: OffsetForLeaderEpochResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_OffsetForLeaderTopicResult_v2(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_OffsetForLeaderTopicResult_v2(e_topics, out)
 
 
-def _d_Response_EpochEndOffset_v4(buf, pos):
+def _d_Response_EpochEndOffset_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset, int]:
     o = _new(_C_Response_EpochEndOffset)
     o.error_code, o.partition, o.leader_epoch, o.end_offset = _U_hiiq(buf, pos)
     pos += 18
@@ -448,19 +451,19 @@ def _d_Response_EpochEndOffset_v4(buf, pos):
     return o, pos
 
 
-def _d_Response_OffsetForLeaderTopicResult_v4(buf, pos):
+def _d_Response_OffsetForLeaderTopicResult_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult, int]:
     o = _new(_C_Response_OffsetForLeaderTopicResult)
     o.topic, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_EpochEndOffset_v4(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_EpochEndOffset_v4(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -468,7 +471,7 @@ def _d_Response_OffsetForLeaderTopicResult_v4(buf, pos):
     return o, pos
 
 
-def _d_Response_v4(buf, pos):
+def _d_Response_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -476,12 +479,12 @@ def _d_Response_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_OffsetForLeaderTopicResult_v4(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_OffsetForLeaderTopicResult_v4(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -489,35 +492,35 @@ def _d_Response_v4(buf, pos):
     return o, pos
 
 
-def _e_Response_EpochEndOffset_v4(o, out):
+def _e_Response_EpochEndOffset_v4(o: OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_hiiq(o.error_code, o.partition, o.leader_epoch, o.end_offset))
     ap(b'\x00')
 
 
-def _e_Response_OffsetForLeaderTopicResult_v4(o, out):
+def _e_Response_OffsetForLeaderTopicResult_v4(o: OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.topic))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_EpochEndOffset_v4(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_EpochEndOffset_v4(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Response_v4(o, out):
+def _e_Response_v4(o: OffsetForLeaderEpochResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_OffsetForLeaderTopicResult_v4(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_OffsetForLeaderTopicResult_v4(e_topics, out)
     ap(b'\x00')
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -61,72 +64,6 @@ _P_ii = _S('>ii').pack
 __all__ = ['ProduceRequest', 'ProduceResponse']
 
 
-class ProduceRequest(_Message):
-    """ProduceRequest: API key 0, versions 3-13, flexible 9+.
-
-    Fields (versions):
-        transactional_id: string (3+, nullable 3+)
-        acks: int16 (0+)
-        timeout_ms: int32 (0+)
-        topic_data: []TopicProduceData (0+)
-    """
-
-    class TopicProduceData(_Struct):
-        """TopicProduceData
-
-        Fields (versions):
-            name: string (0-12)
-            topic_id: uuid (13+)
-            partition_data: []PartitionProduceData (0+)
-        """
-
-        class PartitionProduceData(_Struct):
-            """PartitionProduceData
-
-            Fields (versions):
-                index: int32 (0+)
-                records: records (0+, nullable 0+)
-            """
-
-            index: int
-            records: bytes | bytearray | memoryview | None
-            __slots__ = ('index', 'records')
-            _FIELDS = __slots__
-
-            def __init__(self, *, index=0, records=None):
-                self.index = index
-                self.records = records
-
-        name: str
-        topic_id: _uuid.UUID
-        partition_data: list[ProduceRequest.TopicProduceData.PartitionProduceData]
-        __slots__ = ('name', 'topic_id', 'partition_data')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name='', topic_id=_ZERO_UUID, partition_data=_UNSET):
-            self.name = name
-            self.topic_id = topic_id
-            self.partition_data = [] if partition_data is _UNSET else partition_data
-
-    API_KEY = 0
-    API_NAME = 'Produce'
-    VALID_VERSIONS = (3, 13)
-    FLEXIBLE_MIN = 9
-    LATEST_VERSION_UNSTABLE = False
-    transactional_id: str | None
-    acks: int
-    timeout_ms: int
-    topic_data: list[ProduceRequest.TopicProduceData]
-    __slots__ = ('transactional_id', 'acks', 'timeout_ms', 'topic_data')
-    _FIELDS = __slots__
-
-    def __init__(self, *, transactional_id=None, acks=0, timeout_ms=0, topic_data=_UNSET):
-        self.transactional_id = transactional_id
-        self.acks = acks
-        self.timeout_ms = timeout_ms
-        self.topic_data = [] if topic_data is _UNSET else topic_data
-
-
 class ProduceResponse(_Message):
     """ProduceResponse: API key 0, versions 3-13, flexible 9+.
 
@@ -172,7 +109,7 @@ class ProduceResponse(_Message):
                 __slots__ = ('batch_index', 'batch_index_error_message')
                 _FIELDS = __slots__
 
-                def __init__(self, *, batch_index=0, batch_index_error_message=None):
+                def __init__(self, *, batch_index: int = 0, batch_index_error_message: str | None = None) -> None:
                     self.batch_index = batch_index
                     self.batch_index_error_message = batch_index_error_message
 
@@ -189,7 +126,7 @@ class ProduceResponse(_Message):
                 __slots__ = ('leader_id', 'leader_epoch')
                 _FIELDS = __slots__
 
-                def __init__(self, *, leader_id=-1, leader_epoch=-1):
+                def __init__(self, *, leader_id: int = -1, leader_epoch: int = -1) -> None:
                     self.leader_id = leader_id
                     self.leader_epoch = leader_epoch
 
@@ -204,7 +141,7 @@ class ProduceResponse(_Message):
             __slots__ = ('index', 'error_code', 'base_offset', 'log_append_time_ms', 'log_start_offset', 'record_errors', 'error_message', 'current_leader')
             _FIELDS = __slots__
 
-            def __init__(self, *, index=0, error_code=0, base_offset=0, log_append_time_ms=-1, log_start_offset=-1, record_errors=_UNSET, error_message=None, current_leader=_UNSET):
+            def __init__(self, *, index: int = 0, error_code: int = 0, base_offset: int = 0, log_append_time_ms: int = -1, log_start_offset: int = -1, record_errors: list[ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage] | _Unset = _UNSET, error_message: str | None = None, current_leader: ProduceResponse.TopicProduceResponse.PartitionProduceResponse.LeaderIdAndEpoch | _Unset = _UNSET) -> None:
                 self.index = index
                 self.error_code = error_code
                 self.base_offset = base_offset
@@ -220,7 +157,7 @@ class ProduceResponse(_Message):
         __slots__ = ('name', 'topic_id', 'partition_responses')
         _FIELDS = __slots__
 
-        def __init__(self, *, name='', topic_id=_ZERO_UUID, partition_responses=_UNSET):
+        def __init__(self, *, name: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partition_responses: list[ProduceResponse.TopicProduceResponse.PartitionProduceResponse] | _Unset = _UNSET) -> None:
             self.name = name
             self.topic_id = topic_id
             self.partition_responses = [] if partition_responses is _UNSET else partition_responses
@@ -242,7 +179,7 @@ class ProduceResponse(_Message):
         __slots__ = ('node_id', 'host', 'port', 'rack')
         _FIELDS = __slots__
 
-        def __init__(self, *, node_id=0, host='', port=0, rack=None):
+        def __init__(self, *, node_id: int = 0, host: str = '', port: int = 0, rack: str | None = None) -> None:
             self.node_id = node_id
             self.host = host
             self.port = port
@@ -259,10 +196,76 @@ class ProduceResponse(_Message):
     __slots__ = ('responses', 'throttle_time_ms', 'node_endpoints')
     _FIELDS = __slots__
 
-    def __init__(self, *, responses=_UNSET, throttle_time_ms=0, node_endpoints=_UNSET):
+    def __init__(self, *, responses: list[ProduceResponse.TopicProduceResponse] | _Unset = _UNSET, throttle_time_ms: int = 0, node_endpoints: list[ProduceResponse.NodeEndpoint] | _Unset = _UNSET) -> None:
         self.responses = [] if responses is _UNSET else responses
         self.throttle_time_ms = throttle_time_ms
         self.node_endpoints = [] if node_endpoints is _UNSET else node_endpoints
+
+
+class ProduceRequest(_Request[ProduceResponse]):
+    """ProduceRequest: API key 0, versions 3-13, flexible 9+.
+
+    Fields (versions):
+        transactional_id: string (3+, nullable 3+)
+        acks: int16 (0+)
+        timeout_ms: int32 (0+)
+        topic_data: []TopicProduceData (0+)
+    """
+
+    class TopicProduceData(_Struct):
+        """TopicProduceData
+
+        Fields (versions):
+            name: string (0-12)
+            topic_id: uuid (13+)
+            partition_data: []PartitionProduceData (0+)
+        """
+
+        class PartitionProduceData(_Struct):
+            """PartitionProduceData
+
+            Fields (versions):
+                index: int32 (0+)
+                records: records (0+, nullable 0+)
+            """
+
+            index: int
+            records: bytes | bytearray | memoryview | None
+            __slots__ = ('index', 'records')
+            _FIELDS = __slots__
+
+            def __init__(self, *, index: int = 0, records: bytes | bytearray | memoryview | None = None) -> None:
+                self.index = index
+                self.records = records
+
+        name: str
+        topic_id: _uuid.UUID
+        partition_data: list[ProduceRequest.TopicProduceData.PartitionProduceData]
+        __slots__ = ('name', 'topic_id', 'partition_data')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partition_data: list[ProduceRequest.TopicProduceData.PartitionProduceData] | _Unset = _UNSET) -> None:
+            self.name = name
+            self.topic_id = topic_id
+            self.partition_data = [] if partition_data is _UNSET else partition_data
+
+    API_KEY = 0
+    API_NAME = 'Produce'
+    VALID_VERSIONS = (3, 13)
+    FLEXIBLE_MIN = 9
+    LATEST_VERSION_UNSTABLE = False
+    transactional_id: str | None
+    acks: int
+    timeout_ms: int
+    topic_data: list[ProduceRequest.TopicProduceData]
+    __slots__ = ('transactional_id', 'acks', 'timeout_ms', 'topic_data')
+    _FIELDS = __slots__
+
+    def __init__(self, *, transactional_id: str | None = None, acks: int = 0, timeout_ms: int = 0, topic_data: list[ProduceRequest.TopicProduceData] | _Unset = _UNSET) -> None:
+        self.transactional_id = transactional_id
+        self.acks = acks
+        self.timeout_ms = timeout_ms
+        self.topic_data = [] if topic_data is _UNSET else topic_data
 
 
 _C_Request = ProduceRequest
@@ -277,7 +280,7 @@ _C_Response_NodeEndpoint = ProduceResponse.NodeEndpoint
 _D_Response_LeaderIdAndEpoch = _C_Response_LeaderIdAndEpoch()
 
 
-def _d_Request_PartitionProduceData_v3(buf, pos):
+def _d_Request_PartitionProduceData_v3(buf: memoryview, pos: int) -> tuple[ProduceRequest.TopicProduceData.PartitionProduceData, int]:
     o = _new(_C_Request_PartitionProduceData)
     o.index, = _U_i(buf, pos)
     pos += 4
@@ -285,7 +288,7 @@ def _d_Request_PartitionProduceData_v3(buf, pos):
     return o, pos
 
 
-def _d_Request_TopicProduceData_v3(buf, pos):
+def _d_Request_TopicProduceData_v3(buf: memoryview, pos: int) -> tuple[ProduceRequest.TopicProduceData, int]:
     o = _new(_C_Request_TopicProduceData)
     o.topic_id = _ZERO_UUID
     o.name, pos = _r_str(buf, pos)
@@ -293,16 +296,16 @@ def _d_Request_TopicProduceData_v3(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partition_data is null')
     else:
-        l = []
-        ap = l.append
+        l_partition_data: list[ProduceRequest.TopicProduceData.PartitionProduceData] = []
+        ap_partition_data = l_partition_data.append
         for _ in range(n):
-            e, pos = _d_Request_PartitionProduceData_v3(buf, pos)
-            ap(e)
-        o.partition_data = l
+            e_partition_data, pos = _d_Request_PartitionProduceData_v3(buf, pos)
+            ap_partition_data(e_partition_data)
+        o.partition_data = l_partition_data
     return o, pos
 
 
-def _d_Request_v3(buf, pos):
+def _d_Request_v3(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     o = _new(_C_Request)
     o.transactional_id, pos = _r_nstr(buf, pos)
     o.acks, o.timeout_ms = _U_hi(buf, pos)
@@ -311,47 +314,47 @@ def _d_Request_v3(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topic_data is null')
     else:
-        l = []
-        ap = l.append
+        l_topic_data: list[ProduceRequest.TopicProduceData] = []
+        ap_topic_data = l_topic_data.append
         for _ in range(n):
-            e, pos = _d_Request_TopicProduceData_v3(buf, pos)
-            ap(e)
-        o.topic_data = l
+            e_topic_data, pos = _d_Request_TopicProduceData_v3(buf, pos)
+            ap_topic_data(e_topic_data)
+        o.topic_data = l_topic_data
     return o, pos
 
 
-def _e_Request_PartitionProduceData_v3(o, out):
+def _e_Request_PartitionProduceData_v3(o: ProduceRequest.TopicProduceData.PartitionProduceData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.index))
     _w_rec(o.records, out)
 
 
-def _e_Request_TopicProduceData_v3(o, out):
+def _e_Request_TopicProduceData_v3(o: ProduceRequest.TopicProduceData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partition_data
-    if l is None:
+    l_partition_data = o.partition_data
+    if l_partition_data is None:
         raise ValueError('non-nullable field partition_data is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_PartitionProduceData_v3(e, out)
+        ap(_P_i(len(l_partition_data)))
+        for e_partition_data in l_partition_data:
+            _e_Request_PartitionProduceData_v3(e_partition_data, out)
 
 
-def _e_Request_v3(o, out):
+def _e_Request_v3(o: ProduceRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_nstr(o.transactional_id))
     ap(_P_hi(o.acks, o.timeout_ms))
-    l = o.topic_data
-    if l is None:
+    l_topic_data = o.topic_data
+    if l_topic_data is None:
         raise ValueError('non-nullable field topic_data is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_TopicProduceData_v3(e, out)
+        ap(_P_i(len(l_topic_data)))
+        for e_topic_data in l_topic_data:
+            _e_Request_TopicProduceData_v3(e_topic_data, out)
 
 
-def _d_Request_PartitionProduceData_v9(buf, pos):
+def _d_Request_PartitionProduceData_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest.TopicProduceData.PartitionProduceData, int]:
     o = _new(_C_Request_PartitionProduceData)
     o.index, = _U_i(buf, pos)
     pos += 4
@@ -363,7 +366,7 @@ def _d_Request_PartitionProduceData_v9(buf, pos):
     return o, pos
 
 
-def _d_Request_TopicProduceData_v9(buf, pos):
+def _d_Request_TopicProduceData_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest.TopicProduceData, int]:
     o = _new(_C_Request_TopicProduceData)
     o.topic_id = _ZERO_UUID
     o.name, pos = _r_cstr(buf, pos)
@@ -371,12 +374,12 @@ def _d_Request_TopicProduceData_v9(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partition_data is null')
     else:
-        l = []
-        ap = l.append
+        l_partition_data: list[ProduceRequest.TopicProduceData.PartitionProduceData] = []
+        ap_partition_data = l_partition_data.append
         for _ in range(n):
-            e, pos = _d_Request_PartitionProduceData_v9(buf, pos)
-            ap(e)
-        o.partition_data = l
+            e_partition_data, pos = _d_Request_PartitionProduceData_v9(buf, pos)
+            ap_partition_data(e_partition_data)
+        o.partition_data = l_partition_data
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -384,7 +387,7 @@ def _d_Request_TopicProduceData_v9(buf, pos):
     return o, pos
 
 
-def _d_Request_v9(buf, pos):
+def _d_Request_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     o = _new(_C_Request)
     o.transactional_id, pos = _r_cnstr(buf, pos)
     o.acks, o.timeout_ms = _U_hi(buf, pos)
@@ -393,12 +396,12 @@ def _d_Request_v9(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topic_data is null')
     else:
-        l = []
-        ap = l.append
+        l_topic_data: list[ProduceRequest.TopicProduceData] = []
+        ap_topic_data = l_topic_data.append
         for _ in range(n):
-            e, pos = _d_Request_TopicProduceData_v9(buf, pos)
-            ap(e)
-        o.topic_data = l
+            e_topic_data, pos = _d_Request_TopicProduceData_v9(buf, pos)
+            ap_topic_data(e_topic_data)
+        o.topic_data = l_topic_data
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -406,41 +409,41 @@ def _d_Request_v9(buf, pos):
     return o, pos
 
 
-def _e_Request_PartitionProduceData_v9(o, out):
+def _e_Request_PartitionProduceData_v9(o: ProduceRequest.TopicProduceData.PartitionProduceData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.index))
     _w_crec(o.records, out)
     ap(b'\x00')
 
 
-def _e_Request_TopicProduceData_v9(o, out):
+def _e_Request_TopicProduceData_v9(o: ProduceRequest.TopicProduceData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partition_data
-    if l is None:
+    l_partition_data = o.partition_data
+    if l_partition_data is None:
         raise ValueError('non-nullable field partition_data is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_PartitionProduceData_v9(e, out)
+        ap(_uv(len(l_partition_data) + 1))
+        for e_partition_data in l_partition_data:
+            _e_Request_PartitionProduceData_v9(e_partition_data, out)
     ap(b'\x00')
 
 
-def _e_Request_v9(o, out):
+def _e_Request_v9(o: ProduceRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cnstr(o.transactional_id))
     ap(_P_hi(o.acks, o.timeout_ms))
-    l = o.topic_data
-    if l is None:
+    l_topic_data = o.topic_data
+    if l_topic_data is None:
         raise ValueError('non-nullable field topic_data is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_TopicProduceData_v9(e, out)
+        ap(_uv(len(l_topic_data) + 1))
+        for e_topic_data in l_topic_data:
+            _e_Request_TopicProduceData_v9(e_topic_data, out)
     ap(b'\x00')
 
 
-def _d_Request_TopicProduceData_v13(buf, pos):
+def _d_Request_TopicProduceData_v13(buf: memoryview, pos: int) -> tuple[ProduceRequest.TopicProduceData, int]:
     o = _new(_C_Request_TopicProduceData)
     o.name = ''
     o.topic_id, pos = _r_uuid(buf, pos)
@@ -448,12 +451,12 @@ def _d_Request_TopicProduceData_v13(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partition_data is null')
     else:
-        l = []
-        ap = l.append
+        l_partition_data: list[ProduceRequest.TopicProduceData.PartitionProduceData] = []
+        ap_partition_data = l_partition_data.append
         for _ in range(n):
-            e, pos = _d_Request_PartitionProduceData_v9(buf, pos)
-            ap(e)
-        o.partition_data = l
+            e_partition_data, pos = _d_Request_PartitionProduceData_v9(buf, pos)
+            ap_partition_data(e_partition_data)
+        o.partition_data = l_partition_data
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -461,7 +464,7 @@ def _d_Request_TopicProduceData_v13(buf, pos):
     return o, pos
 
 
-def _d_Request_v13(buf, pos):
+def _d_Request_v13(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     o = _new(_C_Request)
     o.transactional_id, pos = _r_cnstr(buf, pos)
     o.acks, o.timeout_ms = _U_hi(buf, pos)
@@ -470,12 +473,12 @@ def _d_Request_v13(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topic_data is null')
     else:
-        l = []
-        ap = l.append
+        l_topic_data: list[ProduceRequest.TopicProduceData] = []
+        ap_topic_data = l_topic_data.append
         for _ in range(n):
-            e, pos = _d_Request_TopicProduceData_v13(buf, pos)
-            ap(e)
-        o.topic_data = l
+            e_topic_data, pos = _d_Request_TopicProduceData_v13(buf, pos)
+            ap_topic_data(e_topic_data)
+        o.topic_data = l_topic_data
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -483,34 +486,34 @@ def _d_Request_v13(buf, pos):
     return o, pos
 
 
-def _e_Request_TopicProduceData_v13(o, out):
+def _e_Request_TopicProduceData_v13(o: ProduceRequest.TopicProduceData, out: list[_Bytes]) -> None:
     ap = out.append
     ap(o.topic_id.bytes)
-    l = o.partition_data
-    if l is None:
+    l_partition_data = o.partition_data
+    if l_partition_data is None:
         raise ValueError('non-nullable field partition_data is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_PartitionProduceData_v9(e, out)
+        ap(_uv(len(l_partition_data) + 1))
+        for e_partition_data in l_partition_data:
+            _e_Request_PartitionProduceData_v9(e_partition_data, out)
     ap(b'\x00')
 
 
-def _e_Request_v13(o, out):
+def _e_Request_v13(o: ProduceRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cnstr(o.transactional_id))
     ap(_P_hi(o.acks, o.timeout_ms))
-    l = o.topic_data
-    if l is None:
+    l_topic_data = o.topic_data
+    if l_topic_data is None:
         raise ValueError('non-nullable field topic_data is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_TopicProduceData_v13(e, out)
+        ap(_uv(len(l_topic_data) + 1))
+        for e_topic_data in l_topic_data:
+            _e_Request_TopicProduceData_v13(e_topic_data, out)
     ap(b'\x00')
 
 
-def _d_Response_PartitionProduceResponse_v3(buf, pos):
+def _d_Response_PartitionProduceResponse_v3(buf: memoryview, pos: int) -> tuple[ProduceResponse.TopicProduceResponse.PartitionProduceResponse, int]:
     o = _new(_C_Response_PartitionProduceResponse)
     o.log_start_offset = -1
     o.record_errors = []
@@ -521,7 +524,7 @@ def _d_Response_PartitionProduceResponse_v3(buf, pos):
     return o, pos
 
 
-def _d_Response_TopicProduceResponse_v3(buf, pos):
+def _d_Response_TopicProduceResponse_v3(buf: memoryview, pos: int) -> tuple[ProduceResponse.TopicProduceResponse, int]:
     o = _new(_C_Response_TopicProduceResponse)
     o.topic_id = _ZERO_UUID
     o.name, pos = _r_str(buf, pos)
@@ -529,100 +532,100 @@ def _d_Response_TopicProduceResponse_v3(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partition_responses is null')
     else:
-        l = []
-        ap = l.append
+        l_partition_responses: list[ProduceResponse.TopicProduceResponse.PartitionProduceResponse] = []
+        ap_partition_responses = l_partition_responses.append
         for _ in range(n):
-            e, pos = _d_Response_PartitionProduceResponse_v3(buf, pos)
-            ap(e)
-        o.partition_responses = l
+            e_partition_responses, pos = _d_Response_PartitionProduceResponse_v3(buf, pos)
+            ap_partition_responses(e_partition_responses)
+        o.partition_responses = l_partition_responses
     return o, pos
 
 
-def _d_Response_v3(buf, pos):
+def _d_Response_v3(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     o = _new(_C_Response)
     o.node_endpoints = []
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field responses is null')
     else:
-        l = []
-        ap = l.append
+        l_responses: list[ProduceResponse.TopicProduceResponse] = []
+        ap_responses = l_responses.append
         for _ in range(n):
-            e, pos = _d_Response_TopicProduceResponse_v3(buf, pos)
-            ap(e)
-        o.responses = l
+            e_responses, pos = _d_Response_TopicProduceResponse_v3(buf, pos)
+            ap_responses(e_responses)
+        o.responses = l_responses
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
     return o, pos
 
 
-def _e_Response_PartitionProduceResponse_v3(o, out):
+def _e_Response_PartitionProduceResponse_v3(o: ProduceResponse.TopicProduceResponse.PartitionProduceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.current_leader != _D_Response_LeaderIdAndEpoch:
         raise _UnsupportedVersionError('attempted to write a non-default current_leader at version 3')
     ap(_P_ihqq(o.index, o.error_code, o.base_offset, o.log_append_time_ms))
 
 
-def _e_Response_TopicProduceResponse_v3(o, out):
+def _e_Response_TopicProduceResponse_v3(o: ProduceResponse.TopicProduceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partition_responses
-    if l is None:
+    l_partition_responses = o.partition_responses
+    if l_partition_responses is None:
         raise ValueError('non-nullable field partition_responses is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_PartitionProduceResponse_v3(e, out)
+        ap(_P_i(len(l_partition_responses)))
+        for e_partition_responses in l_partition_responses:
+            _e_Response_PartitionProduceResponse_v3(e_partition_responses, out)
 
 
-def _e_Response_v3(o, out):
+def _e_Response_v3(o: ProduceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.node_endpoints is None or len(o.node_endpoints) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default node_endpoints at version 3')
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_TopicProduceResponse_v3(e, out)
+        ap(_P_i(len(l_responses)))
+        for e_responses in l_responses:
+            _e_Response_TopicProduceResponse_v3(e_responses, out)
     ap(_P_i(o.throttle_time_ms))
 
 
-def _e_Response_PartitionProduceResponse_v4(o, out):
+def _e_Response_PartitionProduceResponse_v4(o: ProduceResponse.TopicProduceResponse.PartitionProduceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.current_leader != _D_Response_LeaderIdAndEpoch:
         raise _UnsupportedVersionError('attempted to write a non-default current_leader at version 4')
     ap(_P_ihqq(o.index, o.error_code, o.base_offset, o.log_append_time_ms))
 
 
-def _e_Response_TopicProduceResponse_v4(o, out):
+def _e_Response_TopicProduceResponse_v4(o: ProduceResponse.TopicProduceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partition_responses
-    if l is None:
+    l_partition_responses = o.partition_responses
+    if l_partition_responses is None:
         raise ValueError('non-nullable field partition_responses is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_PartitionProduceResponse_v4(e, out)
+        ap(_P_i(len(l_partition_responses)))
+        for e_partition_responses in l_partition_responses:
+            _e_Response_PartitionProduceResponse_v4(e_partition_responses, out)
 
 
-def _e_Response_v4(o, out):
+def _e_Response_v4(o: ProduceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.node_endpoints is None or len(o.node_endpoints) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default node_endpoints at version 4')
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_TopicProduceResponse_v4(e, out)
+        ap(_P_i(len(l_responses)))
+        for e_responses in l_responses:
+            _e_Response_TopicProduceResponse_v4(e_responses, out)
     ap(_P_i(o.throttle_time_ms))
 
 
-def _d_Response_PartitionProduceResponse_v5(buf, pos):
+def _d_Response_PartitionProduceResponse_v5(buf: memoryview, pos: int) -> tuple[ProduceResponse.TopicProduceResponse.PartitionProduceResponse, int]:
     o = _new(_C_Response_PartitionProduceResponse)
     o.record_errors = []
     o.error_message = None
@@ -632,7 +635,7 @@ def _d_Response_PartitionProduceResponse_v5(buf, pos):
     return o, pos
 
 
-def _d_Response_TopicProduceResponse_v5(buf, pos):
+def _d_Response_TopicProduceResponse_v5(buf: memoryview, pos: int) -> tuple[ProduceResponse.TopicProduceResponse, int]:
     o = _new(_C_Response_TopicProduceResponse)
     o.topic_id = _ZERO_UUID
     o.name, pos = _r_str(buf, pos)
@@ -640,133 +643,133 @@ def _d_Response_TopicProduceResponse_v5(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partition_responses is null')
     else:
-        l = []
-        ap = l.append
+        l_partition_responses: list[ProduceResponse.TopicProduceResponse.PartitionProduceResponse] = []
+        ap_partition_responses = l_partition_responses.append
         for _ in range(n):
-            e, pos = _d_Response_PartitionProduceResponse_v5(buf, pos)
-            ap(e)
-        o.partition_responses = l
+            e_partition_responses, pos = _d_Response_PartitionProduceResponse_v5(buf, pos)
+            ap_partition_responses(e_partition_responses)
+        o.partition_responses = l_partition_responses
     return o, pos
 
 
-def _d_Response_v5(buf, pos):
+def _d_Response_v5(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     o = _new(_C_Response)
     o.node_endpoints = []
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field responses is null')
     else:
-        l = []
-        ap = l.append
+        l_responses: list[ProduceResponse.TopicProduceResponse] = []
+        ap_responses = l_responses.append
         for _ in range(n):
-            e, pos = _d_Response_TopicProduceResponse_v5(buf, pos)
-            ap(e)
-        o.responses = l
+            e_responses, pos = _d_Response_TopicProduceResponse_v5(buf, pos)
+            ap_responses(e_responses)
+        o.responses = l_responses
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
     return o, pos
 
 
-def _e_Response_PartitionProduceResponse_v5(o, out):
+def _e_Response_PartitionProduceResponse_v5(o: ProduceResponse.TopicProduceResponse.PartitionProduceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.current_leader != _D_Response_LeaderIdAndEpoch:
         raise _UnsupportedVersionError('attempted to write a non-default current_leader at version 5')
     ap(_P_ihqqq(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset))
 
 
-def _e_Response_TopicProduceResponse_v5(o, out):
+def _e_Response_TopicProduceResponse_v5(o: ProduceResponse.TopicProduceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partition_responses
-    if l is None:
+    l_partition_responses = o.partition_responses
+    if l_partition_responses is None:
         raise ValueError('non-nullable field partition_responses is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_PartitionProduceResponse_v5(e, out)
+        ap(_P_i(len(l_partition_responses)))
+        for e_partition_responses in l_partition_responses:
+            _e_Response_PartitionProduceResponse_v5(e_partition_responses, out)
 
 
-def _e_Response_v5(o, out):
+def _e_Response_v5(o: ProduceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.node_endpoints is None or len(o.node_endpoints) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default node_endpoints at version 5')
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_TopicProduceResponse_v5(e, out)
+        ap(_P_i(len(l_responses)))
+        for e_responses in l_responses:
+            _e_Response_TopicProduceResponse_v5(e_responses, out)
     ap(_P_i(o.throttle_time_ms))
 
 
-def _e_Response_PartitionProduceResponse_v6(o, out):
+def _e_Response_PartitionProduceResponse_v6(o: ProduceResponse.TopicProduceResponse.PartitionProduceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.current_leader != _D_Response_LeaderIdAndEpoch:
         raise _UnsupportedVersionError('attempted to write a non-default current_leader at version 6')
     ap(_P_ihqqq(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset))
 
 
-def _e_Response_TopicProduceResponse_v6(o, out):
+def _e_Response_TopicProduceResponse_v6(o: ProduceResponse.TopicProduceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partition_responses
-    if l is None:
+    l_partition_responses = o.partition_responses
+    if l_partition_responses is None:
         raise ValueError('non-nullable field partition_responses is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_PartitionProduceResponse_v6(e, out)
+        ap(_P_i(len(l_partition_responses)))
+        for e_partition_responses in l_partition_responses:
+            _e_Response_PartitionProduceResponse_v6(e_partition_responses, out)
 
 
-def _e_Response_v6(o, out):
+def _e_Response_v6(o: ProduceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.node_endpoints is None or len(o.node_endpoints) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default node_endpoints at version 6')
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_TopicProduceResponse_v6(e, out)
+        ap(_P_i(len(l_responses)))
+        for e_responses in l_responses:
+            _e_Response_TopicProduceResponse_v6(e_responses, out)
     ap(_P_i(o.throttle_time_ms))
 
 
-def _e_Response_PartitionProduceResponse_v7(o, out):
+def _e_Response_PartitionProduceResponse_v7(o: ProduceResponse.TopicProduceResponse.PartitionProduceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.current_leader != _D_Response_LeaderIdAndEpoch:
         raise _UnsupportedVersionError('attempted to write a non-default current_leader at version 7')
     ap(_P_ihqqq(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset))
 
 
-def _e_Response_TopicProduceResponse_v7(o, out):
+def _e_Response_TopicProduceResponse_v7(o: ProduceResponse.TopicProduceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partition_responses
-    if l is None:
+    l_partition_responses = o.partition_responses
+    if l_partition_responses is None:
         raise ValueError('non-nullable field partition_responses is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_PartitionProduceResponse_v7(e, out)
+        ap(_P_i(len(l_partition_responses)))
+        for e_partition_responses in l_partition_responses:
+            _e_Response_PartitionProduceResponse_v7(e_partition_responses, out)
 
 
-def _e_Response_v7(o, out):
+def _e_Response_v7(o: ProduceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.node_endpoints is None or len(o.node_endpoints) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default node_endpoints at version 7')
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_TopicProduceResponse_v7(e, out)
+        ap(_P_i(len(l_responses)))
+        for e_responses in l_responses:
+            _e_Response_TopicProduceResponse_v7(e_responses, out)
     ap(_P_i(o.throttle_time_ms))
 
 
-def _d_Response_BatchIndexAndErrorMessage_v8(buf, pos):
+def _d_Response_BatchIndexAndErrorMessage_v8(buf: memoryview, pos: int) -> tuple[ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage, int]:
     o = _new(_C_Response_BatchIndexAndErrorMessage)
     o.batch_index, = _U_i(buf, pos)
     pos += 4
@@ -774,7 +777,7 @@ def _d_Response_BatchIndexAndErrorMessage_v8(buf, pos):
     return o, pos
 
 
-def _d_Response_PartitionProduceResponse_v8(buf, pos):
+def _d_Response_PartitionProduceResponse_v8(buf: memoryview, pos: int) -> tuple[ProduceResponse.TopicProduceResponse.PartitionProduceResponse, int]:
     o = _new(_C_Response_PartitionProduceResponse)
     o.current_leader = _C_Response_LeaderIdAndEpoch()
     o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset = _U_ihqqq(buf, pos)
@@ -783,17 +786,17 @@ def _d_Response_PartitionProduceResponse_v8(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field record_errors is null')
     else:
-        l = []
-        ap = l.append
+        l_record_errors: list[ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage] = []
+        ap_record_errors = l_record_errors.append
         for _ in range(n):
-            e, pos = _d_Response_BatchIndexAndErrorMessage_v8(buf, pos)
-            ap(e)
-        o.record_errors = l
+            e_record_errors, pos = _d_Response_BatchIndexAndErrorMessage_v8(buf, pos)
+            ap_record_errors(e_record_errors)
+        o.record_errors = l_record_errors
     o.error_message, pos = _r_nstr(buf, pos)
     return o, pos
 
 
-def _d_Response_TopicProduceResponse_v8(buf, pos):
+def _d_Response_TopicProduceResponse_v8(buf: memoryview, pos: int) -> tuple[ProduceResponse.TopicProduceResponse, int]:
     o = _new(_C_Response_TopicProduceResponse)
     o.topic_id = _ZERO_UUID
     o.name, pos = _r_str(buf, pos)
@@ -801,81 +804,81 @@ def _d_Response_TopicProduceResponse_v8(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partition_responses is null')
     else:
-        l = []
-        ap = l.append
+        l_partition_responses: list[ProduceResponse.TopicProduceResponse.PartitionProduceResponse] = []
+        ap_partition_responses = l_partition_responses.append
         for _ in range(n):
-            e, pos = _d_Response_PartitionProduceResponse_v8(buf, pos)
-            ap(e)
-        o.partition_responses = l
+            e_partition_responses, pos = _d_Response_PartitionProduceResponse_v8(buf, pos)
+            ap_partition_responses(e_partition_responses)
+        o.partition_responses = l_partition_responses
     return o, pos
 
 
-def _d_Response_v8(buf, pos):
+def _d_Response_v8(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     o = _new(_C_Response)
     o.node_endpoints = []
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field responses is null')
     else:
-        l = []
-        ap = l.append
+        l_responses: list[ProduceResponse.TopicProduceResponse] = []
+        ap_responses = l_responses.append
         for _ in range(n):
-            e, pos = _d_Response_TopicProduceResponse_v8(buf, pos)
-            ap(e)
-        o.responses = l
+            e_responses, pos = _d_Response_TopicProduceResponse_v8(buf, pos)
+            ap_responses(e_responses)
+        o.responses = l_responses
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
     return o, pos
 
 
-def _e_Response_BatchIndexAndErrorMessage_v8(o, out):
+def _e_Response_BatchIndexAndErrorMessage_v8(o: ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.batch_index))
     ap(_e_nstr(o.batch_index_error_message))
 
 
-def _e_Response_PartitionProduceResponse_v8(o, out):
+def _e_Response_PartitionProduceResponse_v8(o: ProduceResponse.TopicProduceResponse.PartitionProduceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.current_leader != _D_Response_LeaderIdAndEpoch:
         raise _UnsupportedVersionError('attempted to write a non-default current_leader at version 8')
     ap(_P_ihqqq(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset))
-    l = o.record_errors
-    if l is None:
+    l_record_errors = o.record_errors
+    if l_record_errors is None:
         raise ValueError('non-nullable field record_errors is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_BatchIndexAndErrorMessage_v8(e, out)
+        ap(_P_i(len(l_record_errors)))
+        for e_record_errors in l_record_errors:
+            _e_Response_BatchIndexAndErrorMessage_v8(e_record_errors, out)
     ap(_e_nstr(o.error_message))
 
 
-def _e_Response_TopicProduceResponse_v8(o, out):
+def _e_Response_TopicProduceResponse_v8(o: ProduceResponse.TopicProduceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partition_responses
-    if l is None:
+    l_partition_responses = o.partition_responses
+    if l_partition_responses is None:
         raise ValueError('non-nullable field partition_responses is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_PartitionProduceResponse_v8(e, out)
+        ap(_P_i(len(l_partition_responses)))
+        for e_partition_responses in l_partition_responses:
+            _e_Response_PartitionProduceResponse_v8(e_partition_responses, out)
 
 
-def _e_Response_v8(o, out):
+def _e_Response_v8(o: ProduceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.node_endpoints is None or len(o.node_endpoints) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default node_endpoints at version 8')
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_TopicProduceResponse_v8(e, out)
+        ap(_P_i(len(l_responses)))
+        for e_responses in l_responses:
+            _e_Response_TopicProduceResponse_v8(e_responses, out)
     ap(_P_i(o.throttle_time_ms))
 
 
-def _d_Response_BatchIndexAndErrorMessage_v9(buf, pos):
+def _d_Response_BatchIndexAndErrorMessage_v9(buf: memoryview, pos: int) -> tuple[ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage, int]:
     o = _new(_C_Response_BatchIndexAndErrorMessage)
     o.batch_index, = _U_i(buf, pos)
     pos += 4
@@ -887,7 +890,7 @@ def _d_Response_BatchIndexAndErrorMessage_v9(buf, pos):
     return o, pos
 
 
-def _d_Response_PartitionProduceResponse_v9(buf, pos):
+def _d_Response_PartitionProduceResponse_v9(buf: memoryview, pos: int) -> tuple[ProduceResponse.TopicProduceResponse.PartitionProduceResponse, int]:
     o = _new(_C_Response_PartitionProduceResponse)
     o.current_leader = _C_Response_LeaderIdAndEpoch()
     o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset = _U_ihqqq(buf, pos)
@@ -896,12 +899,12 @@ def _d_Response_PartitionProduceResponse_v9(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field record_errors is null')
     else:
-        l = []
-        ap = l.append
+        l_record_errors: list[ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage] = []
+        ap_record_errors = l_record_errors.append
         for _ in range(n):
-            e, pos = _d_Response_BatchIndexAndErrorMessage_v9(buf, pos)
-            ap(e)
-        o.record_errors = l
+            e_record_errors, pos = _d_Response_BatchIndexAndErrorMessage_v9(buf, pos)
+            ap_record_errors(e_record_errors)
+        o.record_errors = l_record_errors
     o.error_message, pos = _r_cnstr(buf, pos)
     if buf[pos]:
         pos = _skip_tags(buf, pos)
@@ -910,7 +913,7 @@ def _d_Response_PartitionProduceResponse_v9(buf, pos):
     return o, pos
 
 
-def _d_Response_TopicProduceResponse_v9(buf, pos):
+def _d_Response_TopicProduceResponse_v9(buf: memoryview, pos: int) -> tuple[ProduceResponse.TopicProduceResponse, int]:
     o = _new(_C_Response_TopicProduceResponse)
     o.topic_id = _ZERO_UUID
     o.name, pos = _r_cstr(buf, pos)
@@ -918,12 +921,12 @@ def _d_Response_TopicProduceResponse_v9(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partition_responses is null')
     else:
-        l = []
-        ap = l.append
+        l_partition_responses: list[ProduceResponse.TopicProduceResponse.PartitionProduceResponse] = []
+        ap_partition_responses = l_partition_responses.append
         for _ in range(n):
-            e, pos = _d_Response_PartitionProduceResponse_v9(buf, pos)
-            ap(e)
-        o.partition_responses = l
+            e_partition_responses, pos = _d_Response_PartitionProduceResponse_v9(buf, pos)
+            ap_partition_responses(e_partition_responses)
+        o.partition_responses = l_partition_responses
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -931,19 +934,19 @@ def _d_Response_TopicProduceResponse_v9(buf, pos):
     return o, pos
 
 
-def _d_Response_v9(buf, pos):
+def _d_Response_v9(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     o = _new(_C_Response)
     o.node_endpoints = []
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field responses is null')
     else:
-        l = []
-        ap = l.append
+        l_responses: list[ProduceResponse.TopicProduceResponse] = []
+        ap_responses = l_responses.append
         for _ in range(n):
-            e, pos = _d_Response_TopicProduceResponse_v9(buf, pos)
-            ap(e)
-        o.responses = l
+            e_responses, pos = _d_Response_TopicProduceResponse_v9(buf, pos)
+            ap_responses(e_responses)
+        o.responses = l_responses
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
     if buf[pos]:
@@ -953,58 +956,58 @@ def _d_Response_v9(buf, pos):
     return o, pos
 
 
-def _e_Response_BatchIndexAndErrorMessage_v9(o, out):
+def _e_Response_BatchIndexAndErrorMessage_v9(o: ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.batch_index))
     ap(_e_cnstr(o.batch_index_error_message))
     ap(b'\x00')
 
 
-def _e_Response_PartitionProduceResponse_v9(o, out):
+def _e_Response_PartitionProduceResponse_v9(o: ProduceResponse.TopicProduceResponse.PartitionProduceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if o.current_leader != _D_Response_LeaderIdAndEpoch:
         raise _UnsupportedVersionError('attempted to write a non-default current_leader at version 9')
     ap(_P_ihqqq(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset))
-    l = o.record_errors
-    if l is None:
+    l_record_errors = o.record_errors
+    if l_record_errors is None:
         raise ValueError('non-nullable field record_errors is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_BatchIndexAndErrorMessage_v9(e, out)
+        ap(_uv(len(l_record_errors) + 1))
+        for e_record_errors in l_record_errors:
+            _e_Response_BatchIndexAndErrorMessage_v9(e_record_errors, out)
     ap(_e_cnstr(o.error_message))
     ap(b'\x00')
 
 
-def _e_Response_TopicProduceResponse_v9(o, out):
+def _e_Response_TopicProduceResponse_v9(o: ProduceResponse.TopicProduceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partition_responses
-    if l is None:
+    l_partition_responses = o.partition_responses
+    if l_partition_responses is None:
         raise ValueError('non-nullable field partition_responses is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_PartitionProduceResponse_v9(e, out)
+        ap(_uv(len(l_partition_responses) + 1))
+        for e_partition_responses in l_partition_responses:
+            _e_Response_PartitionProduceResponse_v9(e_partition_responses, out)
     ap(b'\x00')
 
 
-def _e_Response_v9(o, out):
+def _e_Response_v9(o: ProduceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     if (o.node_endpoints is None or len(o.node_endpoints) != 0):
         raise _UnsupportedVersionError('attempted to write a non-default node_endpoints at version 9')
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_TopicProduceResponse_v9(e, out)
+        ap(_uv(len(l_responses) + 1))
+        for e_responses in l_responses:
+            _e_Response_TopicProduceResponse_v9(e_responses, out)
     ap(_P_i(o.throttle_time_ms))
     ap(b'\x00')
 
 
-def _d_Response_LeaderIdAndEpoch_v10(buf, pos):
+def _d_Response_LeaderIdAndEpoch_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse.TopicProduceResponse.PartitionProduceResponse.LeaderIdAndEpoch, int]:
     o = _new(_C_Response_LeaderIdAndEpoch)
     o.leader_id, o.leader_epoch = _U_ii(buf, pos)
     pos += 8
@@ -1015,7 +1018,7 @@ def _d_Response_LeaderIdAndEpoch_v10(buf, pos):
     return o, pos
 
 
-def _d_Response_PartitionProduceResponse_v10(buf, pos):
+def _d_Response_PartitionProduceResponse_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse.TopicProduceResponse.PartitionProduceResponse, int]:
     o = _new(_C_Response_PartitionProduceResponse)
     o.current_leader = _C_Response_LeaderIdAndEpoch()
     o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset = _U_ihqqq(buf, pos)
@@ -1024,12 +1027,12 @@ def _d_Response_PartitionProduceResponse_v10(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field record_errors is null')
     else:
-        l = []
-        ap = l.append
+        l_record_errors: list[ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage] = []
+        ap_record_errors = l_record_errors.append
         for _ in range(n):
-            e, pos = _d_Response_BatchIndexAndErrorMessage_v9(buf, pos)
-            ap(e)
-        o.record_errors = l
+            e_record_errors, pos = _d_Response_BatchIndexAndErrorMessage_v9(buf, pos)
+            ap_record_errors(e_record_errors)
+        o.record_errors = l_record_errors
     o.error_message, pos = _r_cnstr(buf, pos)
     nt, pos = _r_uv(buf, pos)
     for _ in range(nt):
@@ -1044,7 +1047,7 @@ def _d_Response_PartitionProduceResponse_v10(buf, pos):
     return o, pos
 
 
-def _d_Response_TopicProduceResponse_v10(buf, pos):
+def _d_Response_TopicProduceResponse_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse.TopicProduceResponse, int]:
     o = _new(_C_Response_TopicProduceResponse)
     o.topic_id = _ZERO_UUID
     o.name, pos = _r_cstr(buf, pos)
@@ -1052,12 +1055,12 @@ def _d_Response_TopicProduceResponse_v10(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partition_responses is null')
     else:
-        l = []
-        ap = l.append
+        l_partition_responses: list[ProduceResponse.TopicProduceResponse.PartitionProduceResponse] = []
+        ap_partition_responses = l_partition_responses.append
         for _ in range(n):
-            e, pos = _d_Response_PartitionProduceResponse_v10(buf, pos)
-            ap(e)
-        o.partition_responses = l
+            e_partition_responses, pos = _d_Response_PartitionProduceResponse_v10(buf, pos)
+            ap_partition_responses(e_partition_responses)
+        o.partition_responses = l_partition_responses
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -1065,7 +1068,7 @@ def _d_Response_TopicProduceResponse_v10(buf, pos):
     return o, pos
 
 
-def _d_Response_NodeEndpoint_v10(buf, pos):
+def _d_Response_NodeEndpoint_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse.NodeEndpoint, int]:
     o = _new(_C_Response_NodeEndpoint)
     o.node_id, = _U_i(buf, pos)
     pos += 4
@@ -1080,19 +1083,19 @@ def _d_Response_NodeEndpoint_v10(buf, pos):
     return o, pos
 
 
-def _d_Response_v10(buf, pos):
+def _d_Response_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     o = _new(_C_Response)
     o.node_endpoints = []
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field responses is null')
     else:
-        l = []
-        ap = l.append
+        l_responses: list[ProduceResponse.TopicProduceResponse] = []
+        ap_responses = l_responses.append
         for _ in range(n):
-            e, pos = _d_Response_TopicProduceResponse_v10(buf, pos)
-            ap(e)
-        o.responses = l
+            e_responses, pos = _d_Response_TopicProduceResponse_v10(buf, pos)
+            ap_responses(e_responses)
+        o.responses = l_responses
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
     nt, pos = _r_uv(buf, pos)
@@ -1105,42 +1108,42 @@ def _d_Response_v10(buf, pos):
             if n < 0:
                 raise _DecodeError('non-nullable field node_endpoints is null')
             else:
-                l = []
-                ap = l.append
+                l_node_endpoints: list[ProduceResponse.NodeEndpoint] = []
+                ap_node_endpoints = l_node_endpoints.append
                 for _ in range(n):
-                    e, pos = _d_Response_NodeEndpoint_v10(buf, pos)
-                    ap(e)
-                o.node_endpoints = l
+                    e_node_endpoints, pos = _d_Response_NodeEndpoint_v10(buf, pos)
+                    ap_node_endpoints(e_node_endpoints)
+                o.node_endpoints = l_node_endpoints
             if pos > end:
                 raise _DecodeError('tagged field node_endpoints overruns its size')
         pos = end
     return o, pos
 
 
-def _e_Response_LeaderIdAndEpoch_v10(o, out):
+def _e_Response_LeaderIdAndEpoch_v10(o: ProduceResponse.TopicProduceResponse.PartitionProduceResponse.LeaderIdAndEpoch, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ii(o.leader_id, o.leader_epoch))
     ap(b'\x00')
 
 
-def _e_Response_PartitionProduceResponse_v10(o, out):
+def _e_Response_PartitionProduceResponse_v10(o: ProduceResponse.TopicProduceResponse.PartitionProduceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ihqqq(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset))
-    l = o.record_errors
-    if l is None:
+    l_record_errors = o.record_errors
+    if l_record_errors is None:
         raise ValueError('non-nullable field record_errors is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_BatchIndexAndErrorMessage_v9(e, out)
+        ap(_uv(len(l_record_errors) + 1))
+        for e_record_errors in l_record_errors:
+            _e_Response_BatchIndexAndErrorMessage_v9(e_record_errors, out)
     ap(_e_cnstr(o.error_message))
     tc = 0
-    tp = []
-    v = o.current_leader
-    if v != _D_Response_LeaderIdAndEpoch:
-        t = []
-        _e_Response_LeaderIdAndEpoch_v10(v, t)
-        d = b''.join(t)
+    tp: list[_Bytes] = []
+    v_current_leader = o.current_leader
+    if v_current_leader != _D_Response_LeaderIdAndEpoch:
+        t_current_leader: list[_Bytes] = []
+        _e_Response_LeaderIdAndEpoch_v10(v_current_leader, t_current_leader)
+        d = b''.join(t_current_leader)
         tp.append(_uv(0))
         tp.append(_uv(len(d)))
         tp.append(d)
@@ -1152,20 +1155,20 @@ def _e_Response_PartitionProduceResponse_v10(o, out):
         ap(b'\x00')
 
 
-def _e_Response_TopicProduceResponse_v10(o, out):
+def _e_Response_TopicProduceResponse_v10(o: ProduceResponse.TopicProduceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partition_responses
-    if l is None:
+    l_partition_responses = o.partition_responses
+    if l_partition_responses is None:
         raise ValueError('non-nullable field partition_responses is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_PartitionProduceResponse_v10(e, out)
+        ap(_uv(len(l_partition_responses) + 1))
+        for e_partition_responses in l_partition_responses:
+            _e_Response_PartitionProduceResponse_v10(e_partition_responses, out)
     ap(b'\x00')
 
 
-def _e_Response_NodeEndpoint_v10(o, out):
+def _e_Response_NodeEndpoint_v10(o: ProduceResponse.NodeEndpoint, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.node_id))
     ap(_e_cstr(o.host))
@@ -1174,29 +1177,29 @@ def _e_Response_NodeEndpoint_v10(o, out):
     ap(b'\x00')
 
 
-def _e_Response_v10(o, out):
+def _e_Response_v10(o: ProduceResponse, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_TopicProduceResponse_v10(e, out)
+        ap(_uv(len(l_responses) + 1))
+        for e_responses in l_responses:
+            _e_Response_TopicProduceResponse_v10(e_responses, out)
     ap(_P_i(o.throttle_time_ms))
     tc = 0
-    tp = []
-    v = o.node_endpoints
-    if (v is None or len(v) != 0):
-        t = []
-        l = v
-        if l is None:
+    tp: list[_Bytes] = []
+    v_node_endpoints = o.node_endpoints
+    if (v_node_endpoints is None or len(v_node_endpoints) != 0):
+        t_node_endpoints: list[_Bytes] = []
+        l_node_endpoints = v_node_endpoints
+        if l_node_endpoints is None:
             raise ValueError('non-nullable field node_endpoints is None')
         else:
-            t.append(_uv(len(l) + 1))
-            for e in l:
-                _e_Response_NodeEndpoint_v10(e, t)
-        d = b''.join(t)
+            t_node_endpoints.append(_uv(len(l_node_endpoints) + 1))
+            for e_node_endpoints in l_node_endpoints:
+                _e_Response_NodeEndpoint_v10(e_node_endpoints, t_node_endpoints)
+        d = b''.join(t_node_endpoints)
         tp.append(_uv(0))
         tp.append(_uv(len(d)))
         tp.append(d)
@@ -1208,7 +1211,7 @@ def _e_Response_v10(o, out):
         ap(b'\x00')
 
 
-def _d_Response_TopicProduceResponse_v13(buf, pos):
+def _d_Response_TopicProduceResponse_v13(buf: memoryview, pos: int) -> tuple[ProduceResponse.TopicProduceResponse, int]:
     o = _new(_C_Response_TopicProduceResponse)
     o.name = ''
     o.topic_id, pos = _r_uuid(buf, pos)
@@ -1216,12 +1219,12 @@ def _d_Response_TopicProduceResponse_v13(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field partition_responses is null')
     else:
-        l = []
-        ap = l.append
+        l_partition_responses: list[ProduceResponse.TopicProduceResponse.PartitionProduceResponse] = []
+        ap_partition_responses = l_partition_responses.append
         for _ in range(n):
-            e, pos = _d_Response_PartitionProduceResponse_v10(buf, pos)
-            ap(e)
-        o.partition_responses = l
+            e_partition_responses, pos = _d_Response_PartitionProduceResponse_v10(buf, pos)
+            ap_partition_responses(e_partition_responses)
+        o.partition_responses = l_partition_responses
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -1229,19 +1232,19 @@ def _d_Response_TopicProduceResponse_v13(buf, pos):
     return o, pos
 
 
-def _d_Response_v13(buf, pos):
+def _d_Response_v13(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     o = _new(_C_Response)
     o.node_endpoints = []
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field responses is null')
     else:
-        l = []
-        ap = l.append
+        l_responses: list[ProduceResponse.TopicProduceResponse] = []
+        ap_responses = l_responses.append
         for _ in range(n):
-            e, pos = _d_Response_TopicProduceResponse_v13(buf, pos)
-            ap(e)
-        o.responses = l
+            e_responses, pos = _d_Response_TopicProduceResponse_v13(buf, pos)
+            ap_responses(e_responses)
+        o.responses = l_responses
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
     nt, pos = _r_uv(buf, pos)
@@ -1254,54 +1257,54 @@ def _d_Response_v13(buf, pos):
             if n < 0:
                 raise _DecodeError('non-nullable field node_endpoints is null')
             else:
-                l = []
-                ap = l.append
+                l_node_endpoints: list[ProduceResponse.NodeEndpoint] = []
+                ap_node_endpoints = l_node_endpoints.append
                 for _ in range(n):
-                    e, pos = _d_Response_NodeEndpoint_v10(buf, pos)
-                    ap(e)
-                o.node_endpoints = l
+                    e_node_endpoints, pos = _d_Response_NodeEndpoint_v10(buf, pos)
+                    ap_node_endpoints(e_node_endpoints)
+                o.node_endpoints = l_node_endpoints
             if pos > end:
                 raise _DecodeError('tagged field node_endpoints overruns its size')
         pos = end
     return o, pos
 
 
-def _e_Response_TopicProduceResponse_v13(o, out):
+def _e_Response_TopicProduceResponse_v13(o: ProduceResponse.TopicProduceResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(o.topic_id.bytes)
-    l = o.partition_responses
-    if l is None:
+    l_partition_responses = o.partition_responses
+    if l_partition_responses is None:
         raise ValueError('non-nullable field partition_responses is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_PartitionProduceResponse_v10(e, out)
+        ap(_uv(len(l_partition_responses) + 1))
+        for e_partition_responses in l_partition_responses:
+            _e_Response_PartitionProduceResponse_v10(e_partition_responses, out)
     ap(b'\x00')
 
 
-def _e_Response_v13(o, out):
+def _e_Response_v13(o: ProduceResponse, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.responses
-    if l is None:
+    l_responses = o.responses
+    if l_responses is None:
         raise ValueError('non-nullable field responses is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_TopicProduceResponse_v13(e, out)
+        ap(_uv(len(l_responses) + 1))
+        for e_responses in l_responses:
+            _e_Response_TopicProduceResponse_v13(e_responses, out)
     ap(_P_i(o.throttle_time_ms))
     tc = 0
-    tp = []
-    v = o.node_endpoints
-    if (v is None or len(v) != 0):
-        t = []
-        l = v
-        if l is None:
+    tp: list[_Bytes] = []
+    v_node_endpoints = o.node_endpoints
+    if (v_node_endpoints is None or len(v_node_endpoints) != 0):
+        t_node_endpoints: list[_Bytes] = []
+        l_node_endpoints = v_node_endpoints
+        if l_node_endpoints is None:
             raise ValueError('non-nullable field node_endpoints is None')
         else:
-            t.append(_uv(len(l) + 1))
-            for e in l:
-                _e_Response_NodeEndpoint_v10(e, t)
-        d = b''.join(t)
+            t_node_endpoints.append(_uv(len(l_node_endpoints) + 1))
+            for e_node_endpoints in l_node_endpoints:
+                _e_Response_NodeEndpoint_v10(e_node_endpoints, t_node_endpoints)
+        d = b''.join(t_node_endpoints)
         tp.append(_uv(0))
         tp.append(_uv(len(d)))
         tp.append(d)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,26 +60,6 @@ _P_q = _S('>q').pack
 __all__ = ['SaslAuthenticateRequest', 'SaslAuthenticateResponse']
 
 
-class SaslAuthenticateRequest(_Message):
-    """SaslAuthenticateRequest: API key 36, versions 0-2, flexible 2+.
-
-    Fields (versions):
-        auth_bytes: bytes (0+)
-    """
-
-    API_KEY = 36
-    API_NAME = 'SaslAuthenticate'
-    VALID_VERSIONS = (0, 2)
-    FLEXIBLE_MIN = 2
-    LATEST_VERSION_UNSTABLE = False
-    auth_bytes: bytes
-    __slots__ = ('auth_bytes',)
-    _FIELDS = __slots__
-
-    def __init__(self, *, auth_bytes=b''):
-        self.auth_bytes = auth_bytes
-
-
 class SaslAuthenticateResponse(_Message):
     """SaslAuthenticateResponse: API key 36, versions 0-2, flexible 2+.
 
@@ -99,29 +82,49 @@ class SaslAuthenticateResponse(_Message):
     __slots__ = ('error_code', 'error_message', 'auth_bytes', 'session_lifetime_ms')
     _FIELDS = __slots__
 
-    def __init__(self, *, error_code=0, error_message='', auth_bytes=b'', session_lifetime_ms=0):
+    def __init__(self, *, error_code: int = 0, error_message: str | None = '', auth_bytes: bytes = b'', session_lifetime_ms: int = 0) -> None:
         self.error_code = error_code
         self.error_message = error_message
         self.auth_bytes = auth_bytes
         self.session_lifetime_ms = session_lifetime_ms
 
 
+class SaslAuthenticateRequest(_Request[SaslAuthenticateResponse]):
+    """SaslAuthenticateRequest: API key 36, versions 0-2, flexible 2+.
+
+    Fields (versions):
+        auth_bytes: bytes (0+)
+    """
+
+    API_KEY = 36
+    API_NAME = 'SaslAuthenticate'
+    VALID_VERSIONS = (0, 2)
+    FLEXIBLE_MIN = 2
+    LATEST_VERSION_UNSTABLE = False
+    auth_bytes: bytes
+    __slots__ = ('auth_bytes',)
+    _FIELDS = __slots__
+
+    def __init__(self, *, auth_bytes: bytes = b'') -> None:
+        self.auth_bytes = auth_bytes
+
+
 _C_Request = SaslAuthenticateRequest
 _C_Response = SaslAuthenticateResponse
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[SaslAuthenticateRequest, int]:
     o = _new(_C_Request)
     o.auth_bytes, pos = _r_bytes(buf, pos)
     return o, pos
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: SaslAuthenticateRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_bytes(o.auth_bytes))
 
 
-def _d_Request_v2(buf, pos):
+def _d_Request_v2(buf: memoryview, pos: int) -> tuple[SaslAuthenticateRequest, int]:
     o = _new(_C_Request)
     o.auth_bytes, pos = _r_cbytes(buf, pos)
     if buf[pos]:
@@ -131,13 +134,13 @@ def _d_Request_v2(buf, pos):
     return o, pos
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: SaslAuthenticateRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cbytes(o.auth_bytes))
     ap(b'\x00')
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[SaslAuthenticateResponse, int]:
     o = _new(_C_Response)
     o.session_lifetime_ms = 0
     o.error_code, = _U_h(buf, pos)
@@ -147,14 +150,14 @@ def _d_Response_v0(buf, pos):
     return o, pos
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: SaslAuthenticateResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_nstr(o.error_message))
     ap(_e_bytes(o.auth_bytes))
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[SaslAuthenticateResponse, int]:
     o = _new(_C_Response)
     o.error_code, = _U_h(buf, pos)
     pos += 2
@@ -165,7 +168,7 @@ def _d_Response_v1(buf, pos):
     return o, pos
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: SaslAuthenticateResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_nstr(o.error_message))
@@ -173,7 +176,7 @@ def _e_Response_v1(o, out):
     ap(_P_q(o.session_lifetime_ms))
 
 
-def _d_Response_v2(buf, pos):
+def _d_Response_v2(buf: memoryview, pos: int) -> tuple[SaslAuthenticateResponse, int]:
     o = _new(_C_Response)
     o.error_code, = _U_h(buf, pos)
     pos += 2
@@ -188,7 +191,7 @@ def _d_Response_v2(buf, pos):
     return o, pos
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: SaslAuthenticateResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_cnstr(o.error_message))

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -55,26 +58,6 @@ _P_i = _S('>i').pack
 __all__ = ['SaslHandshakeRequest', 'SaslHandshakeResponse']
 
 
-class SaslHandshakeRequest(_Message):
-    """SaslHandshakeRequest: API key 17, versions 0-1, flexible none.
-
-    Fields (versions):
-        mechanism: string (0+)
-    """
-
-    API_KEY = 17
-    API_NAME = 'SaslHandshake'
-    VALID_VERSIONS = (0, 1)
-    FLEXIBLE_MIN = None
-    LATEST_VERSION_UNSTABLE = False
-    mechanism: str
-    __slots__ = ('mechanism',)
-    _FIELDS = __slots__
-
-    def __init__(self, *, mechanism=''):
-        self.mechanism = mechanism
-
-
 class SaslHandshakeResponse(_Message):
     """SaslHandshakeResponse: API key 17, versions 0-1, flexible none.
 
@@ -93,27 +76,47 @@ class SaslHandshakeResponse(_Message):
     __slots__ = ('error_code', 'mechanisms')
     _FIELDS = __slots__
 
-    def __init__(self, *, error_code=0, mechanisms=_UNSET):
+    def __init__(self, *, error_code: int = 0, mechanisms: list[str] | _Unset = _UNSET) -> None:
         self.error_code = error_code
         self.mechanisms = [] if mechanisms is _UNSET else mechanisms
+
+
+class SaslHandshakeRequest(_Request[SaslHandshakeResponse]):
+    """SaslHandshakeRequest: API key 17, versions 0-1, flexible none.
+
+    Fields (versions):
+        mechanism: string (0+)
+    """
+
+    API_KEY = 17
+    API_NAME = 'SaslHandshake'
+    VALID_VERSIONS = (0, 1)
+    FLEXIBLE_MIN = None
+    LATEST_VERSION_UNSTABLE = False
+    mechanism: str
+    __slots__ = ('mechanism',)
+    _FIELDS = __slots__
+
+    def __init__(self, *, mechanism: str = '') -> None:
+        self.mechanism = mechanism
 
 
 _C_Request = SaslHandshakeRequest
 _C_Response = SaslHandshakeResponse
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[SaslHandshakeRequest, int]:
     o = _new(_C_Request)
     o.mechanism, pos = _r_str(buf, pos)
     return o, pos
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: SaslHandshakeRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.mechanism))
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[SaslHandshakeResponse, int]:
     o = _new(_C_Response)
     o.error_code, = _U_h(buf, pos)
     pos += 2
@@ -121,25 +124,25 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field mechanisms is null')
     else:
-        l = []
-        ap = l.append
+        l_mechanisms: list[str] = []
+        ap_mechanisms = l_mechanisms.append
         for _ in range(n):
-            e, pos = _r_str(buf, pos)
-            ap(e)
-        o.mechanisms = l
+            e_mechanisms, pos = _r_str(buf, pos)
+            ap_mechanisms(e_mechanisms)
+        o.mechanisms = l_mechanisms
     return o, pos
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: SaslHandshakeResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
-    l = o.mechanisms
-    if l is None:
+    l_mechanisms = o.mechanisms
+    if l_mechanisms is None:
         raise ValueError('non-nullable field mechanisms is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            ap(_e_str(e))
+        ap(_P_i(len(l_mechanisms)))
+        for e_mechanisms in l_mechanisms:
+            ap(_e_str(e_mechanisms))
 
 
 SaslHandshakeRequest._DECODERS = {0: _d_Request_v0, 1: _d_Request_v0}

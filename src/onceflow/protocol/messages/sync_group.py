@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -57,7 +60,39 @@ _P_ih = _S('>ih').pack
 __all__ = ['SyncGroupRequest', 'SyncGroupResponse']
 
 
-class SyncGroupRequest(_Message):
+class SyncGroupResponse(_Message):
+    """SyncGroupResponse: API key 14, versions 0-5, flexible 4+.
+
+    Fields (versions):
+        throttle_time_ms: int32 (1+)
+        error_code: int16 (0+)
+        protocol_type: string (5+, nullable 5+)
+        protocol_name: string (5+, nullable 5+)
+        assignment: bytes (0+)
+    """
+
+    API_KEY = 14
+    API_NAME = 'SyncGroup'
+    VALID_VERSIONS = (0, 5)
+    FLEXIBLE_MIN = 4
+    LATEST_VERSION_UNSTABLE = False
+    throttle_time_ms: int
+    error_code: int
+    protocol_type: str | None
+    protocol_name: str | None
+    assignment: bytes
+    __slots__ = ('throttle_time_ms', 'error_code', 'protocol_type', 'protocol_name', 'assignment')
+    _FIELDS = __slots__
+
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, protocol_type: str | None = None, protocol_name: str | None = None, assignment: bytes = b'') -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.protocol_type = protocol_type
+        self.protocol_name = protocol_name
+        self.assignment = assignment
+
+
+class SyncGroupRequest(_Request[SyncGroupResponse]):
     """SyncGroupRequest: API key 14, versions 0-5, flexible 4+.
 
     Fields (versions):
@@ -83,7 +118,7 @@ class SyncGroupRequest(_Message):
         __slots__ = ('member_id', 'assignment')
         _FIELDS = __slots__
 
-        def __init__(self, *, member_id='', assignment=b''):
+        def __init__(self, *, member_id: str = '', assignment: bytes = b'') -> None:
             self.member_id = member_id
             self.assignment = assignment
 
@@ -102,7 +137,7 @@ class SyncGroupRequest(_Message):
     __slots__ = ('group_id', 'generation_id', 'member_id', 'group_instance_id', 'protocol_type', 'protocol_name', 'assignments')
     _FIELDS = __slots__
 
-    def __init__(self, *, group_id='', generation_id=0, member_id='', group_instance_id=None, protocol_type=None, protocol_name=None, assignments=_UNSET):
+    def __init__(self, *, group_id: str = '', generation_id: int = 0, member_id: str = '', group_instance_id: str | None = None, protocol_type: str | None = None, protocol_name: str | None = None, assignments: list[SyncGroupRequest.SyncGroupRequestAssignment] | _Unset = _UNSET) -> None:
         self.group_id = group_id
         self.generation_id = generation_id
         self.member_id = member_id
@@ -112,51 +147,19 @@ class SyncGroupRequest(_Message):
         self.assignments = [] if assignments is _UNSET else assignments
 
 
-class SyncGroupResponse(_Message):
-    """SyncGroupResponse: API key 14, versions 0-5, flexible 4+.
-
-    Fields (versions):
-        throttle_time_ms: int32 (1+)
-        error_code: int16 (0+)
-        protocol_type: string (5+, nullable 5+)
-        protocol_name: string (5+, nullable 5+)
-        assignment: bytes (0+)
-    """
-
-    API_KEY = 14
-    API_NAME = 'SyncGroup'
-    VALID_VERSIONS = (0, 5)
-    FLEXIBLE_MIN = 4
-    LATEST_VERSION_UNSTABLE = False
-    throttle_time_ms: int
-    error_code: int
-    protocol_type: str | None
-    protocol_name: str | None
-    assignment: bytes
-    __slots__ = ('throttle_time_ms', 'error_code', 'protocol_type', 'protocol_name', 'assignment')
-    _FIELDS = __slots__
-
-    def __init__(self, *, throttle_time_ms=0, error_code=0, protocol_type=None, protocol_name=None, assignment=b''):
-        self.throttle_time_ms = throttle_time_ms
-        self.error_code = error_code
-        self.protocol_type = protocol_type
-        self.protocol_name = protocol_name
-        self.assignment = assignment
-
-
 _C_Request = SyncGroupRequest
 _C_Request_SyncGroupRequestAssignment = SyncGroupRequest.SyncGroupRequestAssignment
 _C_Response = SyncGroupResponse
 
 
-def _d_Request_SyncGroupRequestAssignment_v0(buf, pos):
+def _d_Request_SyncGroupRequestAssignment_v0(buf: memoryview, pos: int) -> tuple[SyncGroupRequest.SyncGroupRequestAssignment, int]:
     o = _new(_C_Request_SyncGroupRequestAssignment)
     o.member_id, pos = _r_str(buf, pos)
     o.assignment, pos = _r_bytes(buf, pos)
     return o, pos
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     o = _new(_C_Request)
     o.group_instance_id = None
     o.protocol_type = None
@@ -169,70 +172,70 @@ def _d_Request_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field assignments is null')
     else:
-        l = []
-        ap = l.append
+        l_assignments: list[SyncGroupRequest.SyncGroupRequestAssignment] = []
+        ap_assignments = l_assignments.append
         for _ in range(n):
-            e, pos = _d_Request_SyncGroupRequestAssignment_v0(buf, pos)
-            ap(e)
-        o.assignments = l
+            e_assignments, pos = _d_Request_SyncGroupRequestAssignment_v0(buf, pos)
+            ap_assignments(e_assignments)
+        o.assignments = l_assignments
     return o, pos
 
 
-def _e_Request_SyncGroupRequestAssignment_v0(o, out):
+def _e_Request_SyncGroupRequestAssignment_v0(o: SyncGroupRequest.SyncGroupRequestAssignment, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.member_id))
     ap(_e_bytes(o.assignment))
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: SyncGroupRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.group_instance_id is not None:
         raise _UnsupportedVersionError('attempted to write a non-default group_instance_id at version 0')
     ap(_e_str(o.group_id))
     ap(_P_i(o.generation_id))
     ap(_e_str(o.member_id))
-    l = o.assignments
-    if l is None:
+    l_assignments = o.assignments
+    if l_assignments is None:
         raise ValueError('non-nullable field assignments is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_SyncGroupRequestAssignment_v0(e, out)
+        ap(_P_i(len(l_assignments)))
+        for e_assignments in l_assignments:
+            _e_Request_SyncGroupRequestAssignment_v0(e_assignments, out)
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: SyncGroupRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.group_instance_id is not None:
         raise _UnsupportedVersionError('attempted to write a non-default group_instance_id at version 1')
     ap(_e_str(o.group_id))
     ap(_P_i(o.generation_id))
     ap(_e_str(o.member_id))
-    l = o.assignments
-    if l is None:
+    l_assignments = o.assignments
+    if l_assignments is None:
         raise ValueError('non-nullable field assignments is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_SyncGroupRequestAssignment_v0(e, out)
+        ap(_P_i(len(l_assignments)))
+        for e_assignments in l_assignments:
+            _e_Request_SyncGroupRequestAssignment_v0(e_assignments, out)
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: SyncGroupRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.group_instance_id is not None:
         raise _UnsupportedVersionError('attempted to write a non-default group_instance_id at version 2')
     ap(_e_str(o.group_id))
     ap(_P_i(o.generation_id))
     ap(_e_str(o.member_id))
-    l = o.assignments
-    if l is None:
+    l_assignments = o.assignments
+    if l_assignments is None:
         raise ValueError('non-nullable field assignments is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_SyncGroupRequestAssignment_v0(e, out)
+        ap(_P_i(len(l_assignments)))
+        for e_assignments in l_assignments:
+            _e_Request_SyncGroupRequestAssignment_v0(e_assignments, out)
 
 
-def _d_Request_v3(buf, pos):
+def _d_Request_v3(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     o = _new(_C_Request)
     o.protocol_type = None
     o.protocol_name = None
@@ -245,31 +248,31 @@ def _d_Request_v3(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field assignments is null')
     else:
-        l = []
-        ap = l.append
+        l_assignments: list[SyncGroupRequest.SyncGroupRequestAssignment] = []
+        ap_assignments = l_assignments.append
         for _ in range(n):
-            e, pos = _d_Request_SyncGroupRequestAssignment_v0(buf, pos)
-            ap(e)
-        o.assignments = l
+            e_assignments, pos = _d_Request_SyncGroupRequestAssignment_v0(buf, pos)
+            ap_assignments(e_assignments)
+        o.assignments = l_assignments
     return o, pos
 
 
-def _e_Request_v3(o, out):
+def _e_Request_v3(o: SyncGroupRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.group_id))
     ap(_P_i(o.generation_id))
     ap(_e_str(o.member_id))
     ap(_e_nstr(o.group_instance_id))
-    l = o.assignments
-    if l is None:
+    l_assignments = o.assignments
+    if l_assignments is None:
         raise ValueError('non-nullable field assignments is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_SyncGroupRequestAssignment_v0(e, out)
+        ap(_P_i(len(l_assignments)))
+        for e_assignments in l_assignments:
+            _e_Request_SyncGroupRequestAssignment_v0(e_assignments, out)
 
 
-def _d_Request_SyncGroupRequestAssignment_v4(buf, pos):
+def _d_Request_SyncGroupRequestAssignment_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRequest.SyncGroupRequestAssignment, int]:
     o = _new(_C_Request_SyncGroupRequestAssignment)
     o.member_id, pos = _r_cstr(buf, pos)
     o.assignment, pos = _r_cbytes(buf, pos)
@@ -280,7 +283,7 @@ def _d_Request_SyncGroupRequestAssignment_v4(buf, pos):
     return o, pos
 
 
-def _d_Request_v4(buf, pos):
+def _d_Request_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     o = _new(_C_Request)
     o.protocol_type = None
     o.protocol_name = None
@@ -293,12 +296,12 @@ def _d_Request_v4(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field assignments is null')
     else:
-        l = []
-        ap = l.append
+        l_assignments: list[SyncGroupRequest.SyncGroupRequestAssignment] = []
+        ap_assignments = l_assignments.append
         for _ in range(n):
-            e, pos = _d_Request_SyncGroupRequestAssignment_v4(buf, pos)
-            ap(e)
-        o.assignments = l
+            e_assignments, pos = _d_Request_SyncGroupRequestAssignment_v4(buf, pos)
+            ap_assignments(e_assignments)
+        o.assignments = l_assignments
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -306,30 +309,30 @@ def _d_Request_v4(buf, pos):
     return o, pos
 
 
-def _e_Request_SyncGroupRequestAssignment_v4(o, out):
+def _e_Request_SyncGroupRequestAssignment_v4(o: SyncGroupRequest.SyncGroupRequestAssignment, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.member_id))
     ap(_e_cbytes(o.assignment))
     ap(b'\x00')
 
 
-def _e_Request_v4(o, out):
+def _e_Request_v4(o: SyncGroupRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.group_id))
     ap(_P_i(o.generation_id))
     ap(_e_cstr(o.member_id))
     ap(_e_cnstr(o.group_instance_id))
-    l = o.assignments
-    if l is None:
+    l_assignments = o.assignments
+    if l_assignments is None:
         raise ValueError('non-nullable field assignments is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_SyncGroupRequestAssignment_v4(e, out)
+        ap(_uv(len(l_assignments) + 1))
+        for e_assignments in l_assignments:
+            _e_Request_SyncGroupRequestAssignment_v4(e_assignments, out)
     ap(b'\x00')
 
 
-def _d_Request_v5(buf, pos):
+def _d_Request_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     o = _new(_C_Request)
     o.group_id, pos = _r_cstr(buf, pos)
     o.generation_id, = _U_i(buf, pos)
@@ -342,12 +345,12 @@ def _d_Request_v5(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field assignments is null')
     else:
-        l = []
-        ap = l.append
+        l_assignments: list[SyncGroupRequest.SyncGroupRequestAssignment] = []
+        ap_assignments = l_assignments.append
         for _ in range(n):
-            e, pos = _d_Request_SyncGroupRequestAssignment_v4(buf, pos)
-            ap(e)
-        o.assignments = l
+            e_assignments, pos = _d_Request_SyncGroupRequestAssignment_v4(buf, pos)
+            ap_assignments(e_assignments)
+        o.assignments = l_assignments
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -355,7 +358,7 @@ def _d_Request_v5(buf, pos):
     return o, pos
 
 
-def _e_Request_v5(o, out):
+def _e_Request_v5(o: SyncGroupRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.group_id))
     ap(_P_i(o.generation_id))
@@ -363,17 +366,17 @@ def _e_Request_v5(o, out):
     ap(_e_cnstr(o.group_instance_id))
     ap(_e_cnstr(o.protocol_type))
     ap(_e_cnstr(o.protocol_name))
-    l = o.assignments
-    if l is None:
+    l_assignments = o.assignments
+    if l_assignments is None:
         raise ValueError('non-nullable field assignments is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_SyncGroupRequestAssignment_v4(e, out)
+        ap(_uv(len(l_assignments) + 1))
+        for e_assignments in l_assignments:
+            _e_Request_SyncGroupRequestAssignment_v4(e_assignments, out)
     ap(b'\x00')
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[SyncGroupResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms = 0
     o.protocol_type = None
@@ -384,13 +387,13 @@ def _d_Response_v0(buf, pos):
     return o, pos
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: SyncGroupResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_h(o.error_code))
     ap(_e_bytes(o.assignment))
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[SyncGroupResponse, int]:
     o = _new(_C_Response)
     o.protocol_type = None
     o.protocol_name = None
@@ -400,13 +403,13 @@ def _d_Response_v1(buf, pos):
     return o, pos
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: SyncGroupResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     ap(_e_bytes(o.assignment))
 
 
-def _d_Response_v4(buf, pos):
+def _d_Response_v4(buf: memoryview, pos: int) -> tuple[SyncGroupResponse, int]:
     o = _new(_C_Response)
     o.protocol_type = None
     o.protocol_name = None
@@ -420,14 +423,14 @@ def _d_Response_v4(buf, pos):
     return o, pos
 
 
-def _e_Response_v4(o, out):
+def _e_Response_v4(o: SyncGroupResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     ap(_e_cbytes(o.assignment))
     ap(b'\x00')
 
 
-def _d_Response_v5(buf, pos):
+def _d_Response_v5(buf: memoryview, pos: int) -> tuple[SyncGroupResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -441,7 +444,7 @@ def _d_Response_v5(buf, pos):
     return o, pos
 
 
-def _e_Response_v5(o, out):
+def _e_Response_v5(o: SyncGroupResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     ap(_e_cnstr(o.protocol_type))

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -63,7 +66,64 @@ _P_qhi = _S('>qhi').pack
 __all__ = ['TxnOffsetCommitRequest', 'TxnOffsetCommitResponse']
 
 
-class TxnOffsetCommitRequest(_Message):
+class TxnOffsetCommitResponse(_Message):
+    """TxnOffsetCommitResponse: API key 28, versions 0-5, flexible 3+.
+
+    Fields (versions):
+        throttle_time_ms: int32 (0+)
+        topics: []TxnOffsetCommitResponseTopic (0+)
+    """
+
+    class TxnOffsetCommitResponseTopic(_Struct):
+        """TxnOffsetCommitResponseTopic
+
+        Fields (versions):
+            name: string (0+)
+            partitions: []TxnOffsetCommitResponsePartition (0+)
+        """
+
+        class TxnOffsetCommitResponsePartition(_Struct):
+            """TxnOffsetCommitResponsePartition
+
+            Fields (versions):
+                partition_index: int32 (0+)
+                error_code: int16 (0+)
+            """
+
+            partition_index: int
+            error_code: int
+            __slots__ = ('partition_index', 'error_code')
+            _FIELDS = __slots__
+
+            def __init__(self, *, partition_index: int = 0, error_code: int = 0) -> None:
+                self.partition_index = partition_index
+                self.error_code = error_code
+
+        name: str
+        partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition]
+        __slots__ = ('name', 'partitions')
+        _FIELDS = __slots__
+
+        def __init__(self, *, name: str = '', partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition] | _Unset = _UNSET) -> None:
+            self.name = name
+            self.partitions = [] if partitions is _UNSET else partitions
+
+    API_KEY = 28
+    API_NAME = 'TxnOffsetCommit'
+    VALID_VERSIONS = (0, 5)
+    FLEXIBLE_MIN = 3
+    LATEST_VERSION_UNSTABLE = False
+    throttle_time_ms: int
+    topics: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic]
+    __slots__ = ('throttle_time_ms', 'topics')
+    _FIELDS = __slots__
+
+    def __init__(self, *, throttle_time_ms: int = 0, topics: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic] | _Unset = _UNSET) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is _UNSET else topics
+
+
+class TxnOffsetCommitRequest(_Request[TxnOffsetCommitResponse]):
     """TxnOffsetCommitRequest: API key 28, versions 0-5, flexible 3+.
 
     Fields (versions):
@@ -102,7 +162,7 @@ class TxnOffsetCommitRequest(_Message):
             __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'committed_metadata')
             _FIELDS = __slots__
 
-            def __init__(self, *, partition_index=0, committed_offset=0, committed_leader_epoch=-1, committed_metadata=''):
+            def __init__(self, *, partition_index: int = 0, committed_offset: int = 0, committed_leader_epoch: int = -1, committed_metadata: str | None = '') -> None:
                 self.partition_index = partition_index
                 self.committed_offset = committed_offset
                 self.committed_leader_epoch = committed_leader_epoch
@@ -113,7 +173,7 @@ class TxnOffsetCommitRequest(_Message):
         __slots__ = ('name', 'partitions')
         _FIELDS = __slots__
 
-        def __init__(self, *, name='', partitions=_UNSET):
+        def __init__(self, *, name: str = '', partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition] | _Unset = _UNSET) -> None:
             self.name = name
             self.partitions = [] if partitions is _UNSET else partitions
 
@@ -133,7 +193,7 @@ class TxnOffsetCommitRequest(_Message):
     __slots__ = ('transactional_id', 'group_id', 'producer_id', 'producer_epoch', 'generation_id', 'member_id', 'group_instance_id', 'topics')
     _FIELDS = __slots__
 
-    def __init__(self, *, transactional_id='', group_id='', producer_id=0, producer_epoch=0, generation_id=-1, member_id='', group_instance_id=None, topics=_UNSET):
+    def __init__(self, *, transactional_id: str = '', group_id: str = '', producer_id: int = 0, producer_epoch: int = 0, generation_id: int = -1, member_id: str = '', group_instance_id: str | None = None, topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic] | _Unset = _UNSET) -> None:
         self.transactional_id = transactional_id
         self.group_id = group_id
         self.producer_id = producer_id
@@ -141,63 +201,6 @@ class TxnOffsetCommitRequest(_Message):
         self.generation_id = generation_id
         self.member_id = member_id
         self.group_instance_id = group_instance_id
-        self.topics = [] if topics is _UNSET else topics
-
-
-class TxnOffsetCommitResponse(_Message):
-    """TxnOffsetCommitResponse: API key 28, versions 0-5, flexible 3+.
-
-    Fields (versions):
-        throttle_time_ms: int32 (0+)
-        topics: []TxnOffsetCommitResponseTopic (0+)
-    """
-
-    class TxnOffsetCommitResponseTopic(_Struct):
-        """TxnOffsetCommitResponseTopic
-
-        Fields (versions):
-            name: string (0+)
-            partitions: []TxnOffsetCommitResponsePartition (0+)
-        """
-
-        class TxnOffsetCommitResponsePartition(_Struct):
-            """TxnOffsetCommitResponsePartition
-
-            Fields (versions):
-                partition_index: int32 (0+)
-                error_code: int16 (0+)
-            """
-
-            partition_index: int
-            error_code: int
-            __slots__ = ('partition_index', 'error_code')
-            _FIELDS = __slots__
-
-            def __init__(self, *, partition_index=0, error_code=0):
-                self.partition_index = partition_index
-                self.error_code = error_code
-
-        name: str
-        partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition]
-        __slots__ = ('name', 'partitions')
-        _FIELDS = __slots__
-
-        def __init__(self, *, name='', partitions=_UNSET):
-            self.name = name
-            self.partitions = [] if partitions is _UNSET else partitions
-
-    API_KEY = 28
-    API_NAME = 'TxnOffsetCommit'
-    VALID_VERSIONS = (0, 5)
-    FLEXIBLE_MIN = 3
-    LATEST_VERSION_UNSTABLE = False
-    throttle_time_ms: int
-    topics: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic]
-    __slots__ = ('throttle_time_ms', 'topics')
-    _FIELDS = __slots__
-
-    def __init__(self, *, throttle_time_ms=0, topics=_UNSET):
-        self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _UNSET else topics
 
 
@@ -209,7 +212,7 @@ _C_Response_TxnOffsetCommitResponseTopic = TxnOffsetCommitResponse.TxnOffsetComm
 _C_Response_TxnOffsetCommitResponsePartition = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition
 
 
-def _d_Request_TxnOffsetCommitRequestPartition_v0(buf, pos):
+def _d_Request_TxnOffsetCommitRequestPartition_v0(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition, int]:
     o = _new(_C_Request_TxnOffsetCommitRequestPartition)
     o.committed_leader_epoch = -1
     o.partition_index, o.committed_offset = _U_iq(buf, pos)
@@ -218,23 +221,23 @@ def _d_Request_TxnOffsetCommitRequestPartition_v0(buf, pos):
     return o, pos
 
 
-def _d_Request_TxnOffsetCommitRequestTopic_v0(buf, pos):
+def _d_Request_TxnOffsetCommitRequestTopic_v0(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic, int]:
     o = _new(_C_Request_TxnOffsetCommitRequestTopic)
     o.name, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_TxnOffsetCommitRequestPartition_v0(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Request_TxnOffsetCommitRequestPartition_v0(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
     o = _new(_C_Request)
     o.generation_id = -1
     o.member_id = ''
@@ -247,34 +250,34 @@ def _d_Request_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_TxnOffsetCommitRequestTopic_v0(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_TxnOffsetCommitRequestTopic_v0(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Request_TxnOffsetCommitRequestPartition_v0(o, out):
+def _e_Request_TxnOffsetCommitRequestPartition_v0(o: TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_iq(o.partition_index, o.committed_offset))
     ap(_e_nstr(o.committed_metadata))
 
 
-def _e_Request_TxnOffsetCommitRequestTopic_v0(o, out):
+def _e_Request_TxnOffsetCommitRequestTopic_v0(o: TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_TxnOffsetCommitRequestPartition_v0(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Request_TxnOffsetCommitRequestPartition_v0(e_partitions, out)
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: TxnOffsetCommitRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.generation_id != -1:
         raise _UnsupportedVersionError('attempted to write a non-default generation_id at version 0')
@@ -285,16 +288,16 @@ def _e_Request_v0(o, out):
     ap(_e_str(o.transactional_id))
     ap(_e_str(o.group_id))
     ap(_P_qh(o.producer_id, o.producer_epoch))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_TxnOffsetCommitRequestTopic_v0(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_TxnOffsetCommitRequestTopic_v0(e_topics, out)
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: TxnOffsetCommitRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.generation_id != -1:
         raise _UnsupportedVersionError('attempted to write a non-default generation_id at version 1')
@@ -305,16 +308,16 @@ def _e_Request_v1(o, out):
     ap(_e_str(o.transactional_id))
     ap(_e_str(o.group_id))
     ap(_P_qh(o.producer_id, o.producer_epoch))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_TxnOffsetCommitRequestTopic_v0(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_TxnOffsetCommitRequestTopic_v0(e_topics, out)
 
 
-def _d_Request_TxnOffsetCommitRequestPartition_v2(buf, pos):
+def _d_Request_TxnOffsetCommitRequestPartition_v2(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition, int]:
     o = _new(_C_Request_TxnOffsetCommitRequestPartition)
     o.partition_index, o.committed_offset, o.committed_leader_epoch = _U_iqi(buf, pos)
     pos += 16
@@ -322,23 +325,23 @@ def _d_Request_TxnOffsetCommitRequestPartition_v2(buf, pos):
     return o, pos
 
 
-def _d_Request_TxnOffsetCommitRequestTopic_v2(buf, pos):
+def _d_Request_TxnOffsetCommitRequestTopic_v2(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic, int]:
     o = _new(_C_Request_TxnOffsetCommitRequestTopic)
     o.name, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_TxnOffsetCommitRequestPartition_v2(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Request_TxnOffsetCommitRequestPartition_v2(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Request_v2(buf, pos):
+def _d_Request_v2(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
     o = _new(_C_Request)
     o.generation_id = -1
     o.member_id = ''
@@ -351,34 +354,34 @@ def _d_Request_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_TxnOffsetCommitRequestTopic_v2(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_TxnOffsetCommitRequestTopic_v2(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Request_TxnOffsetCommitRequestPartition_v2(o, out):
+def _e_Request_TxnOffsetCommitRequestPartition_v2(o: TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_iqi(o.partition_index, o.committed_offset, o.committed_leader_epoch))
     ap(_e_nstr(o.committed_metadata))
 
 
-def _e_Request_TxnOffsetCommitRequestTopic_v2(o, out):
+def _e_Request_TxnOffsetCommitRequestTopic_v2(o: TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_TxnOffsetCommitRequestPartition_v2(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Request_TxnOffsetCommitRequestPartition_v2(e_partitions, out)
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: TxnOffsetCommitRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.generation_id != -1:
         raise _UnsupportedVersionError('attempted to write a non-default generation_id at version 2')
@@ -389,16 +392,16 @@ def _e_Request_v2(o, out):
     ap(_e_str(o.transactional_id))
     ap(_e_str(o.group_id))
     ap(_P_qh(o.producer_id, o.producer_epoch))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Request_TxnOffsetCommitRequestTopic_v2(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Request_TxnOffsetCommitRequestTopic_v2(e_topics, out)
 
 
-def _d_Request_TxnOffsetCommitRequestPartition_v3(buf, pos):
+def _d_Request_TxnOffsetCommitRequestPartition_v3(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition, int]:
     o = _new(_C_Request_TxnOffsetCommitRequestPartition)
     o.partition_index, o.committed_offset, o.committed_leader_epoch = _U_iqi(buf, pos)
     pos += 16
@@ -410,19 +413,19 @@ def _d_Request_TxnOffsetCommitRequestPartition_v3(buf, pos):
     return o, pos
 
 
-def _d_Request_TxnOffsetCommitRequestTopic_v3(buf, pos):
+def _d_Request_TxnOffsetCommitRequestTopic_v3(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic, int]:
     o = _new(_C_Request_TxnOffsetCommitRequestTopic)
     o.name, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Request_TxnOffsetCommitRequestPartition_v3(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Request_TxnOffsetCommitRequestPartition_v3(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -430,7 +433,7 @@ def _d_Request_TxnOffsetCommitRequestTopic_v3(buf, pos):
     return o, pos
 
 
-def _d_Request_v3(buf, pos):
+def _d_Request_v3(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
     o = _new(_C_Request)
     o.transactional_id, pos = _r_cstr(buf, pos)
     o.group_id, pos = _r_cstr(buf, pos)
@@ -442,12 +445,12 @@ def _d_Request_v3(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_TxnOffsetCommitRequestTopic_v3(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_TxnOffsetCommitRequestTopic_v3(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -455,67 +458,67 @@ def _d_Request_v3(buf, pos):
     return o, pos
 
 
-def _e_Request_TxnOffsetCommitRequestPartition_v3(o, out):
+def _e_Request_TxnOffsetCommitRequestPartition_v3(o: TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_iqi(o.partition_index, o.committed_offset, o.committed_leader_epoch))
     ap(_e_cnstr(o.committed_metadata))
     ap(b'\x00')
 
 
-def _e_Request_TxnOffsetCommitRequestTopic_v3(o, out):
+def _e_Request_TxnOffsetCommitRequestTopic_v3(o: TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_TxnOffsetCommitRequestPartition_v3(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Request_TxnOffsetCommitRequestPartition_v3(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Request_v3(o, out):
+def _e_Request_v3(o: TxnOffsetCommitRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.transactional_id))
     ap(_e_cstr(o.group_id))
     ap(_P_qhi(o.producer_id, o.producer_epoch, o.generation_id))
     ap(_e_cstr(o.member_id))
     ap(_e_cnstr(o.group_instance_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_TxnOffsetCommitRequestTopic_v3(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_TxnOffsetCommitRequestTopic_v3(e_topics, out)
     ap(b'\x00')
 
 
-def _d_Response_TxnOffsetCommitResponsePartition_v0(buf, pos):
+def _d_Response_TxnOffsetCommitResponsePartition_v0(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition, int]:
     o = _new(_C_Response_TxnOffsetCommitResponsePartition)
     o.partition_index, o.error_code = _U_ih(buf, pos)
     pos += 6
     return o, pos
 
 
-def _d_Response_TxnOffsetCommitResponseTopic_v0(buf, pos):
+def _d_Response_TxnOffsetCommitResponseTopic_v0(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic, int]:
     o = _new(_C_Response_TxnOffsetCommitResponseTopic)
     o.name, pos = _r_str(buf, pos)
     n, pos = _r_alen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_TxnOffsetCommitResponsePartition_v0(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_TxnOffsetCommitResponsePartition_v0(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -523,45 +526,45 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_TxnOffsetCommitResponseTopic_v0(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_TxnOffsetCommitResponseTopic_v0(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     return o, pos
 
 
-def _e_Response_TxnOffsetCommitResponsePartition_v0(o, out):
+def _e_Response_TxnOffsetCommitResponsePartition_v0(o: TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.partition_index, o.error_code))
 
 
-def _e_Response_TxnOffsetCommitResponseTopic_v0(o, out):
+def _e_Response_TxnOffsetCommitResponseTopic_v0(o: TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_str(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_TxnOffsetCommitResponsePartition_v0(e, out)
+        ap(_P_i(len(l_partitions)))
+        for e_partitions in l_partitions:
+            _e_Response_TxnOffsetCommitResponsePartition_v0(e_partitions, out)
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: TxnOffsetCommitResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_P_i(len(l)))
-        for e in l:
-            _e_Response_TxnOffsetCommitResponseTopic_v0(e, out)
+        ap(_P_i(len(l_topics)))
+        for e_topics in l_topics:
+            _e_Response_TxnOffsetCommitResponseTopic_v0(e_topics, out)
 
 
-def _d_Response_TxnOffsetCommitResponsePartition_v3(buf, pos):
+def _d_Response_TxnOffsetCommitResponsePartition_v3(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition, int]:
     o = _new(_C_Response_TxnOffsetCommitResponsePartition)
     o.partition_index, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -572,19 +575,19 @@ def _d_Response_TxnOffsetCommitResponsePartition_v3(buf, pos):
     return o, pos
 
 
-def _d_Response_TxnOffsetCommitResponseTopic_v3(buf, pos):
+def _d_Response_TxnOffsetCommitResponseTopic_v3(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic, int]:
     o = _new(_C_Response_TxnOffsetCommitResponseTopic)
     o.name, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_TxnOffsetCommitResponsePartition_v3(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_TxnOffsetCommitResponsePartition_v3(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -592,7 +595,7 @@ def _d_Response_TxnOffsetCommitResponseTopic_v3(buf, pos):
     return o, pos
 
 
-def _d_Response_v3(buf, pos):
+def _d_Response_v3(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, = _U_i(buf, pos)
     pos += 4
@@ -600,12 +603,12 @@ def _d_Response_v3(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_TxnOffsetCommitResponseTopic_v3(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_TxnOffsetCommitResponseTopic_v3(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -613,35 +616,35 @@ def _d_Response_v3(buf, pos):
     return o, pos
 
 
-def _e_Response_TxnOffsetCommitResponsePartition_v3(o, out):
+def _e_Response_TxnOffsetCommitResponsePartition_v3(o: TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.partition_index, o.error_code))
     ap(b'\x00')
 
 
-def _e_Response_TxnOffsetCommitResponseTopic_v3(o, out):
+def _e_Response_TxnOffsetCommitResponseTopic_v3(o: TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_TxnOffsetCommitResponsePartition_v3(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_TxnOffsetCommitResponsePartition_v3(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Response_v3(o, out):
+def _e_Response_v3(o: TxnOffsetCommitResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.throttle_time_ms))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_TxnOffsetCommitResponseTopic_v3(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_TxnOffsetCommitResponseTopic_v3(e_topics, out)
     ap(b'\x00')
 
 

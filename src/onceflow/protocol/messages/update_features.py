@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -63,55 +66,6 @@ _P_ih = _S('>ih').pack
 __all__ = ['UpdateFeaturesRequest', 'UpdateFeaturesResponse']
 
 
-class UpdateFeaturesRequest(_Message):
-    """UpdateFeaturesRequest: API key 57, versions 0-2, flexible 0+.
-
-    Fields (versions):
-        timeout_ms: int32 (0+)
-        feature_updates: []FeatureUpdateKey (0+)
-        validate_only: bool (1+)
-    """
-
-    class FeatureUpdateKey(_Struct):
-        """FeatureUpdateKey
-
-        Fields (versions):
-            feature: string (0+)
-            max_version_level: int16 (0+)
-            allow_downgrade: bool (0)
-            upgrade_type: int8 (1+)
-        """
-
-        feature: str
-        max_version_level: int
-        allow_downgrade: bool
-        upgrade_type: int
-        __slots__ = ('feature', 'max_version_level', 'allow_downgrade', 'upgrade_type')
-        _FIELDS = __slots__
-
-        def __init__(self, *, feature='', max_version_level=0, allow_downgrade=False, upgrade_type=1):
-            self.feature = feature
-            self.max_version_level = max_version_level
-            self.allow_downgrade = allow_downgrade
-            self.upgrade_type = upgrade_type
-
-    API_KEY = 57
-    API_NAME = 'UpdateFeatures'
-    VALID_VERSIONS = (0, 2)
-    FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = False
-    timeout_ms: int
-    feature_updates: list[UpdateFeaturesRequest.FeatureUpdateKey]
-    validate_only: bool
-    __slots__ = ('timeout_ms', 'feature_updates', 'validate_only')
-    _FIELDS = __slots__
-
-    def __init__(self, *, timeout_ms=60000, feature_updates=_UNSET, validate_only=False):
-        self.timeout_ms = timeout_ms
-        self.feature_updates = [] if feature_updates is _UNSET else feature_updates
-        self.validate_only = validate_only
-
-
 class UpdateFeaturesResponse(_Message):
     """UpdateFeaturesResponse: API key 57, versions 0-2, flexible 0+.
 
@@ -137,7 +91,7 @@ class UpdateFeaturesResponse(_Message):
         __slots__ = ('feature', 'error_code', 'error_message')
         _FIELDS = __slots__
 
-        def __init__(self, *, feature='', error_code=0, error_message=''):
+        def __init__(self, *, feature: str = '', error_code: int = 0, error_message: str | None = '') -> None:
             self.feature = feature
             self.error_code = error_code
             self.error_message = error_message
@@ -154,11 +108,60 @@ class UpdateFeaturesResponse(_Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'results')
     _FIELDS = __slots__
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message='', results=_UNSET):
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', results: list[UpdateFeaturesResponse.UpdatableFeatureResult] | _Unset = _UNSET) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
         self.results = [] if results is _UNSET else results
+
+
+class UpdateFeaturesRequest(_Request[UpdateFeaturesResponse]):
+    """UpdateFeaturesRequest: API key 57, versions 0-2, flexible 0+.
+
+    Fields (versions):
+        timeout_ms: int32 (0+)
+        feature_updates: []FeatureUpdateKey (0+)
+        validate_only: bool (1+)
+    """
+
+    class FeatureUpdateKey(_Struct):
+        """FeatureUpdateKey
+
+        Fields (versions):
+            feature: string (0+)
+            max_version_level: int16 (0+)
+            allow_downgrade: bool (0)
+            upgrade_type: int8 (1+)
+        """
+
+        feature: str
+        max_version_level: int
+        allow_downgrade: bool
+        upgrade_type: int
+        __slots__ = ('feature', 'max_version_level', 'allow_downgrade', 'upgrade_type')
+        _FIELDS = __slots__
+
+        def __init__(self, *, feature: str = '', max_version_level: int = 0, allow_downgrade: bool = False, upgrade_type: int = 1) -> None:
+            self.feature = feature
+            self.max_version_level = max_version_level
+            self.allow_downgrade = allow_downgrade
+            self.upgrade_type = upgrade_type
+
+    API_KEY = 57
+    API_NAME = 'UpdateFeatures'
+    VALID_VERSIONS = (0, 2)
+    FLEXIBLE_MIN = 0
+    LATEST_VERSION_UNSTABLE = False
+    timeout_ms: int
+    feature_updates: list[UpdateFeaturesRequest.FeatureUpdateKey]
+    validate_only: bool
+    __slots__ = ('timeout_ms', 'feature_updates', 'validate_only')
+    _FIELDS = __slots__
+
+    def __init__(self, *, timeout_ms: int = 60000, feature_updates: list[UpdateFeaturesRequest.FeatureUpdateKey] | _Unset = _UNSET, validate_only: bool = False) -> None:
+        self.timeout_ms = timeout_ms
+        self.feature_updates = [] if feature_updates is _UNSET else feature_updates
+        self.validate_only = validate_only
 
 
 _C_Request = UpdateFeaturesRequest
@@ -167,7 +170,7 @@ _C_Response = UpdateFeaturesResponse
 _C_Response_UpdatableFeatureResult = UpdateFeaturesResponse.UpdatableFeatureResult
 
 
-def _d_Request_FeatureUpdateKey_v0(buf, pos):
+def _d_Request_FeatureUpdateKey_v0(buf: memoryview, pos: int) -> tuple[UpdateFeaturesRequest.FeatureUpdateKey, int]:
     o = _new(_C_Request_FeatureUpdateKey)
     o.upgrade_type = 1
     o.feature, pos = _r_cstr(buf, pos)
@@ -180,7 +183,7 @@ def _d_Request_FeatureUpdateKey_v0(buf, pos):
     return o, pos
 
 
-def _d_Request_v0(buf, pos):
+def _d_Request_v0(buf: memoryview, pos: int) -> tuple[UpdateFeaturesRequest, int]:
     o = _new(_C_Request)
     o.validate_only = False
     o.timeout_ms, = _U_i(buf, pos)
@@ -189,12 +192,12 @@ def _d_Request_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field feature_updates is null')
     else:
-        l = []
-        ap = l.append
+        l_feature_updates: list[UpdateFeaturesRequest.FeatureUpdateKey] = []
+        ap_feature_updates = l_feature_updates.append
         for _ in range(n):
-            e, pos = _d_Request_FeatureUpdateKey_v0(buf, pos)
-            ap(e)
-        o.feature_updates = l
+            e_feature_updates, pos = _d_Request_FeatureUpdateKey_v0(buf, pos)
+            ap_feature_updates(e_feature_updates)
+        o.feature_updates = l_feature_updates
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -202,7 +205,7 @@ def _d_Request_v0(buf, pos):
     return o, pos
 
 
-def _e_Request_FeatureUpdateKey_v0(o, out):
+def _e_Request_FeatureUpdateKey_v0(o: UpdateFeaturesRequest.FeatureUpdateKey, out: list[_Bytes]) -> None:
     ap = out.append
     if o.upgrade_type != 1:
         raise _UnsupportedVersionError('attempted to write a non-default upgrade_type at version 0')
@@ -211,22 +214,22 @@ def _e_Request_FeatureUpdateKey_v0(o, out):
     ap(b'\x00')
 
 
-def _e_Request_v0(o, out):
+def _e_Request_v0(o: UpdateFeaturesRequest, out: list[_Bytes]) -> None:
     ap = out.append
     if o.validate_only != False:
         raise _UnsupportedVersionError('attempted to write a non-default validate_only at version 0')
     ap(_P_i(o.timeout_ms))
-    l = o.feature_updates
-    if l is None:
+    l_feature_updates = o.feature_updates
+    if l_feature_updates is None:
         raise ValueError('non-nullable field feature_updates is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_FeatureUpdateKey_v0(e, out)
+        ap(_uv(len(l_feature_updates) + 1))
+        for e_feature_updates in l_feature_updates:
+            _e_Request_FeatureUpdateKey_v0(e_feature_updates, out)
     ap(b'\x00')
 
 
-def _d_Request_FeatureUpdateKey_v1(buf, pos):
+def _d_Request_FeatureUpdateKey_v1(buf: memoryview, pos: int) -> tuple[UpdateFeaturesRequest.FeatureUpdateKey, int]:
     o = _new(_C_Request_FeatureUpdateKey)
     o.allow_downgrade = False
     o.feature, pos = _r_cstr(buf, pos)
@@ -239,7 +242,7 @@ def _d_Request_FeatureUpdateKey_v1(buf, pos):
     return o, pos
 
 
-def _d_Request_v1(buf, pos):
+def _d_Request_v1(buf: memoryview, pos: int) -> tuple[UpdateFeaturesRequest, int]:
     o = _new(_C_Request)
     o.timeout_ms, = _U_i(buf, pos)
     pos += 4
@@ -247,12 +250,12 @@ def _d_Request_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field feature_updates is null')
     else:
-        l = []
-        ap = l.append
+        l_feature_updates: list[UpdateFeaturesRequest.FeatureUpdateKey] = []
+        ap_feature_updates = l_feature_updates.append
         for _ in range(n):
-            e, pos = _d_Request_FeatureUpdateKey_v1(buf, pos)
-            ap(e)
-        o.feature_updates = l
+            e_feature_updates, pos = _d_Request_FeatureUpdateKey_v1(buf, pos)
+            ap_feature_updates(e_feature_updates)
+        o.feature_updates = l_feature_updates
     o.validate_only, = _U_z(buf, pos)
     pos += 1
     if buf[pos]:
@@ -262,7 +265,7 @@ def _d_Request_v1(buf, pos):
     return o, pos
 
 
-def _e_Request_FeatureUpdateKey_v1(o, out):
+def _e_Request_FeatureUpdateKey_v1(o: UpdateFeaturesRequest.FeatureUpdateKey, out: list[_Bytes]) -> None:
     ap = out.append
     if o.allow_downgrade != False:
         raise _UnsupportedVersionError('attempted to write a non-default allow_downgrade at version 1')
@@ -271,21 +274,21 @@ def _e_Request_FeatureUpdateKey_v1(o, out):
     ap(b'\x00')
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: UpdateFeaturesRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.timeout_ms))
-    l = o.feature_updates
-    if l is None:
+    l_feature_updates = o.feature_updates
+    if l_feature_updates is None:
         raise ValueError('non-nullable field feature_updates is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_FeatureUpdateKey_v1(e, out)
+        ap(_uv(len(l_feature_updates) + 1))
+        for e_feature_updates in l_feature_updates:
+            _e_Request_FeatureUpdateKey_v1(e_feature_updates, out)
     ap(_P_z(o.validate_only))
     ap(b'\x00')
 
 
-def _e_Request_FeatureUpdateKey_v2(o, out):
+def _e_Request_FeatureUpdateKey_v2(o: UpdateFeaturesRequest.FeatureUpdateKey, out: list[_Bytes]) -> None:
     ap = out.append
     if o.allow_downgrade != False:
         raise _UnsupportedVersionError('attempted to write a non-default allow_downgrade at version 2')
@@ -294,21 +297,21 @@ def _e_Request_FeatureUpdateKey_v2(o, out):
     ap(b'\x00')
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: UpdateFeaturesRequest, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_i(o.timeout_ms))
-    l = o.feature_updates
-    if l is None:
+    l_feature_updates = o.feature_updates
+    if l_feature_updates is None:
         raise ValueError('non-nullable field feature_updates is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_FeatureUpdateKey_v2(e, out)
+        ap(_uv(len(l_feature_updates) + 1))
+        for e_feature_updates in l_feature_updates:
+            _e_Request_FeatureUpdateKey_v2(e_feature_updates, out)
     ap(_P_z(o.validate_only))
     ap(b'\x00')
 
 
-def _d_Response_UpdatableFeatureResult_v0(buf, pos):
+def _d_Response_UpdatableFeatureResult_v0(buf: memoryview, pos: int) -> tuple[UpdateFeaturesResponse.UpdatableFeatureResult, int]:
     o = _new(_C_Response_UpdatableFeatureResult)
     o.feature, pos = _r_cstr(buf, pos)
     o.error_code, = _U_h(buf, pos)
@@ -321,7 +324,7 @@ def _d_Response_UpdatableFeatureResult_v0(buf, pos):
     return o, pos
 
 
-def _d_Response_v0(buf, pos):
+def _d_Response_v0(buf: memoryview, pos: int) -> tuple[UpdateFeaturesResponse, int]:
     o = _new(_C_Response)
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -330,12 +333,12 @@ def _d_Response_v0(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field results is null')
     else:
-        l = []
-        ap = l.append
+        l_results: list[UpdateFeaturesResponse.UpdatableFeatureResult] = []
+        ap_results = l_results.append
         for _ in range(n):
-            e, pos = _d_Response_UpdatableFeatureResult_v0(buf, pos)
-            ap(e)
-        o.results = l
+            e_results, pos = _d_Response_UpdatableFeatureResult_v0(buf, pos)
+            ap_results(e_results)
+        o.results = l_results
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -343,7 +346,7 @@ def _d_Response_v0(buf, pos):
     return o, pos
 
 
-def _e_Response_UpdatableFeatureResult_v0(o, out):
+def _e_Response_UpdatableFeatureResult_v0(o: UpdateFeaturesResponse.UpdatableFeatureResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.feature))
     ap(_P_h(o.error_code))
@@ -351,21 +354,21 @@ def _e_Response_UpdatableFeatureResult_v0(o, out):
     ap(b'\x00')
 
 
-def _e_Response_v0(o, out):
+def _e_Response_v0(o: UpdateFeaturesResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     ap(_e_cnstr(o.error_message))
-    l = o.results
-    if l is None:
+    l_results = o.results
+    if l_results is None:
         raise ValueError('non-nullable field results is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_UpdatableFeatureResult_v0(e, out)
+        ap(_uv(len(l_results) + 1))
+        for e_results in l_results:
+            _e_Response_UpdatableFeatureResult_v0(e_results, out)
     ap(b'\x00')
 
 
-def _d_Response_v2(buf, pos):
+def _d_Response_v2(buf: memoryview, pos: int) -> tuple[UpdateFeaturesResponse, int]:
     o = _new(_C_Response)
     o.results = []
     o.throttle_time_ms, o.error_code = _U_ih(buf, pos)
@@ -378,7 +381,7 @@ def _d_Response_v2(buf, pos):
     return o, pos
 
 
-def _e_Response_v2(o, out):
+def _e_Response_v2(o: UpdateFeaturesResponse, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.throttle_time_ms, o.error_code))
     ap(_e_cnstr(o.error_message))

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from struct import Struct as _S
 
+from onceflow.common import BytesLike as _Bytes
 from onceflow.protocol import codec as _c
 from onceflow.protocol.codec import ZERO_UUID as _ZERO_UUID
 from onceflow.protocol.codec import DecodeError as _DecodeError
 from onceflow.protocol.codec import UnsupportedVersionError as _UnsupportedVersionError
 from onceflow.protocol.message import UNSET as _UNSET
+from onceflow.protocol.message import Unset as _Unset
 from onceflow.protocol.message import Message as _Message
+from onceflow.protocol.message import Request as _Request
 from onceflow.protocol.message import Struct as _Struct
 import uuid as _uuid
 
@@ -61,72 +64,6 @@ _P_qhz = _S('>qh?').pack
 __all__ = ['WriteTxnMarkersRequest', 'WriteTxnMarkersResponse']
 
 
-class WriteTxnMarkersRequest(_Message):
-    """WriteTxnMarkersRequest: API key 27, versions 1-2, flexible 1+.
-
-    Fields (versions):
-        markers: []WritableTxnMarker (0+)
-    """
-
-    class WritableTxnMarker(_Struct):
-        """WritableTxnMarker
-
-        Fields (versions):
-            producer_id: int64 (0+)
-            producer_epoch: int16 (0+)
-            transaction_result: bool (0+)
-            topics: []WritableTxnMarkerTopic (0+)
-            coordinator_epoch: int32 (0+)
-            transaction_version: int8 (2+)
-        """
-
-        class WritableTxnMarkerTopic(_Struct):
-            """WritableTxnMarkerTopic
-
-            Fields (versions):
-                name: string (0+)
-                partition_indexes: []int32 (0+)
-            """
-
-            name: str
-            partition_indexes: list[int]
-            __slots__ = ('name', 'partition_indexes')
-            _FIELDS = __slots__
-
-            def __init__(self, *, name='', partition_indexes=_UNSET):
-                self.name = name
-                self.partition_indexes = [] if partition_indexes is _UNSET else partition_indexes
-
-        producer_id: int
-        producer_epoch: int
-        transaction_result: bool
-        topics: list[WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic]
-        coordinator_epoch: int
-        transaction_version: int
-        __slots__ = ('producer_id', 'producer_epoch', 'transaction_result', 'topics', 'coordinator_epoch', 'transaction_version')
-        _FIELDS = __slots__
-
-        def __init__(self, *, producer_id=0, producer_epoch=0, transaction_result=False, topics=_UNSET, coordinator_epoch=0, transaction_version=0):
-            self.producer_id = producer_id
-            self.producer_epoch = producer_epoch
-            self.transaction_result = transaction_result
-            self.topics = [] if topics is _UNSET else topics
-            self.coordinator_epoch = coordinator_epoch
-            self.transaction_version = transaction_version
-
-    API_KEY = 27
-    API_NAME = 'WriteTxnMarkers'
-    VALID_VERSIONS = (1, 2)
-    FLEXIBLE_MIN = 1
-    LATEST_VERSION_UNSTABLE = False
-    markers: list[WriteTxnMarkersRequest.WritableTxnMarker]
-    __slots__ = ('markers',)
-    _FIELDS = __slots__
-
-    def __init__(self, *, markers=_UNSET):
-        self.markers = [] if markers is _UNSET else markers
-
-
 class WriteTxnMarkersResponse(_Message):
     """WriteTxnMarkersResponse: API key 27, versions 1-2, flexible 1+.
 
@@ -163,7 +100,7 @@ class WriteTxnMarkersResponse(_Message):
                 __slots__ = ('partition_index', 'error_code')
                 _FIELDS = __slots__
 
-                def __init__(self, *, partition_index=0, error_code=0):
+                def __init__(self, *, partition_index: int = 0, error_code: int = 0) -> None:
                     self.partition_index = partition_index
                     self.error_code = error_code
 
@@ -172,7 +109,7 @@ class WriteTxnMarkersResponse(_Message):
             __slots__ = ('name', 'partitions')
             _FIELDS = __slots__
 
-            def __init__(self, *, name='', partitions=_UNSET):
+            def __init__(self, *, name: str = '', partitions: list[WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult] | _Unset = _UNSET) -> None:
                 self.name = name
                 self.partitions = [] if partitions is _UNSET else partitions
 
@@ -181,7 +118,7 @@ class WriteTxnMarkersResponse(_Message):
         __slots__ = ('producer_id', 'topics')
         _FIELDS = __slots__
 
-        def __init__(self, *, producer_id=0, topics=_UNSET):
+        def __init__(self, *, producer_id: int = 0, topics: list[WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult] | _Unset = _UNSET) -> None:
             self.producer_id = producer_id
             self.topics = [] if topics is _UNSET else topics
 
@@ -194,7 +131,73 @@ class WriteTxnMarkersResponse(_Message):
     __slots__ = ('markers',)
     _FIELDS = __slots__
 
-    def __init__(self, *, markers=_UNSET):
+    def __init__(self, *, markers: list[WriteTxnMarkersResponse.WritableTxnMarkerResult] | _Unset = _UNSET) -> None:
+        self.markers = [] if markers is _UNSET else markers
+
+
+class WriteTxnMarkersRequest(_Request[WriteTxnMarkersResponse]):
+    """WriteTxnMarkersRequest: API key 27, versions 1-2, flexible 1+.
+
+    Fields (versions):
+        markers: []WritableTxnMarker (0+)
+    """
+
+    class WritableTxnMarker(_Struct):
+        """WritableTxnMarker
+
+        Fields (versions):
+            producer_id: int64 (0+)
+            producer_epoch: int16 (0+)
+            transaction_result: bool (0+)
+            topics: []WritableTxnMarkerTopic (0+)
+            coordinator_epoch: int32 (0+)
+            transaction_version: int8 (2+)
+        """
+
+        class WritableTxnMarkerTopic(_Struct):
+            """WritableTxnMarkerTopic
+
+            Fields (versions):
+                name: string (0+)
+                partition_indexes: []int32 (0+)
+            """
+
+            name: str
+            partition_indexes: list[int]
+            __slots__ = ('name', 'partition_indexes')
+            _FIELDS = __slots__
+
+            def __init__(self, *, name: str = '', partition_indexes: list[int] | _Unset = _UNSET) -> None:
+                self.name = name
+                self.partition_indexes = [] if partition_indexes is _UNSET else partition_indexes
+
+        producer_id: int
+        producer_epoch: int
+        transaction_result: bool
+        topics: list[WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic]
+        coordinator_epoch: int
+        transaction_version: int
+        __slots__ = ('producer_id', 'producer_epoch', 'transaction_result', 'topics', 'coordinator_epoch', 'transaction_version')
+        _FIELDS = __slots__
+
+        def __init__(self, *, producer_id: int = 0, producer_epoch: int = 0, transaction_result: bool = False, topics: list[WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic] | _Unset = _UNSET, coordinator_epoch: int = 0, transaction_version: int = 0) -> None:
+            self.producer_id = producer_id
+            self.producer_epoch = producer_epoch
+            self.transaction_result = transaction_result
+            self.topics = [] if topics is _UNSET else topics
+            self.coordinator_epoch = coordinator_epoch
+            self.transaction_version = transaction_version
+
+    API_KEY = 27
+    API_NAME = 'WriteTxnMarkers'
+    VALID_VERSIONS = (1, 2)
+    FLEXIBLE_MIN = 1
+    LATEST_VERSION_UNSTABLE = False
+    markers: list[WriteTxnMarkersRequest.WritableTxnMarker]
+    __slots__ = ('markers',)
+    _FIELDS = __slots__
+
+    def __init__(self, *, markers: list[WriteTxnMarkersRequest.WritableTxnMarker] | _Unset = _UNSET) -> None:
         self.markers = [] if markers is _UNSET else markers
 
 
@@ -207,7 +210,7 @@ _C_Response_WritableTxnMarkerTopicResult = WriteTxnMarkersResponse.WritableTxnMa
 _C_Response_WritableTxnMarkerPartitionResult = WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult
 
 
-def _d_Request_WritableTxnMarkerTopic_v1(buf, pos):
+def _d_Request_WritableTxnMarkerTopic_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic, int]:
     o = _new(_C_Request_WritableTxnMarkerTopic)
     o.name, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
@@ -222,7 +225,7 @@ def _d_Request_WritableTxnMarkerTopic_v1(buf, pos):
     return o, pos
 
 
-def _d_Request_WritableTxnMarker_v1(buf, pos):
+def _d_Request_WritableTxnMarker_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersRequest.WritableTxnMarker, int]:
     o = _new(_C_Request_WritableTxnMarker)
     o.transaction_version = 0
     o.producer_id, o.producer_epoch, o.transaction_result = _U_qhz(buf, pos)
@@ -231,12 +234,12 @@ def _d_Request_WritableTxnMarker_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_WritableTxnMarkerTopic_v1(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_WritableTxnMarkerTopic_v1(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.coordinator_epoch, = _U_i(buf, pos)
     pos += 4
     if buf[pos]:
@@ -246,18 +249,18 @@ def _d_Request_WritableTxnMarker_v1(buf, pos):
     return o, pos
 
 
-def _d_Request_v1(buf, pos):
+def _d_Request_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field markers is null')
     else:
-        l = []
-        ap = l.append
+        l_markers: list[WriteTxnMarkersRequest.WritableTxnMarker] = []
+        ap_markers = l_markers.append
         for _ in range(n):
-            e, pos = _d_Request_WritableTxnMarker_v1(buf, pos)
-            ap(e)
-        o.markers = l
+            e_markers, pos = _d_Request_WritableTxnMarker_v1(buf, pos)
+            ap_markers(e_markers)
+        o.markers = l_markers
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -265,45 +268,45 @@ def _d_Request_v1(buf, pos):
     return o, pos
 
 
-def _e_Request_WritableTxnMarkerTopic_v1(o, out):
+def _e_Request_WritableTxnMarkerTopic_v1(o: WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partition_indexes
-    if l is None:
+    l_partition_indexes = o.partition_indexes
+    if l_partition_indexes is None:
         raise ValueError('non-nullable field partition_indexes is None')
     else:
-        ap(_uv(len(l) + 1))
-        ap(_e_fixed(l, 'i'))
+        ap(_uv(len(l_partition_indexes) + 1))
+        ap(_e_fixed(l_partition_indexes, 'i'))
     ap(b'\x00')
 
 
-def _e_Request_WritableTxnMarker_v1(o, out):
+def _e_Request_WritableTxnMarker_v1(o: WriteTxnMarkersRequest.WritableTxnMarker, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_qhz(o.producer_id, o.producer_epoch, o.transaction_result))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_WritableTxnMarkerTopic_v1(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_WritableTxnMarkerTopic_v1(e_topics, out)
     ap(_P_i(o.coordinator_epoch))
     ap(b'\x00')
 
 
-def _e_Request_v1(o, out):
+def _e_Request_v1(o: WriteTxnMarkersRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.markers
-    if l is None:
+    l_markers = o.markers
+    if l_markers is None:
         raise ValueError('non-nullable field markers is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_WritableTxnMarker_v1(e, out)
+        ap(_uv(len(l_markers) + 1))
+        for e_markers in l_markers:
+            _e_Request_WritableTxnMarker_v1(e_markers, out)
     ap(b'\x00')
 
 
-def _d_Request_WritableTxnMarker_v2(buf, pos):
+def _d_Request_WritableTxnMarker_v2(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersRequest.WritableTxnMarker, int]:
     o = _new(_C_Request_WritableTxnMarker)
     o.producer_id, o.producer_epoch, o.transaction_result = _U_qhz(buf, pos)
     pos += 11
@@ -311,12 +314,12 @@ def _d_Request_WritableTxnMarker_v2(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Request_WritableTxnMarkerTopic_v1(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Request_WritableTxnMarkerTopic_v1(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     o.coordinator_epoch, o.transaction_version = _U_ib(buf, pos)
     pos += 5
     if buf[pos]:
@@ -326,18 +329,18 @@ def _d_Request_WritableTxnMarker_v2(buf, pos):
     return o, pos
 
 
-def _d_Request_v2(buf, pos):
+def _d_Request_v2(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersRequest, int]:
     o = _new(_C_Request)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field markers is null')
     else:
-        l = []
-        ap = l.append
+        l_markers: list[WriteTxnMarkersRequest.WritableTxnMarker] = []
+        ap_markers = l_markers.append
         for _ in range(n):
-            e, pos = _d_Request_WritableTxnMarker_v2(buf, pos)
-            ap(e)
-        o.markers = l
+            e_markers, pos = _d_Request_WritableTxnMarker_v2(buf, pos)
+            ap_markers(e_markers)
+        o.markers = l_markers
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -345,33 +348,33 @@ def _d_Request_v2(buf, pos):
     return o, pos
 
 
-def _e_Request_WritableTxnMarker_v2(o, out):
+def _e_Request_WritableTxnMarker_v2(o: WriteTxnMarkersRequest.WritableTxnMarker, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_qhz(o.producer_id, o.producer_epoch, o.transaction_result))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_WritableTxnMarkerTopic_v1(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Request_WritableTxnMarkerTopic_v1(e_topics, out)
     ap(_P_ib(o.coordinator_epoch, o.transaction_version))
     ap(b'\x00')
 
 
-def _e_Request_v2(o, out):
+def _e_Request_v2(o: WriteTxnMarkersRequest, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.markers
-    if l is None:
+    l_markers = o.markers
+    if l_markers is None:
         raise ValueError('non-nullable field markers is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Request_WritableTxnMarker_v2(e, out)
+        ap(_uv(len(l_markers) + 1))
+        for e_markers in l_markers:
+            _e_Request_WritableTxnMarker_v2(e_markers, out)
     ap(b'\x00')
 
 
-def _d_Response_WritableTxnMarkerPartitionResult_v1(buf, pos):
+def _d_Response_WritableTxnMarkerPartitionResult_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult, int]:
     o = _new(_C_Response_WritableTxnMarkerPartitionResult)
     o.partition_index, o.error_code = _U_ih(buf, pos)
     pos += 6
@@ -382,19 +385,19 @@ def _d_Response_WritableTxnMarkerPartitionResult_v1(buf, pos):
     return o, pos
 
 
-def _d_Response_WritableTxnMarkerTopicResult_v1(buf, pos):
+def _d_Response_WritableTxnMarkerTopicResult_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult, int]:
     o = _new(_C_Response_WritableTxnMarkerTopicResult)
     o.name, pos = _r_cstr(buf, pos)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field partitions is null')
     else:
-        l = []
-        ap = l.append
+        l_partitions: list[WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult] = []
+        ap_partitions = l_partitions.append
         for _ in range(n):
-            e, pos = _d_Response_WritableTxnMarkerPartitionResult_v1(buf, pos)
-            ap(e)
-        o.partitions = l
+            e_partitions, pos = _d_Response_WritableTxnMarkerPartitionResult_v1(buf, pos)
+            ap_partitions(e_partitions)
+        o.partitions = l_partitions
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -402,7 +405,7 @@ def _d_Response_WritableTxnMarkerTopicResult_v1(buf, pos):
     return o, pos
 
 
-def _d_Response_WritableTxnMarkerResult_v1(buf, pos):
+def _d_Response_WritableTxnMarkerResult_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersResponse.WritableTxnMarkerResult, int]:
     o = _new(_C_Response_WritableTxnMarkerResult)
     o.producer_id, = _U_q(buf, pos)
     pos += 8
@@ -410,12 +413,12 @@ def _d_Response_WritableTxnMarkerResult_v1(buf, pos):
     if n < 0:
         raise _DecodeError('non-nullable field topics is null')
     else:
-        l = []
-        ap = l.append
+        l_topics: list[WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult] = []
+        ap_topics = l_topics.append
         for _ in range(n):
-            e, pos = _d_Response_WritableTxnMarkerTopicResult_v1(buf, pos)
-            ap(e)
-        o.topics = l
+            e_topics, pos = _d_Response_WritableTxnMarkerTopicResult_v1(buf, pos)
+            ap_topics(e_topics)
+        o.topics = l_topics
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -423,18 +426,18 @@ def _d_Response_WritableTxnMarkerResult_v1(buf, pos):
     return o, pos
 
 
-def _d_Response_v1(buf, pos):
+def _d_Response_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersResponse, int]:
     o = _new(_C_Response)
     n, pos = _r_calen(buf, pos)
     if n < 0:
         raise _DecodeError('non-nullable field markers is null')
     else:
-        l = []
-        ap = l.append
+        l_markers: list[WriteTxnMarkersResponse.WritableTxnMarkerResult] = []
+        ap_markers = l_markers.append
         for _ in range(n):
-            e, pos = _d_Response_WritableTxnMarkerResult_v1(buf, pos)
-            ap(e)
-        o.markers = l
+            e_markers, pos = _d_Response_WritableTxnMarkerResult_v1(buf, pos)
+            ap_markers(e_markers)
+        o.markers = l_markers
     if buf[pos]:
         pos = _skip_tags(buf, pos)
     else:
@@ -442,47 +445,47 @@ def _d_Response_v1(buf, pos):
     return o, pos
 
 
-def _e_Response_WritableTxnMarkerPartitionResult_v1(o, out):
+def _e_Response_WritableTxnMarkerPartitionResult_v1(o: WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_ih(o.partition_index, o.error_code))
     ap(b'\x00')
 
 
-def _e_Response_WritableTxnMarkerTopicResult_v1(o, out):
+def _e_Response_WritableTxnMarkerTopicResult_v1(o: WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_e_cstr(o.name))
-    l = o.partitions
-    if l is None:
+    l_partitions = o.partitions
+    if l_partitions is None:
         raise ValueError('non-nullable field partitions is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_WritableTxnMarkerPartitionResult_v1(e, out)
+        ap(_uv(len(l_partitions) + 1))
+        for e_partitions in l_partitions:
+            _e_Response_WritableTxnMarkerPartitionResult_v1(e_partitions, out)
     ap(b'\x00')
 
 
-def _e_Response_WritableTxnMarkerResult_v1(o, out):
+def _e_Response_WritableTxnMarkerResult_v1(o: WriteTxnMarkersResponse.WritableTxnMarkerResult, out: list[_Bytes]) -> None:
     ap = out.append
     ap(_P_q(o.producer_id))
-    l = o.topics
-    if l is None:
+    l_topics = o.topics
+    if l_topics is None:
         raise ValueError('non-nullable field topics is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_WritableTxnMarkerTopicResult_v1(e, out)
+        ap(_uv(len(l_topics) + 1))
+        for e_topics in l_topics:
+            _e_Response_WritableTxnMarkerTopicResult_v1(e_topics, out)
     ap(b'\x00')
 
 
-def _e_Response_v1(o, out):
+def _e_Response_v1(o: WriteTxnMarkersResponse, out: list[_Bytes]) -> None:
     ap = out.append
-    l = o.markers
-    if l is None:
+    l_markers = o.markers
+    if l_markers is None:
         raise ValueError('non-nullable field markers is None')
     else:
-        ap(_uv(len(l) + 1))
-        for e in l:
-            _e_Response_WritableTxnMarkerResult_v1(e, out)
+        ap(_uv(len(l_markers) + 1))
+        for e_markers in l_markers:
+            _e_Response_WritableTxnMarkerResult_v1(e_markers, out)
     ap(b'\x00')
 
 

@@ -29,7 +29,7 @@ import time
 from collections.abc import Mapping
 from enum import Enum
 from types import MappingProxyType
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeVar
 
 from onceflow.client.config import ClientConfig
 from onceflow.client.consumer.group.assignors import assignor_for
@@ -52,11 +52,12 @@ from onceflow.common import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.codec import DecodeError
 from onceflow.protocol.errors import ErrorCode, error_name
+from onceflow.protocol.message import Message, Request
 from onceflow.protocol.messages.heartbeat import HeartbeatRequest
 from onceflow.protocol.messages.join_group import JoinGroupRequest
 from onceflow.protocol.messages.leave_group import LeaveGroupRequest
 from onceflow.protocol.messages.offset_commit import OffsetCommitRequest
-from onceflow.protocol.messages.offset_fetch import OffsetFetchRequest
+from onceflow.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from onceflow.protocol.messages.sync_group import SyncGroupRequest
 
 __all__ = ["GroupAction", "ConsumerCoordinator", "JoinedGeneration", "MemberState"]
@@ -64,6 +65,9 @@ __all__ = ["GroupAction", "ConsumerCoordinator", "JoinedGeneration", "MemberStat
 log = logging.getLogger(__name__)
 _TRANSPORT_ERRORS = (OSError, KafkaTimeoutError, BrokerResponseError)
 _E = ErrorCode
+_R = TypeVar("_R", bound=Message)
+_FetchedTopic = OffsetFetchResponse.OffsetFetchResponseTopic
+_FetchedTopicV8 = OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
@@ -149,7 +153,8 @@ class ConsumerCoordinator:
         self.heartbeat_interval_s = config["heartbeat.interval.ms"] / 1000
         self.request_timeout_s = config["request.timeout.ms"] / 1000
         self.retry_backoff = retry_backoff(config)
-        self.assignors = [assignor_for(name) for name in config["partition.assignment.strategy"]]
+        strategies = config["partition.assignment.strategy"]  # validated: every one is known
+        self.assignors = [a for a in map(assignor_for, strategies) if a is not None]
         self.coordinator: tuple[int, str, int] | None = None
         self.generation_id = -1
         self.member_id = ""
@@ -202,8 +207,8 @@ class ConsumerCoordinator:
             attempts += 1
 
     async def request(
-        self, message: Any, max_version: int | None = None, timeout_s: float | None = None
-    ) -> Any:
+        self, message: Request[_R], max_version: int | None = None, timeout_s: float | None = None
+    ) -> _R:
         """Send to the coordinator; a transport failure forgets the coordinator and raises."""
         conn = await self.connection()
         version = conn.api_version(message.API_KEY, max_version)
@@ -507,6 +512,7 @@ class ConsumerCoordinator:
         except _TRANSPORT_ERRORS as exc:
             self.coordinator_dead(exc)
             raise
+        topics: list[_FetchedTopicV8] | list[_FetchedTopic]
         if version >= 8:
             group = response.groups[0] if response.groups else None
             top_error = (

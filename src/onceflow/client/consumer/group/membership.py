@@ -22,10 +22,15 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
-from onceflow.client.consumer.group.coordinator import ConsumerCoordinator, MemberState, code_name
+from onceflow.client.consumer.group.coordinator import (
+    ConsumerCoordinator,
+    JoinedGeneration,
+    MemberState,
+    code_name,
+)
 from onceflow.client.consumer.subscription import SubscriptionState
 from onceflow.client.errors import (
     BrokerResponseError,
@@ -43,6 +48,7 @@ from onceflow.protocol.errors import ErrorCode
 __all__ = ["ConsumerMembership"]
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 _TRANSPORT_ERRORS = (OSError, KafkaTimeoutError, BrokerResponseError)
 _COMMIT_FAILED = (
     ErrorCode.UNKNOWN_MEMBER_ID,
@@ -77,8 +83,8 @@ class ConsumerMembership:
         self.subscription: list[str] | None = None
         self.on_assign: Callback | None = None
         self.on_revoke: Callback | None = None
-        self._join: concurrent.futures.Future | None = None
-        self._heartbeat: concurrent.futures.Future | None = None
+        self._join: concurrent.futures.Future[JoinedGeneration] | None = None
+        self._heartbeat: concurrent.futures.Future[None] | None = None
 
     # ------------------------------------------------------------------ subscription
 
@@ -101,7 +107,7 @@ class ConsumerMembership:
         self._call(self.coordinator.leave_group("the consumer unsubscribed"), 5.0)
         self.subscription = None
 
-    def _start(self, coro: Any) -> concurrent.futures.Future:
+    def _start(self, coro: Coroutine[Any, Any, _T]) -> concurrent.futures.Future[_T]:
         return asyncio.run_coroutine_threadsafe(coro, self.io.loop)
 
     def _call(self, coro: Any, timeout: float) -> Any:
@@ -255,7 +261,9 @@ class ConsumerMembership:
             time.sleep(self.retry_backoff.backoff_s(attempts))
             attempts += 1
 
-    def _log_async_commit(self, future: concurrent.futures.Future) -> None:
+    def _log_async_commit(
+        self, future: concurrent.futures.Future[dict[TopicPartition, int]]
+    ) -> None:
         try:
             codes = future.result()
         except BaseException as exc:

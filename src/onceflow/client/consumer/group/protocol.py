@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
+from typing import TypeVar
 
 from onceflow.common import TopicPartition
 from onceflow.protocol.codec import DecodeError
 from onceflow.protocol.internal import ConsumerProtocolAssignment, ConsumerProtocolSubscription
+from onceflow.protocol.message import Message
 
 __all__ = [
     "SUBSCRIPTION_VERSION",
@@ -51,7 +53,10 @@ def encode_subscription(
     return _VERSION.pack(SUBSCRIPTION_VERSION) + body.encode(SUBSCRIPTION_VERSION)
 
 
-def _split(data: bytes | memoryview, cls: type) -> tuple[object, int]:
+_M = TypeVar("_M", bound=Message)
+
+
+def _split(data: bytes | memoryview, cls: type[_M]) -> tuple[_M, int]:
     if data is None or len(data) < 2:
         raise DecodeError(f"{cls.__name__}: missing version")
     (version,) = _VERSION.unpack_from(data)

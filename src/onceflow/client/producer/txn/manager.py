@@ -32,7 +32,12 @@ from onceflow.client.errors import IllegalStateError, KafkaError, TransactionAbo
 from onceflow.client.net.backoff import ExponentialBackoff
 from onceflow.client.offsets import ConsumerGroupMetadata, OffsetAndMetadata
 from onceflow.client.producer.accumulator import ProducerBatch
-from onceflow.client.producer.idempotence import ProduceAction, ProduceDecision, TransactionManager
+from onceflow.client.producer.idempotence import (
+    InitProducerIdPlan,
+    ProduceAction,
+    ProduceDecision,
+    TransactionManager,
+)
 from onceflow.client.producer.states import (
     ABORTABLE_IGNORED_IN,
     ALLOWED_STATES,
@@ -47,6 +52,7 @@ from onceflow.client.producer.states import (
     TxnApi,
 )
 from onceflow.client.producer.txn.request import (
+    AnyTxnRequest,
     TransactionalRequestResult,
     TxnAction,
     TxnRequest,
@@ -59,7 +65,7 @@ from onceflow.client.producer.txn.requests import (
     FindCoordinator,
     InitProducerId,
 )
-from onceflow.common import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from onceflow.common import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TopicPartition
 from onceflow.protocol.errors import ErrorCode
 
 __all__ = ["ConsumerGroupMetadata", "OffsetAndMetadata", "TxnManager"]
@@ -79,13 +85,15 @@ class _PendingTransition(NamedTuple):
 class TxnManager(TransactionManager):
     """Producer id, epoch and sequences plus the transaction's state (thread-safe)."""
 
+    transactional_id: str  # always set (None only for an idempotent producer's manager)
+
     def __init__(
         self,
         transactional_id: str,
         transaction_timeout_ms: int,
         retry_backoff_ms: int = 100,
         retry_backoff_max_ms: int | None = None,
-    ):
+    ) -> None:
         super().__init__(transactional_id)
         self.transaction_timeout_ms = transaction_timeout_ms
         self.retry_backoff = ExponentialBackoff(retry_backoff_ms, retry_backoff_max_ms)
@@ -95,8 +103,8 @@ class TxnManager(TransactionManager):
         self.pending_partitions: set[tuple[str, int]] = set()
         self.new_partitions: set[tuple[str, int]] = set()
         self.transaction_started = False
-        self.in_flight: TxnRequest | None = None
-        self._queue: list[TxnRequest] = []
+        self.in_flight: AnyTxnRequest | None = None
+        self._queue: list[AnyTxnRequest] = []
         self._pending: _PendingTransition | None = None
         self.resumed = False  # resume_transaction: only EndTxn may follow
         self.resumes_only = False  # made by resume_transaction: never writes a transaction
@@ -127,7 +135,7 @@ class TxnManager(TransactionManager):
         resumes one that timed out."""
         with self.lock:
             if self.state is _S.FATAL_ERROR:
-                raise self.last_error
+                raise self.last_error or IllegalStateError("in FATAL_ERROR without an error")
             pending = self._pending
             if pending is not None and pending.result.acked:
                 self._pending = pending = None
@@ -254,7 +262,7 @@ class TxnManager(TransactionManager):
 
     def send_offsets(
         self,
-        offsets: Mapping[tuple[str, int], OffsetAndMetadata],
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
         group: ConsumerGroupMetadata,
     ) -> TransactionalRequestResult:
         """send_offsets_to_transaction: AddOffsetsToTxn, then TxnOffsetCommit."""
@@ -290,11 +298,11 @@ class TxnManager(TransactionManager):
 
     # ------------------------------------------------------------------ the request queue
 
-    def enqueue(self, request: TxnRequest) -> None:
+    def enqueue(self, request: AnyTxnRequest) -> None:
         self._queue.append(request)
         self._queue.sort(key=TxnRequest.sort_key)
 
-    def target(self, request: TxnRequest) -> tuple[int, str] | None:
+    def target(self, request: AnyTxnRequest) -> tuple[int, str] | None:
         """The coordinator a request goes to: (key type, key), None for FindCoordinator."""
         return request.target(self)
 
@@ -306,7 +314,7 @@ class TxnManager(TransactionManager):
 
     def next_request(
         self, now: float, has_incomplete_batches: bool
-    ) -> tuple[TxnRequest | None, float]:
+    ) -> tuple[AnyTxnRequest | None, float]:
         """The request to send now (marked in flight), or None and how long to wait."""
         with self.lock:
             if self.in_flight is not None:
@@ -345,7 +353,7 @@ class TxnManager(TransactionManager):
 
     # ------------------------------------------------------------------ answers
 
-    def on_transport_error(self, request: TxnRequest, now: float) -> None:
+    def on_transport_error(self, request: AnyTxnRequest, now: float) -> None:
         """The request got no answer (connection lost, timeout): find the coordinator again
         and retry."""
         with self.lock:
@@ -354,7 +362,7 @@ class TxnManager(TransactionManager):
             self._retry(request, now, self._backoff_s(request))
 
     def on_response(
-        self, request: TxnRequest, now: float, error_codes: Mapping[Any, int], **fields: Any
+        self, request: AnyTxnRequest, now: float, error_codes: Mapping[Any, int], **fields: Any
     ) -> None:
         """Apply an answer. `error_codes` is one code under key None, or one per partition
         (AddPartitionsToTxn, TxnOffsetCommit); `fields` the answer's data (node_id, host,
@@ -375,19 +383,19 @@ class TxnManager(TransactionManager):
             else:
                 self._fail(request, worst, worst_code)
 
-    def _backoff_s(self, request: TxnRequest) -> float:
+    def _backoff_s(self, request: AnyTxnRequest) -> float:
         """The wait before `request` is sent again: retry.backoff.ms after its first
         attempt, doubled after each further one up to retry.backoff.max.ms (KIP-580)."""
         return self.retry_backoff.backoff_s(request.attempts - 1)
 
-    def _retry(self, request: TxnRequest, now: float, backoff: float) -> None:
+    def _retry(self, request: AnyTxnRequest, now: float, backoff: float) -> None:
         if self.is_fatal:
             request.result.complete(self.last_error)
             return
         request.retry_at = now + backoff
         self.enqueue(request)
 
-    def _fail(self, request: TxnRequest, action: TxnAction, code: int) -> None:
+    def _fail(self, request: AnyTxnRequest, action: TxnAction, code: int) -> None:
         request.on_failure(self)
         error = request.error_for(action, code, self)
         if action is not TxnAction.ABORTABLE or self._ends_the_abort(request):
@@ -403,7 +411,7 @@ class TxnManager(TransactionManager):
             self.transition_to_abortable(error)
             request.result.complete(self._abortable())
 
-    def _ends_the_abort(self, request: TxnRequest) -> bool:
+    def _ends_the_abort(self, request: AnyTxnRequest) -> bool:
         """The abort's own EndTxn. Kafka fails it and stays in ABORTING_TRANSACTION, which no
         call can leave; here the producer fails for good, so the application closes it."""
         return request.kind is _K.END_TXN and self.state is _S.ABORTING_TRANSACTION
@@ -452,7 +460,7 @@ class TxnManager(TransactionManager):
 
     # ------------------------------------------------------------------ idempotence hooks
 
-    def prepare_init_producer_id(self):  # noqa: ANN201 - the idempotent path is not used
+    def prepare_init_producer_id(self) -> InitProducerIdPlan | None:
         """Transactional producers get their id through the request queue only."""
         return None
 
@@ -479,5 +487,5 @@ class TxnManager(TransactionManager):
             return decision
 
 
-def _finds(request: TxnRequest | None, key: tuple[int, str]) -> bool:
+def _finds(request: AnyTxnRequest | None, key: tuple[int, str]) -> bool:
     return isinstance(request, FindCoordinator) and request.key == key

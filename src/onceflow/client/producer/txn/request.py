@@ -17,7 +17,7 @@ import threading
 from collections.abc import Mapping
 from enum import Enum, IntEnum
 from types import MappingProxyType
-from typing import Any, ClassVar, Final, Protocol
+from typing import Any, ClassVar, Final, Generic, Protocol, TypeVar
 
 from onceflow.client.errors import (
     KafkaError,
@@ -29,12 +29,14 @@ from onceflow.client.net.coordinator_lookup import TRANSACTION
 from onceflow.client.producer.states import ProducerState
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.message import Message, Request
 
 __all__ = [
     "ErrorCodes",
     "TransactionContext",
     "TransactionalRequestResult",
     "TxnAction",
+    "AnyTxnRequest",
     "TxnRequest",
     "TxnRequestKind",
     "error_table",
@@ -106,7 +108,7 @@ class TransactionContext(Protocol):
     def reset_sequences(self) -> None: ...
     def clear_transaction(self) -> None: ...
     def complete_transaction(self, result: TransactionalRequestResult) -> None: ...
-    def enqueue(self, request: TxnRequest) -> None: ...
+    def enqueue(self, request: AnyTxnRequest) -> None: ...
 
 
 class TransactionalRequestResult:
@@ -150,8 +152,12 @@ _sequence = itertools.count()
 ErrorCodes = Mapping[Any, int]  # None -> code, or (topic, partition) -> code
 
 
-class TxnRequest:
-    """One queued coordinator request (the base of one class per kind)."""
+_R = TypeVar("_R", bound=Message)
+
+
+class TxnRequest(Generic[_R]):
+    """One queued coordinator request (the base of one class per kind), typed by the class
+    of its answer."""
 
     KIND: ClassVar[TxnRequestKind]
     API_KEY: ClassVar[ApiKey]
@@ -183,12 +189,12 @@ class TxnRequest:
 
     # ------------------------------------------------------------------ the exchange
 
-    def build(self, txn: TransactionContext, version: int) -> Any:
+    def build(self, txn: TransactionContext, version: int) -> Request[_R]:
         raise NotImplementedError
 
-    def parse(self, response: Any, version: int) -> tuple[ErrorCodes, dict[str, Any]]:
-        """The answer's error codes and data (the kinds with one top-level code)."""
-        return {None: response.error_code}, {}
+    def parse(self, response: _R, version: int) -> tuple[ErrorCodes, dict[str, Any]]:
+        """The answer's error codes and data."""
+        raise NotImplementedError
 
     # ------------------------------------------------------------------ the answer
 
@@ -230,3 +236,6 @@ class TxnRequest:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} attempts={self.attempts}>"
+
+
+AnyTxnRequest = TxnRequest[Any]  # a queued request of any kind (answers of different classes)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from types import MappingProxyType
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, TypeVar
 
 from onceflow.client.errors import CommitFailedError, KafkaError
 from onceflow.client.net.coordinator_lookup import (
@@ -34,8 +34,10 @@ from onceflow.client.net.coordinator_lookup import (
     find_coordinator_request,
     parse_coordinator,
 )
+from onceflow.client.offsets import ConsumerGroupMetadata, OffsetAndMetadata
 from onceflow.client.producer.states import ProducerState
 from onceflow.client.producer.txn.request import (
+    AnyTxnRequest,
     ErrorCodes,
     TransactionalRequestResult,
     TransactionContext,
@@ -44,9 +46,31 @@ from onceflow.client.producer.txn.request import (
     TxnRequestKind,
     error_table,
 )
-from onceflow.protocol import messages
+from onceflow.common import TopicPartition
 from onceflow.protocol.api_keys import ApiKey
 from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.message import Message
+from onceflow.protocol.messages.add_offsets_to_txn import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+)
+from onceflow.protocol.messages.add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+)
+from onceflow.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
+from onceflow.protocol.messages.find_coordinator import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
+from onceflow.protocol.messages.init_producer_id import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+)
+from onceflow.protocol.messages.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+)
 
 __all__ = [
     "END_TXN_TV1_MAX",
@@ -73,6 +97,9 @@ _INIT_PRODUCER_ID_MAX: Final = 5
 _INIT_WITH_PRODUCER_ID_VERSION = 3  # v3+ carries the id and epoch to bump (KIP-360)
 
 _A = TxnAction
+_R = TypeVar("_R", bound=Message)
+_OffsetTopic = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+_OffsetPartition = _OffsetTopic.TxnOffsetCommitRequestPartition
 _E = ErrorCode
 
 # error-table parts several kinds share
@@ -105,7 +132,7 @@ _IN_TRANSACTION = error_table(
 _TOPIC_RETRY = {_E.UNKNOWN_TOPIC_OR_PARTITION: _A.RETRY}
 
 
-class FindCoordinator(TxnRequest):
+class FindCoordinator(TxnRequest[FindCoordinatorResponse]):
     """Find the coordinator of `key`: (TRANSACTION, transactional id) or (GROUP, group id)."""
 
     KIND = TxnRequestKind.FIND_COORDINATOR
@@ -132,10 +159,12 @@ class FindCoordinator(TxnRequest):
     def target(self, txn: TransactionContext) -> None:
         return None
 
-    def build(self, txn: TransactionContext, version: int) -> Any:
+    def build(self, txn: TransactionContext, version: int) -> FindCoordinatorRequest:
         return find_coordinator_request(version, *self.key)
 
-    def parse(self, response: Any, version: int) -> tuple[ErrorCodes, dict[str, Any]]:
+    def parse(
+        self, response: FindCoordinatorResponse, version: int
+    ) -> tuple[ErrorCodes, dict[str, Any]]:
         code, node_id, host, port = parse_coordinator(response, version)
         return {None: code}, {"node_id": node_id, "host": host, "port": port}
 
@@ -144,7 +173,7 @@ class FindCoordinator(TxnRequest):
         self.result.complete()
 
 
-class InitProducerId(TxnRequest):
+class InitProducerId(TxnRequest[InitProducerIdResponse]):
     """Get a producer id and epoch: a fresh one (-1/-1), or the epoch of this one bumped."""
 
     KIND = TxnRequestKind.INIT_PRODUCER_ID
@@ -161,8 +190,8 @@ class InitProducerId(TxnRequest):
         super().__init__(result)
         self.producer_id, self.producer_epoch = producer_id, producer_epoch
 
-    def build(self, txn: TransactionContext, version: int) -> Any:
-        message = messages.REQUESTS[self.API_KEY](
+    def build(self, txn: TransactionContext, version: int) -> InitProducerIdRequest:
+        message = InitProducerIdRequest(
             transactional_id=txn.transactional_id,
             transaction_timeout_ms=txn.transaction_timeout_ms,
         )
@@ -170,7 +199,9 @@ class InitProducerId(TxnRequest):
             message.producer_id, message.producer_epoch = self.producer_id, self.producer_epoch
         return message
 
-    def parse(self, response: Any, version: int) -> tuple[ErrorCodes, dict[str, Any]]:
+    def parse(
+        self, response: InitProducerIdResponse, version: int
+    ) -> tuple[ErrorCodes, dict[str, Any]]:
         fields = {"producer_id": response.producer_id, "producer_epoch": response.producer_epoch}
         return {None: response.error_code}, fields
 
@@ -183,7 +214,7 @@ class InitProducerId(TxnRequest):
         self.result.complete()
 
 
-class AddPartitionsToTxn(TxnRequest):
+class AddPartitionsToTxn(TxnRequest[AddPartitionsToTxnResponse]):
     """Add `partitions` to the transaction before batches go to them."""
 
     KIND = TxnRequestKind.ADD_PARTITIONS_TO_TXN
@@ -203,8 +234,8 @@ class AddPartitionsToTxn(TxnRequest):
         super().__init__(result)
         self.partitions = partitions
 
-    def build(self, txn: TransactionContext, version: int) -> Any:
-        cls = messages.REQUESTS[self.API_KEY]
+    def build(self, txn: TransactionContext, version: int) -> AddPartitionsToTxnRequest:
+        cls = AddPartitionsToTxnRequest
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(self.partitions):
             by_topic.setdefault(topic, []).append(partition)
@@ -217,7 +248,9 @@ class AddPartitionsToTxn(TxnRequest):
             ],
         )
 
-    def parse(self, response: Any, version: int) -> tuple[ErrorCodes, dict[str, Any]]:
+    def parse(
+        self, response: AddPartitionsToTxnResponse, version: int
+    ) -> tuple[ErrorCodes, dict[str, Any]]:
         codes = _unanswered(self.partitions)
         for topic in response.results_by_topic_v3_and_below:
             for p in topic.results_by_partition:
@@ -233,40 +266,45 @@ class AddPartitionsToTxn(TxnRequest):
         txn.pending_partitions -= self.partitions
 
 
-class _GroupOffsets(TxnRequest):
+class _GroupOffsets(TxnRequest[_R]):
     """A request about a consumer group's offsets within the transaction."""
 
     def __init__(
         self,
-        group: Any,
-        offsets: dict[tuple[str, int], Any],
+        group: ConsumerGroupMetadata,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
         result: TransactionalRequestResult | None = None,
-    ):
+    ) -> None:
         super().__init__(result)
-        self.group, self.offsets = group, offsets  # ConsumerGroupMetadata, OffsetAndMetadata
+        self.group, self.offsets = group, offsets
 
 
-class AddOffsetsToTxn(_GroupOffsets):
+class AddOffsetsToTxn(_GroupOffsets[AddOffsetsToTxnResponse]):
     """Add the group's offsets partition to the transaction; TxnOffsetCommit follows."""
 
     KIND = TxnRequestKind.ADD_OFFSETS_TO_TXN
     API_KEY = ApiKey.ADD_OFFSETS_TO_TXN
     ERRORS = error_table(_IN_TRANSACTION, {_E.GROUP_AUTHORIZATION_FAILED: _A.ABORTABLE})
 
-    def build(self, txn: TransactionContext, version: int) -> Any:
-        return messages.REQUESTS[self.API_KEY](
+    def build(self, txn: TransactionContext, version: int) -> AddOffsetsToTxnRequest:
+        return AddOffsetsToTxnRequest(
             transactional_id=txn.transactional_id,
             producer_id=txn.producer_id,
             producer_epoch=txn.producer_epoch,
             group_id=self.group.group_id,
         )
 
+    def parse(
+        self, response: AddOffsetsToTxnResponse, version: int
+    ) -> tuple[ErrorCodes, dict[str, Any]]:
+        return {None: response.error_code}, {}
+
     def on_success(self, txn: TransactionContext, fields: Mapping[str, Any]) -> None:
         txn.transaction_started = True
         txn.enqueue(TxnOffsetCommit(self.group, self.offsets, self.result))
 
 
-class TxnOffsetCommit(_GroupOffsets):
+class TxnOffsetCommit(_GroupOffsets[TxnOffsetCommitResponse]):
     """Commit `offsets` for the group within the transaction (sent to the group coordinator)."""
 
     KIND = TxnRequestKind.TXN_OFFSET_COMMIT
@@ -290,13 +328,11 @@ class TxnOffsetCommit(_GroupOffsets):
     def coordinator_key(self, txn: TransactionContext) -> tuple[int, str]:
         return (GROUP, self.group.group_id)
 
-    def build(self, txn: TransactionContext, version: int) -> Any:
-        cls = messages.REQUESTS[self.API_KEY]
-        topic_cls = cls.TxnOffsetCommitRequestTopic
-        by_topic: dict[str, list[Any]] = {}
+    def build(self, txn: TransactionContext, version: int) -> TxnOffsetCommitRequest:
+        by_topic: dict[str, list[_OffsetPartition]] = {}
         for (topic, partition), committed in sorted(self.offsets.items()):
             by_topic.setdefault(topic, []).append(
-                topic_cls.TxnOffsetCommitRequestPartition(
+                _OffsetPartition(
                     partition_index=partition,
                     committed_offset=committed.offset,
                     committed_leader_epoch=committed.leader_epoch,
@@ -304,7 +340,7 @@ class TxnOffsetCommit(_GroupOffsets):
                 )
             )
         group = self.group
-        return cls(
+        return TxnOffsetCommitRequest(
             transactional_id=txn.transactional_id,
             group_id=group.group_id,
             producer_id=txn.producer_id,
@@ -312,10 +348,12 @@ class TxnOffsetCommit(_GroupOffsets):
             generation_id=group.generation_id,
             member_id=group.member_id,
             group_instance_id=group.group_instance_id,
-            topics=[topic_cls(name=t, partitions=ps) for t, ps in by_topic.items()],
+            topics=[_OffsetTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
         )
 
-    def parse(self, response: Any, version: int) -> tuple[ErrorCodes, dict[str, Any]]:
+    def parse(
+        self, response: TxnOffsetCommitResponse, version: int
+    ) -> tuple[ErrorCodes, dict[str, Any]]:
         codes = _unanswered(self.offsets)
         for topic in response.topics:
             for p in topic.partitions:
@@ -338,7 +376,7 @@ class TxnOffsetCommit(_GroupOffsets):
         return super().error_for(action, code, txn)
 
 
-class EndTxn(TxnRequest):
+class EndTxn(TxnRequest[EndTxnResponse]):
     """Commit (`committed`) or abort the transaction; after an abort that left a sequence
     gap, InitProducerId bumps the epoch before the producer is READY (KIP-360)."""
 
@@ -351,13 +389,16 @@ class EndTxn(TxnRequest):
         super().__init__(result)
         self.committed = committed
 
-    def build(self, txn: TransactionContext, version: int) -> Any:
-        return messages.REQUESTS[self.API_KEY](
+    def build(self, txn: TransactionContext, version: int) -> EndTxnRequest:
+        return EndTxnRequest(
             transactional_id=txn.transactional_id,
             producer_id=txn.producer_id,
             producer_epoch=txn.producer_epoch,
             committed=self.committed,
         )
+
+    def parse(self, response: EndTxnResponse, version: int) -> tuple[ErrorCodes, dict[str, Any]]:
+        return {None: response.error_code}, {}
 
     def on_success(self, txn: TransactionContext, fields: Mapping[str, Any]) -> None:
         if not self.committed and txn.epoch_bump_required:
@@ -373,7 +414,7 @@ def _unanswered(partitions: Collection[tuple[str, int]]) -> dict[Any, int]:
     return dict.fromkeys(partitions, int(ErrorCode.UNKNOWN_SERVER_ERROR))
 
 
-REQUEST_TYPES: Final[Mapping[TxnRequestKind, type[TxnRequest]]] = MappingProxyType(
+REQUEST_TYPES: Final[Mapping[TxnRequestKind, type[AnyTxnRequest]]] = MappingProxyType(
     {
         cls.KIND: cls
         for cls in (

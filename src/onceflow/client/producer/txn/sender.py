@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from onceflow.client.errors import (
     BrokerResponseError,
@@ -34,13 +33,15 @@ from onceflow.client.net.network import AsyncBrokerConnection, NetworkClient
 from onceflow.client.net.tasks import BackgroundTasks
 from onceflow.client.producer.accumulator import RecordAccumulator
 from onceflow.client.producer.txn.manager import TxnManager
-from onceflow.client.producer.txn.request import TxnRequest
+from onceflow.client.producer.txn.request import AnyTxnRequest, ErrorCodes, TxnRequest
 from onceflow.protocol.errors import ErrorCode
+from onceflow.protocol.message import Message
 
 __all__ = ["TxnRequestSender"]
 
 log = logging.getLogger(__name__)
 _TRANSPORT_ERRORS = (OSError, KafkaTimeoutError, BrokerResponseError)
+_R = TypeVar("_R", bound=Message)
 
 
 class TxnRequestSender:
@@ -72,7 +73,7 @@ class TxnRequestSender:
             )
         return delay
 
-    def _crashed(self, request: TxnRequest, exc: BaseException) -> None:
+    def _crashed(self, request: AnyTxnRequest, exc: BaseException) -> None:
         """`request`'s task raised unexpectedly: fail it and the producer with the error."""
         error = KafkaError(f"{request.kind.name} failed unexpectedly: {exc!r}")
         error.__cause__ = exc
@@ -83,7 +84,7 @@ class TxnRequestSender:
             request.result.complete(error)
         self._wake()
 
-    async def _send(self, request: TxnRequest) -> None:
+    async def _send(self, request: AnyTxnRequest) -> None:
         try:
             conn = await self._connection(request)
             codes, fields = await self._exchange(conn, request)
@@ -104,14 +105,14 @@ class TxnRequestSender:
         finally:
             self._wake()
 
-    def _fail(self, request: TxnRequest, error: BaseException) -> None:
+    def _fail(self, request: AnyTxnRequest, error: BaseException) -> None:
         """Fail `request` and the producer with `error` (fatal)."""
         with self.txn.lock:
             self.txn.in_flight = None
             self.txn.transition_to_fatal(error)
             request.result.complete(error)
 
-    async def _connection(self, request: TxnRequest) -> AsyncBrokerConnection:
+    async def _connection(self, request: AnyTxnRequest) -> AsyncBrokerConnection:
         key = self.txn.target(request)
         if key is None:
             return await self.network.any_connection()
@@ -119,8 +120,8 @@ class TxnRequestSender:
         return await self.network.coordinator_connection(key[0], node_id, host, port)
 
     async def _exchange(
-        self, conn: AsyncBrokerConnection, request: TxnRequest
-    ) -> tuple[Mapping[Any, int], dict[str, Any]]:
+        self, conn: AsyncBrokerConnection, request: TxnRequest[_R]
+    ) -> tuple[ErrorCodes, dict[str, Any]]:
         version = conn.api_version(request.API_KEY, request.MAX_VERSION)
         message = request.build(self.txn, version)
         response = await conn.send(message, version, timeout_s=self.request_timeout_s)
