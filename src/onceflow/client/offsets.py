@@ -3,12 +3,19 @@ transactional producer sends to a transaction (`send_offsets_to_transaction`).""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, NamedTuple
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple, Protocol
 
 from onceflow.common import TopicPartition
 
-__all__ = ["ConsumerGroupMetadata", "OffsetAndMetadata", "normalize_offsets"]
+__all__ = [
+    "ConsumerGroupMetadata",
+    "OffsetAndMetadata",
+    "OffsetItem",
+    "Offsets",
+    "PartitionKey",
+    "normalize_offsets",
+]
 
 
 class OffsetAndMetadata(NamedTuple):
@@ -29,7 +36,37 @@ class ConsumerGroupMetadata(NamedTuple):
     group_instance_id: str | None = None
 
 
-def normalize_offsets(offsets: Any) -> dict[TopicPartition, OffsetAndMetadata]:
+class PartitionKey(Protocol):
+    """Anything naming a partition by `topic` and `partition` attributes."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+
+class OffsetItem(PartitionKey, Protocol):
+    """A partition and an offset to commit, as confluent-kafka's `TopicPartition` carries them
+    (its `metadata` and `leader_epoch` are read when present)."""
+
+    @property
+    def offset(self) -> int: ...
+
+
+OffsetValue = int | OffsetAndMetadata
+# the offsets `Consumer.commit` and `Producer.send_offsets_to_transaction` take: a mapping
+# from a partition to an offset (one mapping type per key form: Mapping is invariant in its
+# keys), or (topic, partition, offset) tuples or OffsetItems
+Offsets = (
+    Mapping[TopicPartition, OffsetValue]
+    | Mapping[tuple[str, int], OffsetValue]
+    | Mapping[PartitionKey, OffsetValue]
+    | Iterable[tuple[str, int, int] | OffsetItem]
+)
+
+
+def normalize_offsets(offsets: Offsets) -> dict[TopicPartition, OffsetAndMetadata]:
     """Offsets to commit, from the forms the producer and consumer accept: a mapping
     `(topic, partition) -> offset | OffsetAndMetadata`, items with `topic`, `partition`,
     `offset` (confluent-kafka's TopicPartition), or `(topic, partition, offset)` tuples."""
@@ -53,5 +90,5 @@ def normalize_offsets(offsets: Any) -> dict[TopicPartition, OffsetAndMetadata]:
     return out
 
 
-def _tp(topic: Any, partition: Any) -> TopicPartition:
+def _tp(topic: str, partition: int) -> TopicPartition:
     return TopicPartition(str(topic), int(partition))

@@ -48,6 +48,7 @@ from onceflow.client.net.network import NetworkClient
 from onceflow.client.offsets import (
     ConsumerGroupMetadata,
     OffsetAndMetadata,
+    Offsets,
     normalize_offsets,
 )
 from onceflow.common import TopicPartition
@@ -180,7 +181,10 @@ class Consumer:
         return set(self._group.subscription or ()) if self._group is not None else set()
 
     def commit(
-        self, offsets: Any = None, asynchronous: bool = False, timeout: float | None = None
+        self,
+        offsets: Offsets | None = None,
+        asynchronous: bool = False,
+        timeout: float | None = None,
     ) -> dict[TopicPartition, OffsetAndMetadata] | None:
         """Commit offsets to the group: the positions of every assigned partition when
         `offsets` is None (each the next record to read), else a mapping `TopicPartition ->

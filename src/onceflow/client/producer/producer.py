@@ -44,7 +44,7 @@ from onceflow.client.errors import (
 from onceflow.client.net.io_thread import IOThread
 from onceflow.client.net.metadata import Metadata
 from onceflow.client.net.network import NetworkClient
-from onceflow.client.offsets import ConsumerGroupMetadata, normalize_offsets
+from onceflow.client.offsets import ConsumerGroupMetadata, Offsets, normalize_offsets
 from onceflow.client.producer.accumulator import RECORD_OVERHEAD, RecordAccumulator
 from onceflow.client.producer.futures import FutureRecordMetadata, RecordMetadata
 from onceflow.client.producer.idempotence import TransactionManager
@@ -295,7 +295,7 @@ class Producer:
 
     def send_offsets_to_transaction(
         self,
-        offsets: Any,
+        offsets: Offsets,
         group_metadata: ConsumerGroupMetadata | str,
         timeout: float | None = None,
     ) -> None:
