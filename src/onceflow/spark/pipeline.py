@@ -115,7 +115,7 @@ def run_batch_job(spark: Any, args: argparse.Namespace) -> int:
     if args.job_id:
         writer = writer.option("jobId", args.job_id)
     _with_faults(writer, args).save()
-    return out.count()
+    return int(out.count())
 
 
 def session(master: str, app_name: str = "onceflow-pipeline", **conf: str) -> Any:

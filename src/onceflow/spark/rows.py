@@ -13,7 +13,7 @@ RowSink = Callable[[Any, Any, Any, Any, Any], None]  # send(topic, value, key, p
 def send_arrow_batch(batch: Any, default_topic: str | None, send: RowSink) -> int:
     """Send every row of an Arrow record batch with Spark's Kafka sink columns."""
     names = batch.schema.names
-    n = batch.num_rows
+    n: int = batch.num_rows
     values = batch.column(names.index("value")).to_pylist()
     keys = batch.column(names.index("key")).to_pylist() if "key" in names else [None] * n
     if "topic" in names:

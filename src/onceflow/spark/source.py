@@ -113,9 +113,10 @@ def _to_arrow(chunks: list[FetchedColumns], schema: Any, include_headers: bool) 
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    def column(name: str) -> list:
+    def column(name: str) -> list[Any]:
         if len(chunks) == 1:
-            return getattr(chunks[0], name)
+            found: list[Any] = getattr(chunks[0], name)
+            return found
         return [x for chunk in chunks for x in getattr(chunk, name)]
 
     offsets = column("offsets")
@@ -243,7 +244,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._seen_ids: TopicIds | None = None  # by the last latestOffset
         self._behind: PartitionOffsets = {}  # offsets behind latest after the last plan
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[str, Any]:
         """startingOffsets (or startingTimestamp/startingOffsetsByTimestamp) resolved, with
         the ids of their topics."""
         opts = self.options
@@ -264,7 +265,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _latest_available(self) -> PartitionOffsets:
         return self.resolver.latest_offsets()
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         """The end of the next batch: the last stable offset of every partition (capped by
         maxOffsetsPerTrigger / the AvailableNow target); partitions new since `start`, and
         those of a topic recreated since (a new topic id), begin at offset 0. With
@@ -349,7 +350,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 metrics.set("onceflow_spark_source_offsets_behind_latest", labels, behind)
             metrics.flush()
 
-    def reportLatestOffset(self) -> dict | None:
+    def reportLatestOffset(self) -> dict[str, Any] | None:
         """The latest offsets, as Spark's Kafka source reports them (the progress report's
         `latestOffset`), plus under `@metrics` the summary its `metrics` map has:
         avg/max/minOffsetsBehindLatest over the partitions, as strings."""
@@ -365,7 +366,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             }
         return report
 
-    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         """Deterministic for the same offsets: a re-planned batch reads the same ranges. The
         partitions of a topic recreated between `start` and `end` are read from offset 0;
         a batch whose topic was recreated after it was planned (a restart re-plans it) is
@@ -417,7 +418,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_range(self.options, _range_of(partition))
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[str, Any]) -> None:
         """Spark finished the batches up to `end`. The offsets that matter live in Spark's
         checkpoint; with kafka.group.id they are also committed to that consumer group, so
         Kafka's lag tools show the query's position (best effort: Spark calls this when the

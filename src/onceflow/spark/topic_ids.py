@@ -51,7 +51,7 @@ def split_offsets(data: Mapping[str, Any]) -> tuple[PartitionOffsets, TopicIds]:
     return offsets, ids
 
 
-def join_offsets(offsets: Mapping[tuple[str, int], int], ids: Mapping[str, str]) -> dict:
+def join_offsets(offsets: Mapping[tuple[str, int], int], ids: Mapping[str, str]) -> dict[str, Any]:
     """Offsets and the ids of their topics -> the source's offset JSON."""
     out: dict[str, Any] = to_json(offsets)
     topics = {t for t, _ in offsets}

@@ -420,6 +420,7 @@ def query_id_from_checkpoint(checkpoint_location: str | None) -> str | None:
         return None
     path = checkpoint_location.removeprefix("file:")
     try:
-        return json.loads((Path(path) / "metadata").read_text())["id"]
+        query_id = json.loads((Path(path) / "metadata").read_text())["id"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    return query_id if isinstance(query_id, str) else None
