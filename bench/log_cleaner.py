@@ -314,6 +314,13 @@ def paired_slices(
             acked[0] += len(msg.value())
 
     def toggle() -> None:
+        try:
+            _toggle()
+        finally:  # whatever happened: resume the targets and end the produce loop
+            _signal_all(targets(), signal.SIGCONT)
+            done.set()
+
+    def _toggle() -> None:
         running, seen = True, False
         deadline = time.monotonic() + limit_s
         while not done.is_set() and time.monotonic() < deadline:
@@ -331,10 +338,8 @@ def paired_slices(
             )
             seen = seen or present
             if seen and not present and cleaner_bytes_read(metrics) > 0 and not targets():
-                break
+                return
             running = not running
-        _signal_all(targets(), signal.SIGCONT)
-        done.set()
 
     try:
         with AdminClient({"bootstrap.servers": broker.address}) as admin:
