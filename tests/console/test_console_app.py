@@ -209,8 +209,8 @@ def test_spark_markers_per_query(scenario: Scenario) -> None:
         assert [t["written_ms"] for t in query["task_markers"]] == [MARKER_MS, MARKER_MS - 1]
         html = client.get("/spark").text
         assert "tasks behind: 1" in html and "not one this onceflow version writes" in html
-        assert "committed 5 at 2026-11-18 11:06:40 UTC (" in html
-        assert "<td>2026-11-18 11:06:39 UTC (" in html  # task partition 1's marker
+        assert "committed 5 at 2026-11-18T11:06:40Z (" in html
+        assert "<td>2026-11-18T11:06:39Z (" in html  # task partition 1's marker
 
 
 @pytest.mark.parametrize(

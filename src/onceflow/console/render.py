@@ -8,7 +8,6 @@ going away shows), so numbers stay live without a reload or a JavaScript build.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
 from html import escape
 from urllib.parse import quote, urlencode
 
@@ -18,6 +17,7 @@ from onceflow.console.markers import QueryProgress
 from onceflow.console.overview import Overview
 from onceflow.console.throughput import sparkline_svg
 from onceflow.console.topics import PartitionRow, TopicView
+from onceflow.scrape import utc_text
 
 REFRESH_MS = 3000
 Nav = tuple[tuple[str, str], ...]  # (href, text) of each link in the navigation
@@ -204,8 +204,7 @@ def marker_time(written_ms: int | None, now_ms: int) -> str:
     """A marker's write time as UTC and its age in seconds ("" for a marker without one)."""
     if written_ms is None:
         return ""
-    when = datetime.fromtimestamp(written_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return f"{when} ({max(0, now_ms - written_ms) / 1000:.0f} s ago)"
+    return f"{utc_text(written_ms)} ({max(0, now_ms - written_ms) / 1000:.0f} s ago)"
 
 
 def spark_main(queries: list[QueryProgress]) -> str:
