@@ -24,10 +24,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable
+from dataclasses import dataclass
 from itertools import product
 
 from onceflow.cli.admin_request import Send, run_request
+from onceflow.cli.namespace import Subparsers, from_args, value
 from onceflow.cli.options import CommandError, add_action, add_command
+from onceflow.client.acl_admin import AclFilterFields
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.create_acls import CreateAclsRequest
 from onceflow.protocol.messages.delete_acls import DeleteAclsRequest
@@ -55,6 +58,35 @@ Entry = tuple[str, str, AclOperation, PermissionType]  # principal, host, operat
 EntryFilter = tuple[str | None, str | None, AclOperation, PermissionType]  # None: any
 
 
+@dataclass(frozen=True)
+class ResourceOptions:
+    """The resource options of every action (`_resource_options`)."""
+
+    topic: list[str]
+    group: list[str]
+    transactional_id: list[str]
+    cluster: bool
+    resource_pattern_type: str
+
+
+@dataclass(frozen=True)
+class EntryOptions:
+    """The entry options of add and remove (`_entry_options`)."""
+
+    allow_principal: list[str]
+    allow_host: list[str]
+    deny_principal: list[str]
+    deny_host: list[str]
+    operation: list[AclOperation]
+
+
+@dataclass(frozen=True)
+class PrincipalOptions:
+    """`list --principal` (repeatable)."""
+
+    principal: list[str]
+
+
 def _operation(text: str) -> AclOperation:
     operation = OPERATIONS.get(text.replace("_", "").replace("-", "").lower())
     if operation is None:
@@ -77,7 +109,7 @@ def _entry_options(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--operation", action="append", type=_operation, default=[], metavar="OP")
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: Subparsers) -> None:
     """Register the `acls` sub-command and its actions."""
     actions = add_command(
         subparsers,
@@ -97,7 +129,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     remove.add_argument("--force", action="store_true", help="accepted; never asks")
 
 
-def _resources(args: argparse.Namespace) -> list[Resource]:
+def _resources(args: ResourceOptions) -> list[Resource]:
     resources = [(ResourceType.TOPIC, n) for n in args.topic]
     resources += [(ResourceType.GROUP, n) for n in args.group]
     resources += [(ResourceType.TRANSACTIONAL_ID, n) for n in args.transactional_id]
@@ -106,19 +138,29 @@ def _resources(args: argparse.Namespace) -> list[Resource]:
     return resources
 
 
-def _entries(args: argparse.Namespace) -> list[Entry]:
+def _entries(args: EntryOptions) -> list[Entry]:
     """Every (principal, host, operation, permission) the entry options name."""
     operations = args.operation or [AclOperation.ALL]
     entries = []
-    for kind, permission in (("allow", PermissionType.ALLOW), ("deny", PermissionType.DENY)):
-        principals = getattr(args, f"{kind}_principal")
-        hosts = getattr(args, f"{kind}_host") or ["*"]
+    for principals, given_hosts, permission in (
+        (args.allow_principal, args.allow_host, PermissionType.ALLOW),
+        (args.deny_principal, args.deny_host, PermissionType.DENY),
+    ):
+        hosts = given_hosts or ["*"]
         for principal, host, operation in product(principals, hosts, operations):
             entries.append((principal, host, operation, permission))
     return entries
 
 
-def _row(resource_type, name, pattern_type, principal, host, operation, permission) -> str:
+def _row(
+    resource_type: int,
+    name: str,
+    pattern_type: int,
+    principal: str,
+    host: str,
+    operation: int,
+    permission: int,
+) -> str:
     return "\t".join(
         [
             ResourceType(resource_type).name,
@@ -132,7 +174,7 @@ def _row(resource_type, name, pattern_type, principal, host, operation, permissi
     )
 
 
-def _pattern(args: argparse.Namespace) -> PatternType:
+def _pattern(args: ResourceOptions) -> PatternType:
     return PatternType[args.resource_pattern_type.upper()]
 
 
@@ -142,12 +184,14 @@ def _check(error_code: int, message: str | None, what: str) -> None:
 
 
 def run_add(args: argparse.Namespace) -> int:
-    resources, entries = _resources(args), _entries(args)
+    parser = value(args, "parser", argparse.ArgumentParser)
+    given = from_args(ResourceOptions, args)
+    resources, entries = _resources(given), _entries(from_args(EntryOptions, args))
     if not resources:
-        args.parser.error("give a resource: --topic, --group, --transactional-id or --cluster")
+        parser.error("give a resource: --topic, --group, --transactional-id or --cluster")
     if not entries:
-        args.parser.error("give --allow-principal and/or --deny-principal")
-    pattern = _pattern(args)
+        parser.error("give --allow-principal and/or --deny-principal")
+    pattern = _pattern(given)
     creations = [
         CreateAclsRequest.AclCreation(
             resource_type=rtype,
@@ -181,33 +225,35 @@ def run_add(args: argparse.Namespace) -> int:
 
 
 def _filters(
-    args: argparse.Namespace, resources: list[Resource], entries: Iterable[tuple]
-) -> list[dict]:
+    args: ResourceOptions, resources: list[Resource], entries: Iterable[EntryFilter]
+) -> list[AclFilterFields]:
     """DescribeAcls/DeleteAcls filter fields: each resource (or any) with each entry."""
     pattern = _pattern(args)
-    resource_filters = [
-        {"resource_type_filter": t, "resource_name_filter": n, "pattern_type_filter": pattern}
-        for t, n in resources
+    resource_filters: list[tuple[int, str | None, int]] = [
+        (t, n, pattern) for t, n in resources
     ] or [
-        {
-            "resource_type_filter": ResourceType.ANY,
-            "resource_name_filter": None,
-            "pattern_type_filter": PatternType.ANY
-            if args.resource_pattern_type == "literal"
-            else pattern,
-        }
+        (
+            ResourceType.ANY,
+            None,
+            PatternType.ANY if args.resource_pattern_type == "literal" else pattern,
+        )
     ]
     return [
-        {
-            **resource_filter,
-            "principal_filter": principal,
-            "host_filter": host,
-            "operation": operation,
-            "permission_type": permission,
-        }
-        for resource_filter, (principal, host, operation, permission) in product(
-            resource_filters, entries
+        AclFilterFields(
+            resource_type_filter=resource_type,
+            resource_name_filter=name,
+            pattern_type_filter=pattern_type,
+            principal_filter=principal,
+            host_filter=host,
+            operation=operation,
+            permission_type=permission,
         )
+        for (resource_type, name, pattern_type), (
+            principal,
+            host,
+            operation,
+            permission,
+        ) in product(resource_filters, entries)
     ]
 
 
@@ -215,11 +261,13 @@ _ANY_ENTRY: EntryFilter = (None, None, AclOperation.ANY, PermissionType.ANY)
 
 
 def run_list(args: argparse.Namespace) -> int:
-    entries = [(p, *_ANY_ENTRY[1:]) for p in args.principal] or [_ANY_ENTRY]
-    filters = _filters(args, _resources(args), entries)
+    given = from_args(ResourceOptions, args)
+    principals = from_args(PrincipalOptions, args).principal
+    entries: list[EntryFilter] = [(p, *_ANY_ENTRY[1:]) for p in principals] or [_ANY_ENTRY]
+    filters = _filters(given, _resources(given), entries)
 
     def action(send: Send) -> int:
-        rows = set()
+        rows: set[str] = set()
         for fields in filters:
             response = send(DescribeAclsRequest(**fields))
             _check(response.error_code, response.error_message, "DescribeAcls")
@@ -236,13 +284,15 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_remove(args: argparse.Namespace) -> int:
-    resources = _resources(args)
+    parser = value(args, "parser", argparse.ArgumentParser)
+    given, entry_options = from_args(ResourceOptions, args), from_args(EntryOptions, args)
+    resources = _resources(given)
     if not resources:
-        args.parser.error("give a resource: --topic, --group, --transactional-id or --cluster")
-    entries: list[EntryFilter] = [*_entries(args)] or [_ANY_ENTRY]
-    if args.operation and entries == [_ANY_ENTRY]:
-        args.parser.error("--operation needs --allow-principal or --deny-principal")
-    filters = [DeleteAclsRequest.DeleteAclsFilter(**f) for f in _filters(args, resources, entries)]
+        parser.error("give a resource: --topic, --group, --transactional-id or --cluster")
+    entries: list[EntryFilter] = [*_entries(entry_options)] or [_ANY_ENTRY]
+    if entry_options.operation and entries == [_ANY_ENTRY]:
+        parser.error("--operation needs --allow-principal or --deny-principal")
+    filters = [DeleteAclsRequest.DeleteAclsFilter(**f) for f in _filters(given, resources, entries)]
 
     def action(send: Send) -> int:
         response = send(DeleteAclsRequest(filters=filters))

@@ -8,20 +8,31 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any
+from typing import Protocol, TypeVar
 
 from onceflow.cli.options import CommandError, client_properties, fail
 from onceflow.client.admin_connections import AdminConnections
 from onceflow.client.errors import BrokerResponseError, KafkaError
+from onceflow.protocol.message import Message, Request
 
-Send = Callable[[Any], Any]
+_Response = TypeVar("_Response", bound=Message)
+
+
+class Send(Protocol):
+    """Sends a request to the bootstrap broker; returns the response of the request's type."""
+
+    def __call__(self, request: Request[_Response], /) -> _Response: ...
 
 
 def run_request(args: argparse.Namespace, command: str, action: Callable[[Send], int]) -> int:
     """`action(send)` on a connection to the bootstrap broker; exit code 1 on any failure."""
     connections = AdminConnections(client_properties(args))
+
+    def send(request: Request[_Response], /) -> _Response:
+        return connections.bootstrap().send(request)
+
     try:
-        return action(lambda request: connections.bootstrap().send(request))
+        return action(send)
     except (KafkaError, BrokerResponseError, CommandError, OSError) as exc:
         return fail(command, str(exc))
     finally:

@@ -19,9 +19,11 @@ import os
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from onceflow.broker.config import BrokerConfig, ConfigError, parse_listener
+from onceflow.cli.namespace import Subparsers, from_args
 from onceflow.console.server import ConsoleServer, console_address
 
 if TYPE_CHECKING:
@@ -30,7 +32,18 @@ if TYPE_CHECKING:
 log = logging.getLogger("onceflow.broker.cli")
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+@dataclass(frozen=True)
+class BrokerOptions:
+    data_dir: str | None
+    listen: str | None
+    advertised_listener: str | None
+    config: str | None
+    overrides: list[str]
+    log_level: str
+    console: str | None
+
+
+def add_parser(subparsers: Subparsers) -> None:
     """Register the `broker` sub-command."""
     parser = subparsers.add_parser(
         "broker",
@@ -83,7 +96,7 @@ def configure_logging(level: str) -> None:
     root.setLevel(level)
 
 
-def load_config(args: argparse.Namespace) -> BrokerConfig:
+def load_config(args: BrokerOptions) -> BrokerConfig:
     """The config file, then the dedicated flags, then `--set` overrides."""
     extra: dict[str, str] = {}
     if args.data_dir:
@@ -96,8 +109,9 @@ def load_config(args: argparse.Namespace) -> BrokerConfig:
     return BrokerConfig.load(args.config, args.overrides, extra)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(namespace: argparse.Namespace) -> int:
     """Entry point of `onceflow broker`; returns the process exit code."""
+    args = from_args(BrokerOptions, namespace)
     configure_logging(args.log_level)
     try:
         config = load_config(args)

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import re
+from dataclasses import dataclass
 
+from onceflow.cli.namespace import Subparsers, from_args
 from onceflow.cli.options import add_action, add_command, client_properties, fail
 from onceflow.client.admin import AdminClient
 from onceflow.client.config_admin import AlterOp, ConfigResource
@@ -27,7 +29,29 @@ SET, DELETE = 0, 1
 _ITEM = re.compile(r"([^=,\s]+)=(\[[^\]]*\]|[^,]*)")
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+@dataclass(frozen=True)
+class EntityOptions:
+    """Which entity, for both actions."""
+
+    parser: argparse.ArgumentParser
+    entity_type: str
+    entity_name: str | None
+    entity_default: bool
+
+
+@dataclass(frozen=True)
+class DescribeOptions:
+    all: bool
+
+
+@dataclass(frozen=True)
+class AlterOptions:
+    parser: argparse.ArgumentParser
+    add_config: str
+    delete_config: str
+
+
+def add_parser(subparsers: Subparsers) -> None:
     """Register the `configs` sub-command and its actions."""
     actions = add_command(
         subparsers, NAME, "describe and alter topic and broker configs", __doc__.split("\n\n", 1)[1]
@@ -45,14 +69,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
             sub.add_argument("--delete-config", metavar="K,K", default="")
 
 
-def _resource(args: argparse.Namespace) -> ConfigResource:
+def _resource(namespace: argparse.Namespace) -> ConfigResource:
+    args = from_args(EntityOptions, namespace)
     if args.entity_default and args.entity_type != "brokers":
         args.parser.error("--entity-default applies to brokers only")
-    return ConfigResource(TYPES[args.entity_type], "" if args.entity_default else args.entity_name)
+    if args.entity_default or args.entity_name is None:  # argparse requires one of the two
+        return ConfigResource(TYPES[args.entity_type], "")
+    return ConfigResource(TYPES[args.entity_type], args.entity_name)
 
 
 def run_describe(args: argparse.Namespace) -> int:
     resource = _resource(args)
+    show_all = from_args(DescribeOptions, args).all
     try:
         with AdminClient(client_properties(args)) as admin:
             result = admin.describe_configs([resource])[resource]
@@ -61,11 +89,11 @@ def run_describe(args: argparse.Namespace) -> int:
     if result.error_code != ErrorCode.NONE:
         return fail(NAME, f"{resource.name}: {result.error_code.name} ({result.error_message})")
     entries = sorted((result.entries or {}).values(), key=lambda e: e.name)
-    if not args.all and resource.resource_type == TYPES["topics"]:
+    if not show_all and resource.resource_type == TYPES["topics"]:
         entries = [e for e in entries if e.source == "DYNAMIC_TOPIC_CONFIG"]
     kind = "topic" if resource.resource_type == TYPES["topics"] else "broker"
     label = resource.name or "default"
-    print(f"{'All' if args.all else 'Dynamic'} configs for {kind} {label} are:")
+    print(f"{'All' if show_all else 'Dynamic'} configs for {kind} {label} are:")
     for e in entries:
         print(f"  {e.name}={'' if e.value is None else e.value} ({e.source})")
     return 0
@@ -92,10 +120,11 @@ def _parse_add(parser: argparse.ArgumentParser, text: str) -> list[AlterOp]:
 
 def run_alter(args: argparse.Namespace) -> int:
     resource = _resource(args)
-    ops = _parse_add(args.parser, args.add_config)
-    ops += [AlterOp(k.strip(), DELETE) for k in args.delete_config.split(",") if k.strip()]
+    given = from_args(AlterOptions, args)
+    ops = _parse_add(given.parser, given.add_config)
+    ops += [AlterOp(k.strip(), DELETE) for k in given.delete_config.split(",") if k.strip()]
     if not ops:
-        args.parser.error("nothing to change: give --add-config and/or --delete-config")
+        given.parser.error("nothing to change: give --add-config and/or --delete-config")
     try:
         with AdminClient(client_properties(args)) as admin:
             result = admin.incremental_alter_configs({resource: ops})[resource]

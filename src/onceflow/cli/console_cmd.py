@@ -18,14 +18,25 @@ It needs the `console` extra: pip install 'onceflow[console]'. See docs/console.
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
+from onceflow.cli.namespace import Subparsers, from_args, value
 from onceflow.cli.options import add_bootstrap, client_properties
 
 NAME = "console"
 DEFAULT_LISTEN = "127.0.0.1:8080"
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+@dataclass(frozen=True)
+class ConsoleOptions:
+    parser: argparse.ArgumentParser
+    listen: str
+    hanging_after_ms: int | None
+    allow_actions: bool
+    metrics_url: str | None
+
+
+def add_parser(subparsers: Subparsers) -> None:
     """Register the `console` sub-command."""
     parser = subparsers.add_parser(
         NAME,
@@ -64,11 +75,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run, parser=parser)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(namespace: argparse.Namespace) -> int:
+    args = from_args(ConsoleOptions, namespace)
     host, sep, port = args.listen.rpartition(":")
     if not sep or not port.isdigit():
         args.parser.error(f"--listen {args.listen!r}: expected HOST:PORT")
-    config = client_properties(args)
+    config = client_properties(namespace)
+    bootstrap_server = value(namespace, "bootstrap_server", str)  # set by client_properties
     try:
         import uvicorn
 
@@ -80,6 +93,6 @@ def run(args: argparse.Namespace) -> int:
     app = create_app(
         config, args.hanging_after_ms, args.allow_actions, metrics_url=args.metrics_url
     )
-    print(f"onceflow console on http://{host}:{port}/ for {args.bootstrap_server}", flush=True)
+    print(f"onceflow console on http://{host}:{port}/ for {bootstrap_server}", flush=True)
     uvicorn.run(app, host=host.strip("[]"), port=int(port), log_level="warning")
     return 0

@@ -25,9 +25,11 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
+from onceflow.cli.namespace import Subparsers, from_args
 from onceflow.cli.options import client_properties, fail, topic_command, unescape
 from onceflow.client.admin import AdminClient, OffsetSpec
 from onceflow.client.consumer import Consumer, ConsumerRecord
@@ -36,7 +38,8 @@ from onceflow.common import TopicPartition
 
 NAME = "consume"
 _TOKEN = re.compile(rb"%(.)")
-_FIELDS = {
+Render = Callable[[ConsumerRecord], bytes]
+_FIELDS: dict[bytes, Render] = {
     b"s": lambda r: r.value or b"",
     b"k": lambda r: r.key or b"",
     b"t": lambda r: r.topic.encode(),
@@ -50,7 +53,22 @@ _FIELDS = {
 }
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+@dataclass(frozen=True)
+class ConsumeOptions:
+    parser: argparse.ArgumentParser
+    topic: str
+    group: str | None
+    partition: int | None
+    from_beginning: bool
+    offset: str | None
+    timestamp: str | None
+    isolation: str
+    max_messages: int | None
+    timeout_ms: int | None
+    format: str
+
+
+def add_parser(subparsers: Subparsers) -> None:
     """Register the `consume` sub-command."""
     parser = topic_command(
         subparsers, NAME, "print a topic's records (read_committed by default)", __doc__
@@ -76,10 +94,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run, parser=parser)
 
 
-def formatter(fmt: str):
+def formatter(fmt: str) -> Render:
     """`-f FORMAT` -> a function from a record to the bytes to write."""
     template = unescape(fmt)
-    pieces: list[Any] = []
+    pieces: list[bytes | Render] = []
     position = 0
     for match in _TOKEN.finditer(template):
         field = _FIELDS.get(match.group(1))
@@ -91,7 +109,7 @@ def formatter(fmt: str):
     pieces.append(template[position:])
 
     def render(record: ConsumerRecord) -> bytes:
-        return b"".join(p if type(p) is bytes else p(record) for p in pieces)
+        return b"".join(p if isinstance(p, bytes) else p(record) for p in pieces)
 
     return render
 
@@ -106,7 +124,8 @@ def parse_timestamp(text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(namespace: argparse.Namespace) -> int:
+    args = from_args(ConsumeOptions, namespace)
     parser = args.parser
     try:
         render = formatter(args.format)
@@ -125,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
             parser.error(f"--offset {args.offset!r}: expected beginning, end or a number")
     if args.group and (args.partition is not None or args.offset or timestamp is not None):
         parser.error("--group cannot be combined with --partition, --offset or --timestamp")
-    config = client_properties(args)
+    config = client_properties(namespace)
     try:
         with AdminClient(config) as admin:
             start = _start_offsets(admin, args, timestamp)
@@ -162,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _start_offsets(
-    admin: AdminClient, args: argparse.Namespace, timestamp: int | None
+    admin: AdminClient, args: ConsumeOptions, timestamp: int | None
 ) -> dict[int, int] | str:
     """Where each partition starts (-2 beginning, -1 end), or why the topic cannot be read."""
     topic = admin.describe_topics([args.topic]).get(args.topic)
@@ -184,7 +203,7 @@ def _start_offsets(
 
 
 def _print_records(
-    consumer: Consumer, args: argparse.Namespace, render, interrupted: threading.Event
+    consumer: Consumer, args: ConsumeOptions, render: Render, interrupted: threading.Event
 ) -> int:
     """Write records until the limit, the idle timeout or an interrupt; returns how many."""
     out = sys.stdout.buffer

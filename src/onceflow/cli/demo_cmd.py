@@ -29,13 +29,18 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from onceflow.cli import demo_timeline as tl
 from onceflow.cli.embedded_broker import BrokerError, EmbeddedBroker
+from onceflow.cli.namespace import Subparsers, from_args
 from onceflow.client.admin import AdminClient, NewTopic
 from onceflow.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from onceflow.console.server import console_address
+
+if TYPE_CHECKING:  # both are imported where they are used (the console extra is optional)
+    from onceflow.cli.demo_console import DemoConsole
+    from onceflow.spark.supervisor import DriverProcess
 
 FAULT_MODES = ("none", "driver", "broker", "all")
 # One task hangs at task.midway (partition 0), not all of them: on a cluster the other tasks run
@@ -49,7 +54,20 @@ class DemoError(Exception):
     """A step of the demo failed; the message is the one line printed."""
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+@dataclass(frozen=True)
+class DemoOptions:
+    records: int
+    faults: str
+    bootstrap: str | None
+    keep: bool
+    partitions: int
+    master: str
+    timeout: float
+    report: Path | None
+    console: str | None
+
+
+def add_parser(subparsers: Subparsers) -> None:
     """Register the `demo` sub-command."""
     parser = subparsers.add_parser(
         "demo",
@@ -97,8 +115,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(namespace: argparse.Namespace) -> int:
     """Entry point of `onceflow demo`; returns the exit code."""
+    args = from_args(DemoOptions, namespace)
     if args.records < 100 or args.partitions < 1:
         print("onceflow demo: need --records >= 100 and --partitions >= 1", file=sys.stderr)
         return 2
@@ -208,11 +227,11 @@ class Report:
 class Demo:
     """The demo's steps; `close()` stops whatever is still running."""
 
-    def __init__(self, args: argparse.Namespace, workdir: Path):
+    def __init__(self, args: DemoOptions, workdir: Path):
         self.args = args
         self.workdir = workdir
         self.broker: EmbeddedBroker | None = None
-        self.driver: Any = None
+        self.driver: DriverProcess | None = None
         self.report = Report()
         suffix = "" if not args.bootstrap else f"-{int(time.time())}"
         self.input, self.output = f"orders{suffix}", f"orders-validated{suffix}"
@@ -220,7 +239,7 @@ class Demo:
         self.timeline = tl.Timeline()  # what the report and the console's /demo page show
         self.console_address: tuple[str, int] | None = None
         self.metrics_url: str | None = None  # the embedded broker's, with --console
-        self.console: Any = None
+        self.console: DemoConsole | None = None
 
     def say(self, text: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)

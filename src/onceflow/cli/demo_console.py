@@ -8,12 +8,18 @@ The console app (`onceflow.console.app`) is mounted as it is and served from a t
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from html import escape
+from typing import TYPE_CHECKING
 
 from onceflow.cli.demo_report import counts_table, events_table, timeline_svg
 from onceflow.cli.demo_timeline import Timeline
 from onceflow.console.server import ConsoleServer
+
+if TYPE_CHECKING:  # the console extra is imported only when asked for
+    from starlette.applications import Starlette
 
 DEMO_NAV = (("/demo", "Demo"),)  # in the console's navigation while /demo is mounted
 
@@ -46,8 +52,9 @@ class DemoConsole:
         self.metrics_url = metrics_url
         self._server: ConsoleServer | None = None
 
-    def app(self):  # -> Starlette (the console extra is imported only when asked for)
-        """The console's routes under /, and /demo and /api/demo first."""
+    def app(self) -> Starlette:
+        """The console's routes under /, and /demo and /api/demo first; the console's
+        lifespan (which keeps no state) is the app's."""
         from starlette.applications import Starlette
         from starlette.requests import Request
         from starlette.responses import HTMLResponse, JSONResponse
@@ -70,9 +77,15 @@ class DemoConsole:
         console = create_app(
             {"bootstrap.servers": self.bootstrap}, more_nav=DEMO_NAV, metrics_url=self.metrics_url
         )
+
+        @contextlib.asynccontextmanager
+        async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+            async with console.router.lifespan_context(console):
+                yield
+
         return Starlette(
             routes=[Route("/demo", page), Route("/api/demo", api), Mount("/", app=console)],
-            lifespan=lambda app: console.router.lifespan_context(console),
+            lifespan=lifespan,
         )
 
     def start(self, host: str, port: int) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from html import escape
 from pathlib import Path
 
@@ -154,7 +155,7 @@ def timeline_svg(run: Timeline) -> str:
     return "\n".join(out)
 
 
-def _driver_bars(run: Timeline, x, end: float) -> list[str]:
+def _driver_bars(run: Timeline, x: Callable[[float], float], end: float) -> list[str]:
     out, start = [], None
     for event in run.events:
         if event.kind == DRIVER_START:

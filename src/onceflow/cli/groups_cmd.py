@@ -14,19 +14,45 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from onceflow.cli.namespace import Subparsers, from_args, value
 from onceflow.cli.options import add_action, add_command, client_properties, fail
 from onceflow.client.admin import AdminClient, OffsetSpec
 from onceflow.client.errors import KafkaError
+from onceflow.client.group_admin import GroupDescription
 from onceflow.common import TopicPartition
 from onceflow.protocol.errors import ErrorCode
 
 NAME = "groups"
 READ_COMMITTED = 1
+Committed = dict[TopicPartition, tuple[int, str] | None]  # what list_consumer_group_offsets returns
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+@dataclass(frozen=True)
+class GroupIds:
+    """`--group` of describe and delete (repeatable)."""
+
+    group: list[str]
+
+
+@dataclass(frozen=True)
+class ResetOptions:
+    """`groups reset-offsets` (`--dry-run` is the default, so only `--execute` is read)."""
+
+    parser: argparse.ArgumentParser
+    group: str
+    topic: list[str] | None  # None: --all-topics
+    to_earliest: bool
+    to_latest: bool
+    to_offset: int | None
+    to_datetime: str | None
+    shift_by: int | None
+    execute: bool
+
+
+def add_parser(subparsers: Subparsers) -> None:
     """Register the `groups` sub-command and its actions."""
     actions = add_command(
         subparsers,
@@ -79,7 +105,7 @@ def run_list(args: argparse.Namespace) -> int:
             groups = admin.list_groups()
     except (KafkaError, OSError) as exc:
         return fail(NAME, str(exc))
-    if args.state:
+    if value(args, "state", bool):
         if groups:
             print(_table([["GROUP", "STATE"]] + [[g.group_id, g.state] for g in groups]))
     else:
@@ -92,7 +118,7 @@ def run_describe(args: argparse.Namespace) -> int:
     code = 0
     try:
         with _admin(args) as admin:
-            for group_id, group in admin.describe_groups(args.group).items():
+            for group_id, group in admin.describe_groups(from_args(GroupIds, args).group).items():
                 if _missing(group):
                     code = fail(NAME, f"consumer group '{group_id}' does not exist")
                     continue
@@ -105,14 +131,14 @@ def run_describe(args: argparse.Namespace) -> int:
     return code
 
 
-def _missing(group) -> bool:
+def _missing(group: GroupDescription) -> bool:
     """A group that does not exist: Dead (DescribeGroups v0-5) or GROUP_ID_NOT_FOUND (v6)."""
     return group.error_code == ErrorCode.GROUP_ID_NOT_FOUND or (
         group.error_code == ErrorCode.NONE and group.state == "Dead"
     )
 
 
-def _describe(admin: AdminClient, group) -> str:
+def _describe(admin: AdminClient, group: GroupDescription) -> str:
     owners = {tp: m for m in group.members for tp in m.assignment}
     committed = admin.list_consumer_group_offsets(group.group_id, None, require_stable=False)
     partitions = sorted(set(owners) | {tp for tp, c in committed.items() if c is not None})
@@ -149,7 +175,7 @@ def run_delete(args: argparse.Namespace) -> int:
     code = 0
     try:
         with _admin(args) as admin:
-            results = admin.delete_groups(args.group)
+            results = admin.delete_groups(from_args(GroupIds, args).group)
     except (KafkaError, OSError) as exc:
         return fail(NAME, str(exc))
     for group_id, error in results.items():
@@ -171,9 +197,11 @@ def _parse_datetime(text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def _scope(args, admin: AdminClient, committed) -> list[TopicPartition] | str:
+def _scope(
+    args: ResetOptions, admin: AdminClient, committed: Committed
+) -> list[TopicPartition] | str:
     """The partitions to reset, or why the scope is wrong."""
-    if args.all_topics:
+    if args.topic is None:  # --all-topics (argparse requires one of the two)
         return sorted(tp for tp, c in committed.items() if c is not None)
     out: list[TopicPartition] = []
     for item in args.topic:
@@ -194,7 +222,8 @@ def _scope(args, admin: AdminClient, committed) -> list[TopicPartition] | str:
     return out
 
 
-def run_reset(args: argparse.Namespace) -> int:
+def run_reset(namespace: argparse.Namespace) -> int:
+    args = from_args(ResetOptions, namespace)
     timestamp = None
     if args.to_datetime is not None:
         try:
@@ -202,7 +231,7 @@ def run_reset(args: argparse.Namespace) -> int:
         except ValueError:
             args.parser.error(f"--to-datetime {args.to_datetime!r}: not an ISO-8601 date-time")
     try:
-        with _admin(args) as admin:
+        with _admin(namespace) as admin:
             group = admin.describe_groups([args.group])[args.group]
             if not _missing(group) and group.state != "Empty":
                 return fail(
@@ -232,7 +261,13 @@ def run_reset(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _plan(args, admin: AdminClient, scope, committed, timestamp) -> dict[TopicPartition, int]:
+def _plan(
+    args: ResetOptions,
+    admin: AdminClient,
+    scope: list[TopicPartition],
+    committed: Committed,
+    timestamp: int | None,
+) -> dict[TopicPartition, int]:
     """The new offset of each partition, within [earliest, latest] as Kafka keeps it."""
     earliest = admin.list_offsets({tp: OffsetSpec.earliest() for tp in scope})
     latest = admin.list_offsets({tp: OffsetSpec.latest() for tp in scope})
@@ -250,8 +285,10 @@ def _plan(args, admin: AdminClient, scope, committed, timestamp) -> dict[TopicPa
             target = args.to_offset
         elif timestamp is not None:
             target = at_time[tp].offset if at_time[tp].offset >= 0 else high
-        else:
+        elif args.shift_by is not None:
             current = committed.get(tp)
             target = (current[0] if current is not None else low) + args.shift_by
+        else:  # argparse requires one of the --to-* options or --shift-by
+            raise TypeError("groups reset-offsets: no target option")
         plan[tp] = min(max(target, low), high)
     return plan

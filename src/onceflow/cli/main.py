@@ -11,6 +11,8 @@ import importlib
 import importlib.metadata
 import sys
 
+from onceflow.cli.namespace import Subparsers
+
 # name of the module in onceflow.cli that provides each sub-command, in the order help lists them
 SUBCOMMAND_MODULES = (
     "broker_cmd",
@@ -56,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _remember_parsers(subparsers: argparse._SubParsersAction) -> None:
+def _remember_parsers(subparsers: Subparsers) -> None:
     """Give every (sub-)sub-command parser itself as the default `_usage_parser`, so a usage
     error names the command the user typed, not the top level."""
     for sub in subparsers.choices.values():

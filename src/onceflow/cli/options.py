@@ -13,9 +13,11 @@ import codecs
 import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from onceflow.cli.namespace import Subparsers, from_args
 from onceflow.client.errors import (
     BrokerResponseError,
     KafkaConnectionError,
@@ -24,15 +26,19 @@ from onceflow.client.errors import (
 )
 from onceflow.properties import parse_properties
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 Client = TypeVar("Client")
+Options = TypeVar("Options", bound="DataclassInstance")
+# a sub-command's entry point, set as its parser's `func` default: parsed arguments -> exit code
+Run = Callable[[argparse.Namespace], int]
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000
 
 
-def add_command(
-    subparsers: argparse._SubParsersAction, name: str, help_text: str, description: str
-) -> argparse._SubParsersAction:
+def add_command(subparsers: Subparsers, name: str, help_text: str, description: str) -> Subparsers:
     """Register `onceflow NAME ACTION ...`; the subparsers its actions go into (`add_action`)."""
     parser = subparsers.add_parser(
         name,
@@ -43,9 +49,7 @@ def add_command(
     return parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
 
-def add_action(
-    actions: argparse._SubParsersAction, name: str, help_text: str, run: Any
-) -> argparse.ArgumentParser:
+def add_action(actions: Subparsers, name: str, help_text: str, run: Run) -> argparse.ArgumentParser:
     """One action of a command with the connection options (`add_bootstrap`): `run(args)` runs
     it, and finds its parser as `args.parser` (for usage errors)."""
     sub = actions.add_parser(name, help=help_text)
@@ -55,7 +59,7 @@ def add_action(
 
 
 def topic_command(
-    subparsers: argparse._SubParsersAction, name: str, help_text: str, doc: str
+    subparsers: Subparsers, name: str, help_text: str, doc: str
 ) -> argparse.ArgumentParser:
     """A sub-command on one TOPIC with the shared options; its description is the module
     docstring after the first paragraph."""
@@ -105,26 +109,37 @@ def add_bootstrap(parser: argparse.ArgumentParser) -> None:
     )
 
 
+@dataclass(frozen=True)
+class ConnectionOptions:
+    """The options `add_bootstrap` adds, as given."""
+
+    command_config: Path | None
+    property: list[str]
+    bootstrap_server: str | None
+    request_timeout_ms: int | None
+
+
 def client_properties(args: argparse.Namespace) -> dict[str, Any]:
     """The client configuration the shared options describe (usage error on a bad -X or an
     unreadable --command-config). Sets `args.bootstrap_server` and `args.request_timeout_ms`
     to the values in effect."""
+    given = from_args(ConnectionOptions, args)
     config: dict[str, Any] = {}
-    if args.command_config is not None:
+    if given.command_config is not None:
         try:
-            config.update(parse_properties(args.command_config.read_text(encoding="utf-8")))
+            config.update(parse_properties(given.command_config.read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError) as exc:
-            _usage_error(args, f"--command-config {args.command_config}: {exc}")
-    for item in args.property:
-        key, sep, value = item.partition("=")
+            _usage_error(args, f"--command-config {given.command_config}: {exc}")
+    for item in given.property:
+        key, sep, setting = item.partition("=")
         if not sep or not key:
             _usage_error(args, f"-X {item!r}: expected KEY=VALUE")
-        config[key] = value
-    if args.bootstrap_server is not None:
-        config["bootstrap.servers"] = args.bootstrap_server
+        config[key] = setting
+    if given.bootstrap_server is not None:
+        config["bootstrap.servers"] = given.bootstrap_server
     config.setdefault("bootstrap.servers", DEFAULT_BOOTSTRAP)
-    if args.request_timeout_ms is not None:
-        config["request.timeout.ms"] = args.request_timeout_ms
+    if given.request_timeout_ms is not None:
+        config["request.timeout.ms"] = given.request_timeout_ms
     config.setdefault("request.timeout.ms", DEFAULT_REQUEST_TIMEOUT_MS)
     args.bootstrap_server = str(config["bootstrap.servers"])
     args.request_timeout_ms = int(config["request.timeout.ms"])
@@ -133,7 +148,7 @@ def client_properties(args: argparse.Namespace) -> dict[str, Any]:
 
 def _usage_error(args: argparse.Namespace, message: str) -> None:
     parser = getattr(args, "parser", None)
-    if parser is None:
+    if not isinstance(parser, argparse.ArgumentParser):
         raise SystemExit(f"onceflow: {message}")
     parser.error(message)
 
@@ -156,18 +171,21 @@ def fail(command: str, message: str) -> int:
 def guarded(
     command: str,
     connect: Callable[[argparse.Namespace], AbstractContextManager[Client]],
-    action: Callable[[Client, argparse.Namespace], int],
+    options: type[Options],
+    action: Callable[[Client, Options], int],
     refusals: tuple[type[Exception], ...] = (CommandError,),
-) -> Callable[[argparse.Namespace], int]:
-    """`action(client, args)` on the client `connect(args)` opens: a broker out of reach, a
-    Kafka error or one of `refusals` becomes one line on stderr and exit code 1."""
+) -> Run:
+    """`action(client, given)` on the client `connect(args)` opens, `given` the dataclass
+    `options` read from the arguments (`namespace.from_args`): a broker out of reach, a Kafka
+    error or one of `refusals` becomes one line on stderr and exit code 1."""
 
     reported: tuple[type[Exception], ...] = (KafkaError, BrokerResponseError, *refusals)
 
     def run(args: argparse.Namespace) -> int:
+        given = from_args(options, args)
         try:
             with connect(args) as client:
-                return action(client, args)
+                return action(client, given)
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             return fail(command, f"cannot reach {args.bootstrap_server}: {exc}")
         except reported as exc:

@@ -18,17 +18,32 @@ import argparse
 import io
 import sys
 from collections.abc import Iterator
-from typing import cast
+from dataclasses import dataclass
+from typing import Any, cast
 
+from onceflow.cli.namespace import Subparsers, from_args, value
 from onceflow.cli.options import client_properties, fail, topic_command, unescape
 from onceflow.client.errors import KafkaError
 from onceflow.client.producer import Producer
+from onceflow.client.producer.futures import RecordMetadata
 
 NAME = "produce"
 READ_SIZE = 1 << 16
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+@dataclass(frozen=True)
+class ProduceOptions:
+    parser: argparse.ArgumentParser
+    topic: str
+    file: str | None
+    delimiter: str
+    key_separator: str | None
+    partition: int | None
+    header: list[str]
+    transactional_id: str | None
+
+
+def add_parser(subparsers: Subparsers) -> None:
     """Register the `produce` sub-command."""
     parser = topic_command(
         subparsers, NAME, "write records from standard input to a topic", __doc__
@@ -91,14 +106,16 @@ def records(
             return
 
 
-def run(args: argparse.Namespace) -> int:
+def run(namespace: argparse.Namespace) -> int:
+    args = from_args(ProduceOptions, namespace)
     parser = args.parser
     delimiter = unescape(args.delimiter)
     key_separator = None if args.key_separator is None else unescape(args.key_separator)
     if not delimiter:
         parser.error("--delimiter must not be empty")
     headers = _headers(parser, args.header)
-    config = client_properties(args)
+    config = client_properties(namespace)
+    timeout_s = value(namespace, "request_timeout_ms", int) / 1000  # set by client_properties
     config["acks"] = "all"
     if args.transactional_id:
         config["transactional.id"] = args.transactional_id
@@ -109,21 +126,27 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         return fail(NAME, f"cannot read {args.file}: {exc.strerror}")
     try:
-        return _produce(args, config, stream, delimiter, key_separator, headers)
+        records_in = records(stream, delimiter, key_separator)
+        return _produce(args, config, timeout_s, records_in, headers)
     finally:
         if args.file:
             stream.close()
 
 
-def _produce(args, config, stream, delimiter, key_separator, headers) -> int:
+def _produce(
+    args: ProduceOptions,
+    config: dict[str, Any],
+    timeout_s: float,
+    records_in: Iterator[tuple[bytes | None, bytes]],
+    headers: list[tuple[str, bytes]],
+) -> int:
     producer = Producer(config)
-    timeout_s = args.request_timeout_ms / 1000
     transactional = bool(args.transactional_id)
     in_transaction = False
     delivered: list[int] = [0]
     errors: list[BaseException] = []
 
-    def on_delivery(error, _metadata) -> None:
+    def on_delivery(error: BaseException | None, _metadata: RecordMetadata | None) -> None:
         if error is None:
             delivered[0] += 1
         else:
@@ -134,7 +157,7 @@ def _produce(args, config, stream, delimiter, key_separator, headers) -> int:
             producer.init_transactions(timeout_s)
             producer.begin_transaction()
             in_transaction = True
-        for key, value in records(stream, delimiter, key_separator):
+        for key, value in records_in:
             producer.send(
                 args.topic,
                 value,

@@ -14,14 +14,23 @@ done (or nothing found), 1 a broker error or something that could not be removed
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
+from onceflow.cli.namespace import Subparsers, from_args, value
 from onceflow.cli.options import add_action, add_command, client_properties, fail
 from onceflow.client.errors import KafkaError
 
 NAME = "spark"
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+@dataclass(frozen=True)
+class ForgetOptions:
+    prefix: str | None
+    checkpoint: str | None
+    execute: bool
+
+
+def add_parser(subparsers: Subparsers) -> None:
     """Register the `spark` sub-command and its actions."""
     actions = add_command(
         subparsers,
@@ -40,10 +49,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     mode.add_argument("--execute", action="store_true", help="abort the ids, delete the groups")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(namespace: argparse.Namespace) -> int:
     from onceflow.spark.forget import find_query_state, forget_query_state, prefix_of_checkpoint
 
-    config = client_properties(args)
+    args = from_args(ForgetOptions, namespace)
+    config = client_properties(namespace)
+    timeout_s = value(namespace, "request_timeout_ms", int) / 1000  # set by client_properties
     try:
         prefix = args.prefix or prefix_of_checkpoint(args.checkpoint)
         state = find_query_state(config, prefix)
@@ -59,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.execute:
             print("dry run: nothing changed (add --execute to forget them)")
             return 0
-        forget_query_state(config, state, args.request_timeout_ms / 1000)
+        forget_query_state(config, state, timeout_s)
     except (KafkaError, OSError, ValueError) as exc:
         return fail(NAME, str(exc))
     for name, error in state.errors.items():

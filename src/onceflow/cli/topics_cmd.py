@@ -18,8 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 
+from onceflow.cli.namespace import Subparsers
 from onceflow.cli.options import (
+    Options,
+    Run,
     add_action,
     add_command,
     client_properties,
@@ -32,7 +37,7 @@ from onceflow.protocol.errors import ErrorCode
 from onceflow.scrape import CLEANING, ScrapeError, partition_cleaning, scrape
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: Subparsers) -> None:
     """Register the `topics` sub-command and its actions."""
     actions = add_command(
         subparsers,
@@ -99,9 +104,49 @@ def _admin(args: argparse.Namespace) -> AdminClient:
     return AdminClient({"client.id": "onceflow-topics", **client_properties(args)})
 
 
-def _guarded(action):
-    """`action(admin, args)` on an AdminClient; failures become one line and exit 1."""
-    return guarded("topics", _admin, action, refusals=(ValueError,))
+def _guarded(options: type[Options], action: Callable[[AdminClient, Options], int]) -> Run:
+    """`action(admin, given)` on an AdminClient; failures become one line and exit 1."""
+    return guarded("topics", _admin, options, action, refusals=(ValueError,))
+
+
+@dataclass(frozen=True)
+class CreateOptions:
+    topic: str
+    partitions: int
+    replication_factor: int
+    config: list[str]
+    if_not_exists: bool
+
+
+@dataclass(frozen=True)
+class ListOptions:
+    include_internal: bool
+
+
+@dataclass(frozen=True)
+class DescribeOptions:
+    topic: list[str] | None
+    metrics_url: str | None
+
+
+@dataclass(frozen=True)
+class DeleteOptions:
+    topic: list[str]
+    if_exists: bool
+
+
+@dataclass(frozen=True)
+class AlterOptions:
+    topic: str
+    partitions: int
+
+
+@dataclass(frozen=True)
+class DeleteRecordsOptions:
+    offset_json_file: str | None
+    topic: str | None
+    partition: list[int] | None
+    offset: int
 
 
 def _parse_configs(pairs: list[str]) -> dict[str, str]:
@@ -114,7 +159,7 @@ def _parse_configs(pairs: list[str]) -> dict[str, str]:
     return configs
 
 
-def _create(admin: AdminClient, args: argparse.Namespace) -> int:
+def _create(admin: AdminClient, args: CreateOptions) -> int:
     """`topics create`."""
     topic = NewTopic(
         args.topic, args.partitions, args.replication_factor, _parse_configs(args.config)
@@ -131,14 +176,14 @@ def _create(admin: AdminClient, args: argparse.Namespace) -> int:
     return 0
 
 
-def _list(admin: AdminClient, args: argparse.Namespace) -> int:
+def _list(admin: AdminClient, args: ListOptions) -> int:
     """`topics list`."""
     for name in admin.list_topics(include_internal=args.include_internal):
         print(name)
     return 0
 
 
-def _describe(admin: AdminClient, args: argparse.Namespace) -> int:
+def _describe(admin: AdminClient, args: DescribeOptions) -> int:
     """`topics describe`: one line per topic, then one per partition with its offsets."""
     descriptions = admin.describe_topics(args.topic)
     failed = [d for d in descriptions.values() if d.error_code != ErrorCode.NONE]
@@ -182,7 +227,7 @@ def _cleaning_figures(url: str) -> dict[tuple[str, int], str]:
     }
 
 
-def _delete(admin: AdminClient, args: argparse.Namespace) -> int:
+def _delete(admin: AdminClient, args: DeleteOptions) -> int:
     """`topics delete`."""
     results = admin.delete_topics(args.topic)
     status = 0
@@ -202,7 +247,7 @@ def _delete(admin: AdminClient, args: argparse.Namespace) -> int:
     return status
 
 
-def _alter(admin: AdminClient, args: argparse.Namespace) -> int:
+def _alter(admin: AdminClient, args: AlterOptions) -> int:
     """`topics alter --partitions N`: CreatePartitions to a total of N."""
     result = admin.create_partitions({args.topic: args.partitions}).get(args.topic)
     if result is None:
@@ -248,24 +293,25 @@ def _offsets_from_json(path: str) -> dict[TopicPartition, int]:
     return offsets
 
 
-def _offsets_from_args(admin: AdminClient, args: argparse.Namespace) -> dict[TopicPartition, int]:
-    partitions = args.partition
+def _offsets_from_args(
+    admin: AdminClient, topic: str, partitions: list[int] | None, offset: int
+) -> dict[TopicPartition, int]:
     if partitions is None:
-        description = admin.describe_topics([args.topic])[args.topic]
+        description = admin.describe_topics([topic])[topic]
         if description.error_code != ErrorCode.NONE:
-            raise ValueError(f"topic {args.topic!r}: {description.error_code.name}")
+            raise ValueError(f"topic {topic!r}: {description.error_code.name}")
         partitions = [p.partition for p in description.partitions]
-    return {TopicPartition(args.topic, p): args.offset for p in partitions}
+    return {TopicPartition(topic, p): offset for p in partitions}
 
 
-def _delete_records(admin: AdminClient, args: argparse.Namespace) -> int:
+def _delete_records(admin: AdminClient, args: DeleteRecordsOptions) -> int:
     """`topics delete-records`: Kafka's kafka-delete-records.sh report."""
-    if (args.offset_json_file is None) == (args.topic is None):
-        raise ValueError("give either --offset-json-file or --topic")
-    if args.offset_json_file is not None:
+    if args.offset_json_file is not None and args.topic is None:
         offsets = _offsets_from_json(args.offset_json_file)
+    elif args.topic is not None and args.offset_json_file is None:
+        offsets = _offsets_from_args(admin, args.topic, args.partition, args.offset)
     else:
-        offsets = _offsets_from_args(admin, args)
+        raise ValueError("give either --offset-json-file or --topic")
     print("Executing records delete operation")
     results = admin.delete_records(offsets)
     print("Records delete operation completed:")
@@ -281,9 +327,9 @@ def _delete_records(admin: AdminClient, args: argparse.Namespace) -> int:
     return status
 
 
-run_create = _guarded(_create)
-run_list = _guarded(_list)
-run_describe = _guarded(_describe)
-run_delete = _guarded(_delete)
-run_delete_records = _guarded(_delete_records)
-run_alter = _guarded(_alter)
+run_create = _guarded(CreateOptions, _create)
+run_list = _guarded(ListOptions, _list)
+run_describe = _guarded(DescribeOptions, _describe)
+run_delete = _guarded(DeleteOptions, _delete)
+run_delete_records = _guarded(DeleteRecordsOptions, _delete_records)
+run_alter = _guarded(AlterOptions, _alter)

@@ -32,9 +32,14 @@ bad usage exits 2 (argparse).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
 
+from onceflow.cli.namespace import Subparsers
 from onceflow.cli.options import (
     CommandError,
+    Options,
+    Run,
     add_action,
     add_command,
     client_properties,
@@ -49,7 +54,7 @@ from onceflow.protocol.errors import ErrorCode
 _UNFINISHED = ("Ongoing", "PrepareCommit", "PrepareAbort")
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: Subparsers) -> None:
     """Register the `transactions` sub-command and its actions."""
     actions = add_command(
         subparsers,
@@ -58,7 +63,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "Inspect transactions and abort hanging ones on a running broker.",
     )
 
-    listing = add_action(actions, "list", "list transactional ids", _guarded(_list))
+    listing = add_action(actions, "list", "list transactional ids", _guarded(ListOptions, _list))
     listing.add_argument(
         "--state",
         action="append",
@@ -69,11 +74,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     listing.add_argument("--producer-id", type=int, action="append", default=[])
     listing.add_argument("--duration-filter-ms", type=int, default=-1)
 
-    describe = add_action(actions, "describe", "describe a transactional id", _guarded(_describe))
+    describe = add_action(
+        actions, "describe", "describe a transactional id", _guarded(DescribeOptions, _describe)
+    )
     describe.add_argument("--transactional-id", required=True)
 
     producers = add_action(
-        actions, "describe-producers", "producers of a partition", _guarded(_describe_producers)
+        actions,
+        "describe-producers",
+        "producers of a partition",
+        _guarded(ProducersOptions, _describe_producers),
     )
     producers.add_argument("--topic", required=True)
     producers.add_argument("--partition", type=int, required=True)
@@ -82,7 +92,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         actions,
         "find-hanging",
         "open transactions that no coordinator will finish (KIP-664)",
-        _guarded(_find_hanging),
+        _guarded(HangingOptions, _find_hanging),
     )
     scope = hanging.add_mutually_exclusive_group(required=True)
     scope.add_argument("--topic", help="look at this topic's partitions")
@@ -98,7 +108,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
 
     abort = add_action(
-        actions, "abort", "abort a hanging transaction on a partition", _guarded(_abort)
+        actions,
+        "abort",
+        "abort a hanging transaction on a partition",
+        _guarded(AbortOptions, _abort),
     )
     abort.add_argument("--topic", required=True)
     abort.add_argument("--partition", type=int, required=True)
@@ -112,9 +125,45 @@ def _connect(args: argparse.Namespace) -> AdminClient:
     return AdminClient({"client.id": "onceflow-transactions", **client_properties(args)})
 
 
-def _guarded(action):
-    """`action(admin, args)` on an admin client; failures become one line and exit 1."""
-    return guarded("transactions", _connect, action, (CommandError, ValueError))
+def _guarded(options: type[Options], action: Callable[[AdminClient, Options], int]) -> Run:
+    """`action(admin, given)` on an admin client; failures become one line and exit 1."""
+    return guarded("transactions", _connect, options, action, (CommandError, ValueError))
+
+
+@dataclass(frozen=True)
+class ListOptions:
+    state: list[str]
+    producer_id: list[int]
+    duration_filter_ms: int
+
+
+@dataclass(frozen=True)
+class DescribeOptions:
+    transactional_id: str
+
+
+@dataclass(frozen=True)
+class ProducersOptions:
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class HangingOptions:
+    topic: str | None
+    broker_id: int | None
+    partition: int | None
+    max_transaction_timeout: float
+
+
+@dataclass(frozen=True)
+class AbortOptions:
+    topic: str
+    partition: int
+    start_offset: int | None
+    producer_id: int | None
+    producer_epoch: int | None
+    coordinator_epoch: int | None
 
 
 _STATE_NAMES = {state.kafka_name.lower(): state.kafka_name for state in TxnState}
@@ -141,7 +190,7 @@ def _print_rows(header: list[str], rows: list[list[object]]) -> None:
         print("\t".join(str(value) for value in row))
 
 
-def _list(admin: AdminClient, args: argparse.Namespace) -> int:
+def _list(admin: AdminClient, args: ListOptions) -> int:
     """`transactions list`: ListTransactions on every broker."""
     listed = admin.list_transactions(args.state, args.producer_id, args.duration_filter_ms)
     rows = [[t.transactional_id, t.coordinator_id, t.producer_id, t.state] for t in listed]
@@ -149,7 +198,7 @@ def _list(admin: AdminClient, args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe(admin: AdminClient, args: argparse.Namespace) -> int:
+def _describe(admin: AdminClient, args: DescribeOptions) -> int:
     """`transactions describe`: DescribeTransactions at the id's coordinator."""
     tid = args.transactional_id
     state = admin.describe_transactions([tid])[tid]
@@ -170,7 +219,9 @@ def _describe(admin: AdminClient, args: argparse.Namespace) -> int:
     return 0
 
 
-def _producers(admin: AdminClient, tps: list[TopicPartition]) -> dict[TopicPartition, tuple]:
+def _producers(
+    admin: AdminClient, tps: list[TopicPartition]
+) -> dict[TopicPartition, tuple[ProducerState, ...]]:
     """DescribeProducers at each partition's leader; the first failing partition is an error."""
     results = admin.describe_producers(tps)
     for tp in tps:
@@ -178,7 +229,7 @@ def _producers(admin: AdminClient, tps: list[TopicPartition]) -> dict[TopicParti
     return {tp: results[tp].producers for tp in tps}
 
 
-def _describe_producers(admin: AdminClient, args: argparse.Namespace) -> int:
+def _describe_producers(admin: AdminClient, args: ProducersOptions) -> int:
     """`transactions describe-producers`."""
     tp = TopicPartition(args.topic, args.partition)
     header = [
@@ -194,7 +245,7 @@ def _describe_producers(admin: AdminClient, args: argparse.Namespace) -> int:
     return 0
 
 
-def _partitions(admin: AdminClient, args: argparse.Namespace) -> list[TopicPartition]:
+def _partitions(admin: AdminClient, args: HangingOptions) -> list[TopicPartition]:
     """The partitions `find-hanging` looks at: a topic's (or one of them), or every
     partition the broker leads."""
     if args.partition is not None and args.topic is None:
@@ -224,7 +275,7 @@ def _coordinator_view(
     return {s.producer_id: s for s in described if s.error_code == ErrorCode.NONE}
 
 
-def _find_hanging(admin: AdminClient, args: argparse.Namespace) -> int:
+def _find_hanging(admin: AdminClient, args: HangingOptions) -> int:
     """`transactions find-hanging`: producers with an open transaction on a partition, older
     than the threshold, that their coordinator does not have ongoing with that partition (at
     that epoch): nothing will ever end them but `transactions abort`."""
@@ -264,17 +315,18 @@ def _coordinator_has(state: TransactionDescription, tp: TopicPartition, epoch: i
     return state.producer_epoch in (epoch, epoch + 1)
 
 
-def _abort_target(admin: AdminClient, args: argparse.Namespace) -> AbortTransactionSpec:
+def _abort_target(admin: AdminClient, args: AbortOptions) -> AbortTransactionSpec:
     """The transaction to abort: given, or found by its start offset."""
     tp = TopicPartition(args.topic, args.partition)
     explicit = (args.producer_id, args.producer_epoch, args.coordinator_epoch)
     if args.start_offset is None:
-        if None in explicit:
+        producer_id, producer_epoch, coordinator_epoch = explicit
+        if producer_id is None or producer_epoch is None or coordinator_epoch is None:
             raise CommandError(
                 "give --start-offset, or all of --producer-id, --producer-epoch and "
                 "--coordinator-epoch"
             )
-        return AbortTransactionSpec(tp, *explicit)
+        return AbortTransactionSpec(tp, producer_id, producer_epoch, coordinator_epoch)
     if any(value is not None for value in explicit):
         raise CommandError("--start-offset excludes --producer-id/--producer-epoch/...")
     for p in _producers(admin, [tp])[tp]:
@@ -287,7 +339,7 @@ def _abort_target(admin: AdminClient, args: argparse.Namespace) -> AbortTransact
     )
 
 
-def _abort(admin: AdminClient, args: argparse.Namespace) -> int:
+def _abort(admin: AdminClient, args: AbortOptions) -> int:
     """`transactions abort`: an ABORT marker written by the partition's leader."""
     spec = _abort_target(admin, args)
     where = f"{args.topic}-{args.partition}"

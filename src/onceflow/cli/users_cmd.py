@@ -24,8 +24,10 @@ import argparse
 import getpass
 import secrets
 import sys
+from dataclasses import dataclass
 
 from onceflow.cli.admin_request import Send, run_request
+from onceflow.cli.namespace import Subparsers, from_args
 from onceflow.cli.options import CommandError, add_action, add_command
 from onceflow.protocol.errors import ErrorCode
 from onceflow.protocol.messages.alter_user_scram_credentials import (
@@ -33,6 +35,7 @@ from onceflow.protocol.messages.alter_user_scram_credentials import (
 )
 from onceflow.protocol.messages.describe_user_scram_credentials import (
     DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
 )
 from onceflow.security.scram import (
     DEFAULT_ITERATIONS,
@@ -50,9 +53,30 @@ DEFAULT_MECHANISM = ScramMechanism.SCRAM_SHA_512.mechanism_name
 _Deletion = AlterUserScramCredentialsRequest.ScramCredentialDeletion
 _Upsertion = AlterUserScramCredentialsRequest.ScramCredentialUpsertion
 _UserName = DescribeUserScramCredentialsRequest.UserName
+_Result = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+@dataclass(frozen=True)
+class AddOptions:
+    parser: argparse.ArgumentParser
+    name: str
+    mechanism: str
+    iterations: int
+    password_stdin: bool
+
+
+@dataclass(frozen=True)
+class ListOptions:
+    names: list[str]
+
+
+@dataclass(frozen=True)
+class RemoveOptions:
+    name: str
+    mechanism: str | None
+
+
+def add_parser(subparsers: Subparsers) -> None:
     """Register the `users` sub-command and its actions."""
     actions = add_command(
         subparsers, NAME, "add, list and remove SCRAM users (KIP-554)", __doc__.split("\n\n", 1)[1]
@@ -82,7 +106,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
 
 
-def _read_password(args: argparse.Namespace) -> str:
+def _read_password(args: AddOptions) -> str:
     if args.password_stdin:
         password = sys.stdin.readline().rstrip("\r\n")
     else:
@@ -94,7 +118,7 @@ def _read_password(args: argparse.Namespace) -> str:
     return password
 
 
-def _describe(send: Send, names: list[str] | None) -> list:
+def _describe(send: Send, names: list[str] | None) -> list[_Result]:
     users = None if names is None else [_UserName(name=n) for n in names]
     response = send(DescribeUserScramCredentialsRequest(users=users))
     if response.error_code != ErrorCode.NONE:
@@ -102,7 +126,7 @@ def _describe(send: Send, names: list[str] | None) -> list:
     return response.results
 
 
-def _alter(send: Send, deletions: list, upsertions: list) -> None:
+def _alter(send: Send, deletions: list[_Deletion], upsertions: list[_Upsertion]) -> None:
     request = AlterUserScramCredentialsRequest(deletions=deletions, upsertions=upsertions)
     for result in send(request).results:
         if result.error_code != ErrorCode.NONE:
@@ -110,7 +134,8 @@ def _alter(send: Send, deletions: list, upsertions: list) -> None:
             raise CommandError(f"user {result.user!r}: {code} ({result.error_message})")
 
 
-def run_add(args: argparse.Namespace) -> int:
+def run_add(namespace: argparse.Namespace) -> int:
+    args = from_args(AddOptions, namespace)
     if not MIN_ITERATIONS <= args.iterations <= MAX_ITERATIONS:
         args.parser.error(f"--iterations must be {MIN_ITERATIONS}-{MAX_ITERATIONS}")
     mechanism = MECHANISMS[args.mechanism]
@@ -129,10 +154,12 @@ def run_add(args: argparse.Namespace) -> int:
         print(f"Set the {mechanism.mechanism_name} credential of user {args.name}.")
         return 0
 
-    return run_request(args, NAME, action)
+    return run_request(namespace, NAME, action)
 
 
-def run_list(args: argparse.Namespace) -> int:
+def run_list(namespace: argparse.Namespace) -> int:
+    args = from_args(ListOptions, namespace)
+
     def action(send: Send) -> int:
         results = _describe(send, args.names or None)
         print("User\tMechanism\tIterations")
@@ -147,10 +174,12 @@ def run_list(args: argparse.Namespace) -> int:
             raise CommandError("; ".join(failed))
         return 0
 
-    return run_request(args, NAME, action)
+    return run_request(namespace, NAME, action)
 
 
-def run_remove(args: argparse.Namespace) -> int:
+def run_remove(namespace: argparse.Namespace) -> int:
+    args = from_args(RemoveOptions, namespace)
+
     def action(send: Send) -> int:
         if args.mechanism is not None:
             mechanisms = [MECHANISMS[args.mechanism]]
@@ -165,4 +194,4 @@ def run_remove(args: argparse.Namespace) -> int:
         print(f"Removed the {names} credential(s) of user {args.name}.")
         return 0
 
-    return run_request(args, NAME, action)
+    return run_request(namespace, NAME, action)

@@ -47,7 +47,7 @@ class DeletedAcls:
     bindings: tuple[AclBinding, ...] = ()
 
 
-class _FilterFields(TypedDict):
+class AclFilterFields(TypedDict):
     """A filter as the keyword arguments of DescribeAcls and DeleteAcls' filter."""
 
     resource_type_filter: int
@@ -59,7 +59,7 @@ class _FilterFields(TypedDict):
     permission_type: int
 
 
-def _filter_fields(f: AclBindingFilter) -> _FilterFields:
+def _filter_fields(f: AclBindingFilter) -> AclFilterFields:
     pattern, entry = f.pattern_filter, f.entry_filter
     return {
         "resource_type_filter": pattern.resource_type,

@@ -51,7 +51,7 @@ class QueryState:
         return not self.groups and not self.transactional_ids
 
 
-def prefix_of_checkpoint(checkpoint: str) -> str:
+def prefix_of_checkpoint(checkpoint: str | None) -> str:
     """The default prefix of the query whose checkpoint is at `checkpoint` (a local path)."""
     query_id = query_id_from_checkpoint(checkpoint)
     if query_id is None:
