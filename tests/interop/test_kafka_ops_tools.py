@@ -234,4 +234,5 @@ def test_transactional_producer_perf_then_consumer_perf_and_groups_list(node, tm
     assert {"GROUP": "ops-perf-group", "TYPE": "Classic", "PROTOCOL": "consumer"} in rows
     assert "ops-perf-group" in {r["GROUP"] for r in column_rows(
         tool(node, GROUPS, "--list", "--consumer").check().stdout)}  # fmt: skip
-    assert column_rows(tool(node, GROUPS, "--list", "--share").check().stdout) == []
+    for other in ("--share", "--streams"):
+        assert column_rows(tool(node, GROUPS, "--list", other).check().stdout) == []
