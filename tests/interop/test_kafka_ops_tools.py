@@ -2,29 +2,32 @@
 
 Each test runs the classes behind `kafka-log-dirs.sh`, `kafka-broker-api-versions.sh`,
 `kafka-features.sh`, `kafka-leader-election.sh`, `kafka-cluster.sh`, `kafka-groups.sh`,
-`kafka-metadata-quorum.sh` and `kafka-producer/consumer-perf-test.sh` (support.kafka_tools)
-and checks what they print against what the broker holds: the segment files on disk, the
-served API versions, the data directory's meta.properties, the records a read_committed
-consumer counts. What onceflow does not serve (leader election, the KRaft quorum, feature
-updates, broker unregistration) must fail the way Kafka's tools report it on a broker without
-the API, and the broker must go on serving. One broker serves the module (`node`,
-tests/interop/conftest.py); every test uses its own topics and groups.
+`kafka-metadata-quorum.sh`, `kafka-producer/consumer-perf-test.sh` and `kafka-dump-log.sh`
+(support.kafka_tools) and checks what they print against what the broker holds: the segment
+files on disk, the served API versions, the data directory's meta.properties, the records a
+read_committed consumer counts; kafka-dump-log reads the data directory with Kafka's own
+batch, index and internal-topic decoders. What onceflow does not serve (leader election, the
+KRaft quorum, feature updates, broker unregistration) must fail the way Kafka's tools report it
+on a broker without the API, and the broker must go on serving. One broker serves the module
+(`node`, tests/interop/conftest.py); every test uses its own topics and groups.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from support.broker import BrokerProcess
 from support.kafka_tools import (
     BROKER_API_VERSIONS,
     CLUSTER,
     CONSUMER_PERFORMANCE,
+    DUMP_LOG,
     FEATURES,
     GROUPS,
     LEADER_ELECTION,
@@ -41,6 +44,8 @@ from support.topic_reader import confluent_read_to_end
 
 from interop.workload import create_topic
 from onceflow.broker.served_versions import SUPPORTED_VERSIONS
+from onceflow.client.admin import AdminClient as OnceflowAdminClient
+from onceflow.coordinator.partitioning import coordinator_partition
 from onceflow.properties import parse_properties
 
 pytestmark = pytest.mark.kafka
@@ -236,3 +241,109 @@ def test_transactional_producer_perf_then_consumer_perf_and_groups_list(node, tm
         tool(node, GROUPS, "--list", "--consumer").check().stdout)}  # fmt: skip
     for other in ("--share", "--streams"):
         assert column_rows(tool(node, GROUPS, "--list", other).check().stdout) == []
+
+
+# -- kafka-dump-log ----------------------------------------------------------------------------
+
+BATCH_LINE = re.compile(
+    r"^baseOffset: (\d+) lastOffset: (\d+) count: (\d+) .* isTransactional: (\w+) "
+    r"isControl: (\w+) .* position: (\d+) .* isvalid: (\w+)$"
+)
+DECODED_LINE = re.compile(r"^\| offset: \d+ .* key: (\{.*\}) payload: (\{.*\})$")
+
+
+def dump_log(*args: str) -> str:
+    """kafka-dump-log's output (it reads the files itself: no broker involved)."""
+    return run_tool(DUMP_LOG, *args).check().stdout
+
+
+def decoded(out: str) -> list[tuple[dict, dict]]:
+    """(key, payload) of each record an internal-topic decoder printed."""
+    return [
+        (json.loads(match[1]), json.loads(match[2]))
+        for match in map(DECODED_LINE.match, out.splitlines())
+        if match
+    ]
+
+
+def partition_map(state: dict) -> dict[str, list[int]]:
+    """A transaction-log value's partitions as {topic: partition ids}."""
+    return {entry["topic"]: entry["partitionIds"] for entry in state["transactionPartitions"]}
+
+
+def wait_complete_commit(broker: BrokerProcess, txn_id: str, timeout: float = 20.0) -> None:
+    """Until the coordinator describes `txn_id` as CompleteCommit (its markers are written
+    after EndTxn returns)."""
+    deadline = time.monotonic() + timeout
+    with OnceflowAdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+        while admin.describe_transactions([txn_id])[txn_id].state != "CompleteCommit":
+            assert time.monotonic() < deadline, f"{txn_id} not completed"
+            time.sleep(0.05)
+
+
+def internal_logs(data_dir: Path, topic: str) -> str:
+    return ",".join(str(path) for path in sorted(data_dir.glob(f"{topic}-*/*.log")))
+
+
+def test_dump_log_reads_segments_indexes_and_internal_topics(node):
+    topic, txn_id, group = "ops-dump", "ops-dump-txn", "ops-dump-group"
+    create_topic(node.bootstrap, topic, 1)
+    producer = Producer({"bootstrap.servers": node.bootstrap, "transactional.id": txn_id,
+                         "linger.ms": 0, "batch.size": 4000})  # fmt: skip
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": group})
+    producer.init_transactions(30)
+    values = [b"%03d-" % i + b"x" * 200 for i in range(100)]
+    for txn, half in enumerate((values[:50], values[50:])):
+        producer.begin_transaction()
+        for value in half:
+            producer.produce(topic, value=value, partition=0)
+        if txn == 1:
+            offsets = [TopicPartition(topic, 0, 77)]
+            producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 30)
+        producer.commit_transaction(30)
+    consumer.close()
+    wait_complete_commit(node, txn_id)  # markers and the last state record are then durable
+    end = watermarks(node, topic, 0)[1]
+
+    segment = node.data_dir / f"{topic}-0" / f"{0:020d}"
+    out = dump_log("--deep-iteration", "--print-data-log", "--files", f"{segment}.log")
+    batches = [m.groups() for m in map(BATCH_LINE.match, out.splitlines()) if m]
+    assert {(transactional, valid) for *_, transactional, _, _, valid in batches} == {
+        ("true", "true")
+    }
+    offsets_covered = [o for base, last, *_ in batches for o in range(int(base), int(last) + 1)]
+    assert offsets_covered == list(range(end))
+    assert [b[:3] for b in batches if b[4] == "true"] == [("50", "50", "1"), ("101", "101", "1")]
+    assert out.count("endTxnMarker: COMMIT coordinatorEpoch: ") == 2
+    assert re.findall(r" payload: (\S+)$", out, re.MULTILINE) == [v.decode() for v in values]
+
+    # each offset-index entry: the last offset of the batch at its position (Kafka's rule)
+    index_files = f"{segment}.index,{segment}.timeindex"
+    verified = run_tool(DUMP_LOG, "--verify-index-only", "--files", index_files).check()
+    assert verified.stderr == ""  # where it reports index entries that miss their batch
+    entries = re.findall(r"^offset: (\d+) position: (\d+)$", dump_log("--files", index_files), re.M)
+    positions = {(last, position) for _, last, _, _, _, position, _ in batches}
+    assert len(entries) >= 2 and set(entries) <= positions
+
+    out = dump_log("--transaction-log-decoder", "--files",
+                   internal_logs(node.data_dir, "__transaction_state"))  # fmt: skip
+    txn_records = decoded(out)
+    states = [value["data"] for key, value in txn_records
+              if key["data"] == {"transactionalId": txn_id}]  # fmt: skip
+    assert {(s["producerId"], s["producerEpoch"]) for s in states} == {(states[0]["producerId"], 0)}
+    offsets_partitions = len(list(node.data_dir.glob("__consumer_offsets-*")))
+    data = {topic: [0]}
+    both = {**data, "__consumer_offsets": [coordinator_partition(group, offsets_partitions)]}
+    assert [(s["transactionStatus"], partition_map(s)) for s in states] == [
+        ("Empty", {}),
+        ("Ongoing", data), ("PrepareCommit", data), ("CompleteCommit", {}),
+        ("Ongoing", data), ("Ongoing", both), ("PrepareCommit", both), ("CompleteCommit", {}),
+    ]  # fmt: skip
+
+    out = dump_log(
+        "--offsets-decoder", "--files", internal_logs(node.data_dir, "__consumer_offsets")
+    )
+    committed = [(key["data"], value["data"]["offset"]) for key, value in decoded(out)
+                 if key["type"] == "1" and key["data"]["group"] == group]  # fmt: skip
+    assert committed == [({"group": group, "topic": topic, "partition": 0}, 77)]
+    assert "endTxnMarker: COMMIT" in out

@@ -65,6 +65,7 @@ GROUPS = "org.apache.kafka.tools.GroupsCommand"
 METADATA_QUORUM = "org.apache.kafka.tools.MetadataQuorumCommand"
 PRODUCER_PERFORMANCE = "org.apache.kafka.tools.ProducerPerformance"
 CONSUMER_PERFORMANCE = "org.apache.kafka.tools.ConsumerPerformance"
+DUMP_LOG = "org.apache.kafka.tools.DumpLogSegments"
 
 
 @dataclass(frozen=True)
