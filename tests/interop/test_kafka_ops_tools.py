@@ -25,15 +25,19 @@ from confluent_kafka.admin import AdminClient
 from support.broker import BrokerProcess
 from support.kafka_tools import (
     BROKER_API_VERSIONS,
+    CLIENT_METRICS,
     CLUSTER,
     CONSUMER_PERFORMANCE,
+    DELEGATION_TOKENS,
     DUMP_LOG,
+    END_TO_END_LATENCY,
     FEATURES,
     GROUPS,
     LEADER_ELECTION,
     LOG_DIRS,
     METADATA_QUORUM,
     PRODUCER_PERFORMANCE,
+    REASSIGN_PARTITIONS,
     ToolRun,
     column_rows,
     run_tool,
@@ -142,31 +146,63 @@ def test_features_describe_lists_none_and_updates_are_unsupported(node):
     assert "1 out of 1 operation(s) failed." in run.stderr
 
 
-# -- kafka-leader-election, kafka-metadata-quorum: not served ----------------------------------
+# -- not served: leader election, the quorum, reassignment, client metrics, delegation tokens --
+
+UNSUPPORTED = {
+    "leader-election --all-topic-partitions": (
+        LEADER_ELECTION, ("--election-type", "preferred", "--all-topic-partitions"),
+        "ELECT_LEADERS",
+    ),
+    "leader-election --topic": (
+        LEADER_ELECTION, ("--election-type", "preferred", "--topic", "ops-refused",
+                          "--partition", "0"),
+        "ELECT_LEADERS",
+    ),
+    "metadata-quorum --status": (METADATA_QUORUM, ("describe", "--status"), "DESCRIBE_QUORUM"),
+    "metadata-quorum --replication": (
+        METADATA_QUORUM, ("describe", "--replication"), "DESCRIBE_QUORUM",
+    ),
+    "reassign-partitions --list": (
+        REASSIGN_PARTITIONS, ("--list",), "LIST_PARTITION_REASSIGNMENTS",
+    ),
+    "client-metrics --list": (CLIENT_METRICS, ("--list",), "LIST_CONFIG_RESOURCES"),
+    "delegation-tokens --describe": (
+        DELEGATION_TOKENS, ("--describe", "--command-config", "EMPTY"),
+        "DESCRIBE_DELEGATION_TOKEN",
+    ),
+}  # fmt: skip
 
 
-def test_leader_election_is_unsupported(node):
-    topic = "ops-election"
+@pytest.fixture(scope="module")
+def refused_topic(node: BrokerProcess) -> str:
+    create_topic(node.bootstrap, "ops-refused", 1)
+    return "ops-refused"
+
+
+@pytest.mark.parametrize("case", UNSUPPORTED)
+def test_tools_of_unserved_apis_fail_as_on_kafka(node, refused_topic, tmp_path, case):
+    main_class, args, api = UNSUPPORTED[case]
+    empty = tmp_path / "empty.properties"
+    empty.write_text("")
+    run = tool(node, main_class, *(str(empty) if arg == "EMPTY" else arg for arg in args))
+    assert run.returncode == 1
+    assert (
+        f"UnsupportedVersionException: The node does not support {api}" in run.stdout + run.stderr
+    )
+    assert_serving(node, refused_topic)
+
+
+# -- kafka-e2e-latency -------------------------------------------------------------------------
+
+
+def test_end_to_end_latency_round_trips_each_record(node):
+    # the tool fails when a record it reads back is not the one it sent
+    topic = "ops-e2e"
     create_topic(node.bootstrap, topic, 1)
-    for how in (("--all-topic-partitions",), ("--topic", topic, "--partition", "0")):
-        run = tool(node, LEADER_ELECTION, "--election-type", "preferred", *how)
-        assert run.returncode == 1
-        assert "UnsupportedVersionException: The node does not support ELECT_LEADERS" in (
-            run.stderr
-        )
-    assert_serving(node, topic)
-
-
-def test_metadata_quorum_is_unsupported(node):
-    topic = "ops-quorum"
-    create_topic(node.bootstrap, topic, 1)
-    for what in ("--status", "--replication"):
-        run = tool(node, METADATA_QUORUM, "describe", what)
-        assert run.returncode == 1
-        assert "UnsupportedVersionException: The node does not support DESCRIBE_QUORUM" in (
-            run.stderr
-        )
-    assert_serving(node, topic)
+    out = tool(node, END_TO_END_LATENCY, "--topic", topic, "--num-records", "200",
+               "--producer-acks", "all", "--record-size", "100").check().stdout  # fmt: skip
+    assert re.search(r"^Avg latency: [\d.]+ ms$", out, re.MULTILINE), out
+    assert watermarks(node, topic, 0)[1] == 200
 
 
 # -- kafka-cluster -----------------------------------------------------------------------------
@@ -235,8 +271,12 @@ def test_transactional_producer_perf_then_consumer_perf_and_groups_list(node, tm
     assert int(stats["data.consumed.in.nMsg"]) == records
     assert float(stats["data.consumed.in.MB"]) == round(records * size / 1024 / 1024, 4)
 
+    offsets_only = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "ops-offsets-only"})
+    offsets_only.commit(offsets=[TopicPartition(topic, 0, 5)], asynchronous=False)
+    offsets_only.close()
     rows = column_rows(tool(node, GROUPS, "--list").check().stdout)
     assert {"GROUP": "ops-perf-group", "TYPE": "Classic", "PROTOCOL": "consumer"} in rows
+    assert {"GROUP": "ops-offsets-only", "TYPE": "Classic", "PROTOCOL": ""} in rows
     assert "ops-perf-group" in {r["GROUP"] for r in column_rows(
         tool(node, GROUPS, "--list", "--consumer").check().stdout)}  # fmt: skip
     for other in ("--share", "--streams"):

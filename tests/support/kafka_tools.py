@@ -66,6 +66,10 @@ METADATA_QUORUM = "org.apache.kafka.tools.MetadataQuorumCommand"
 PRODUCER_PERFORMANCE = "org.apache.kafka.tools.ProducerPerformance"
 CONSUMER_PERFORMANCE = "org.apache.kafka.tools.ConsumerPerformance"
 DUMP_LOG = "org.apache.kafka.tools.DumpLogSegments"
+END_TO_END_LATENCY = "org.apache.kafka.tools.EndToEndLatency"
+REASSIGN_PARTITIONS = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+CLIENT_METRICS = "org.apache.kafka.tools.ClientMetricsCommand"
+DELEGATION_TOKENS = "org.apache.kafka.tools.DelegationTokenCommand"
 
 
 @dataclass(frozen=True)
@@ -173,7 +177,9 @@ def tab_rows(text: str) -> list[dict[str, str]]:
 
 def column_rows(text: str, *headers: str) -> list[dict[str, str]]:
     """Rows of every space-aligned table in `text` (a header line is one that starts with
-    `GROUP` or `TOPIC`, or one of `headers`); cells hold no spaces in these tables."""
+    `GROUP` or `TOPIC`, or one of `headers`); cells hold no spaces in these tables, and only a
+    row's last cells may be empty (kafka-groups prints no protocol for a group that only has
+    committed offsets)."""
     rows: list[dict[str, str]] = []
     header: list[str] | None = None
     for line in text.splitlines():
@@ -183,5 +189,7 @@ def column_rows(text: str, *headers: str) -> list[dict[str, str]]:
         elif cells[0] in ("GROUP", "TOPIC", *headers):
             header = cells
         elif header is not None:
-            rows.append(dict(zip(header, cells, strict=True)))
+            if len(cells) > len(header):
+                raise ValueError(f"more cells than columns: {line!r}")
+            rows.append(dict(zip(header, cells + [""] * (len(header) - len(cells)), strict=True)))
     return rows
