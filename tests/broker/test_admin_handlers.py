@@ -122,6 +122,15 @@ def test_describe_cluster(state, version):
     assert response.controller_id == 1 and [b.broker_id for b in response.brokers] == [1]
 
 
+@pytest.mark.parametrize("include_fenced", [False, True])
+def test_describe_cluster_v2_lists_the_node_unfenced(state, include_fenced):
+    # KIP-1073: kafka-cluster list-endpoints --include-fenced-brokers sends v2
+    request = DescribeClusterRequest(include_fenced_brokers=include_fenced)
+    response = run(state, ApiKey.DESCRIBE_CLUSTER, 2, request)
+    assert response.error_code == 0
+    assert [(b.broker_id, b.is_fenced) for b in response.brokers] == [(1, False)]
+
+
 def create_request(*topics, validate_only=False):
     return CreateTopicsRequest(topics=list(topics), timeout_ms=1000, validate_only=validate_only)
 

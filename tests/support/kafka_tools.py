@@ -11,7 +11,8 @@ later runs map it (`-XX:SharedArchiveFile`), which halves a tool's start-up CPU.
 foreign archive is ignored by the JVM (`-Xshare:auto`), and JVM logging is off so no CDS
 warning reaches a tool's stdout.
 `tab_rows` and `column_rows` parse the two table styles the tools print: tab-separated
-(kafka-transactions, kafka-topics) and space-aligned under a header (kafka-consumer-groups).
+(kafka-transactions, kafka-topics) and space-aligned under a header (kafka-consumer-groups,
+kafka-groups, kafka-cluster list-endpoints).
 """
 
 from __future__ import annotations
@@ -55,6 +56,20 @@ GET_OFFSETS = "org.apache.kafka.tools.GetOffsetShell"
 VERIFIABLE_PRODUCER = "org.apache.kafka.tools.VerifiableProducer"
 VERIFIABLE_CONSUMER = "org.apache.kafka.tools.VerifiableConsumer"
 MESSAGE_COPIER = "org.apache.kafka.tools.TransactionalMessageCopier"
+LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
+BROKER_API_VERSIONS = "org.apache.kafka.tools.BrokerApiVersionsCommand"
+FEATURES = "org.apache.kafka.tools.FeatureCommand"
+LEADER_ELECTION = "org.apache.kafka.tools.LeaderElectionCommand"
+CLUSTER = "org.apache.kafka.tools.ClusterTool"
+GROUPS = "org.apache.kafka.tools.GroupsCommand"
+METADATA_QUORUM = "org.apache.kafka.tools.MetadataQuorumCommand"
+PRODUCER_PERFORMANCE = "org.apache.kafka.tools.ProducerPerformance"
+CONSUMER_PERFORMANCE = "org.apache.kafka.tools.ConsumerPerformance"
+DUMP_LOG = "org.apache.kafka.tools.DumpLogSegments"
+END_TO_END_LATENCY = "org.apache.kafka.tools.EndToEndLatency"
+REASSIGN_PARTITIONS = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+CLIENT_METRICS = "org.apache.kafka.tools.ClientMetricsCommand"
+DELEGATION_TOKENS = "org.apache.kafka.tools.DelegationTokenCommand"
 
 
 @dataclass(frozen=True)
@@ -160,17 +175,21 @@ def tab_rows(text: str) -> list[dict[str, str]]:
     return rows
 
 
-def column_rows(text: str) -> list[dict[str, str]]:
+def column_rows(text: str, *headers: str) -> list[dict[str, str]]:
     """Rows of every space-aligned table in `text` (a header line is one that starts with
-    `GROUP` or `TOPIC`); cells hold no spaces in these tables."""
+    `GROUP` or `TOPIC`, or one of `headers`); cells hold no spaces in these tables, and only a
+    row's last cells may be empty (kafka-groups prints no protocol for a group that only has
+    committed offsets)."""
     rows: list[dict[str, str]] = []
     header: list[str] | None = None
     for line in text.splitlines():
         cells = line.split()
         if not cells:
             header = None
-        elif cells[0] in ("GROUP", "TOPIC"):
+        elif cells[0] in ("GROUP", "TOPIC", *headers):
             header = cells
         elif header is not None:
-            rows.append(dict(zip(header, cells, strict=True)))
+            if len(cells) > len(header):
+                raise ValueError(f"more cells than columns: {line!r}")
+            rows.append(dict(zip(header, cells + [""] * (len(header) - len(cells)), strict=True)))
     return rows

@@ -51,7 +51,7 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
         ApiKey.CREATE_ACLS: (1, 3),
         ApiKey.DELETE_ACLS: (1, 3),
         ApiKey.SASL_AUTHENTICATE: (0, 2),
-        ApiKey.DESCRIBE_CLUSTER: (0, 1),
+        ApiKey.DESCRIBE_CLUSTER: (0, 2),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
         ApiKey.DELETE_GROUPS: (0, 2),
         ApiKey.OFFSET_DELETE: (0, 0),

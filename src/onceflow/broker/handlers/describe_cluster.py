@@ -1,6 +1,6 @@
 """DescribeCluster handler.
 
-API: DescribeCluster (key 60), versions 0-1.
+API: DescribeCluster (key 60), versions 0-2.
 
 Behaviour: reports this single node as the only broker and the controller, with the persisted
 cluster id. With `include_cluster_authorized_operations` the answer carries the operations the
@@ -11,7 +11,10 @@ Authorization (authorizer on): the request is not checked (as Kafka); the author
 operations are 0 when the caller may not DESCRIBE the cluster.
 
 Versions: v1 adds endpoint_type; only brokers (1) are served, asking for controllers (2)
-gets UNSUPPORTED_ENDPOINT_TYPE as in Kafka when the request goes to a broker.
+gets UNSUPPORTED_ENDPOINT_TYPE as in Kafka when the request goes to a broker. v2 adds
+include_fenced_brokers and each broker's is_fenced (KIP-1073): the one node is never fenced,
+so the flag changes nothing and is_fenced is always false (`kafka-cluster list-endpoints
+--include-fenced-brokers` needs v2).
 
 Deviations: none.
 """
@@ -67,7 +70,11 @@ async def handle_describe_cluster(
         controller_id=broker.node_id,
         brokers=[
             DescribeClusterResponse.DescribeClusterBroker(
-                broker_id=broker.node_id, host=address.host, port=address.port, rack=None
+                broker_id=broker.node_id,
+                host=address.host,
+                port=address.port,
+                rack=None,
+                is_fenced=False,
             )
         ],
         cluster_authorized_operations=operations,
