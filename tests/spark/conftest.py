@@ -39,6 +39,19 @@ def session():
     spark.stop()
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _close_kept_clients():
+    """The sink and source keep clients between batches in the process that ran them (here
+    the test process too); closed after each module, whose brokers then stop, so that no
+    client goes on retrying a stopped broker for the rest of the run."""
+    yield
+    from onceflow.spark import committer, pools
+
+    committer._committers.clear()
+    pools._consumers.clear()
+    pools._producers.clear()
+
+
 @pytest.fixture(scope="module")
 def module_broker(tmp_path_factory):
     broker = BrokerProcess(tmp_path_factory.mktemp("broker") / "data")

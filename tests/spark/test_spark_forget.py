@@ -58,7 +58,9 @@ def test_forget_a_retired_query(session, module_broker, tmp_path, capsys):
     assert markers
     crashed = _open_transaction(bootstrap, f"{prefix}-7", "retired-out", None)  # a dead task's
     other = f"onceflow-{uuid.uuid4()}-0"  # another query's task
-    _open_transaction(bootstrap, other, "retired-out", other).commit_transaction(30)
+    committed = _open_transaction(bootstrap, other, "retired-out", other)
+    committed.commit_transaction(30)
+    committed.close()
     lso, hw = (end_offsets(bootstrap, "retired-out", 2, rc) for rc in (True, False))
     assert lso != hw
 

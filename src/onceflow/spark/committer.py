@@ -292,6 +292,13 @@ class _Committers:
         if evicted is not None:
             evicted.close(timeout=0)
 
+    def clear(self) -> None:
+        """Close every kept producer."""
+        with self.lock:
+            idle, self.idle = self.idle, OrderedDict()
+        for producer in idle.values():
+            producer.close(timeout=0)
+
 
 _committers = _Committers(COMMITTERS_KEPT)
 
